@@ -1,0 +1,13 @@
+//! The eBPF instruction set as gpubpf uses it: RFC 9669 plus ISA v4.
+//!
+//! - [`opcode`]: the raw opcode constants.
+//! - [`insn`]: 8-byte slots ([`Insn`]), strict decoding into [`Instruction`] and encoding back.
+
+pub mod insn;
+pub mod opcode;
+
+pub use insn::{
+    decode_program, encode_program, slots_from_bytes, slots_to_bytes, AluOp, AtomicOp, ByteSwap,
+    CallTarget, DecodeError, Insn, Instruction, JmpCond, LddwKind, Operand, Size, Width,
+    FRAME_POINTER, NUM_REGS,
+};

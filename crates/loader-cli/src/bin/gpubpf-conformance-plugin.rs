@@ -1,0 +1,5 @@
+//! bpf_conformance plugin.
+
+fn main() {
+    std::process::exit(1);
+}

@@ -1,0 +1,5 @@
+//! The `gpubpf` command-line tool.
+
+fn main() {
+    println!("gpubpf {}", env!("CARGO_PKG_VERSION"));
+}

@@ -1,0 +1,2 @@
+//! The gpubpf runtime: ELF loading, maps, helpers, interpreter, JIT, attach-point catalog,
+//! registry.

@@ -1,0 +1,1 @@
+//! Static verifier for gpubpf policy programs.

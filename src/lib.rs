@@ -1,0 +1,1 @@
+//! Root package: integration tests live in `tests/`, benchmarks in `benches/`.
