@@ -1,5 +1,99 @@
 //! The `gpubpf` command-line tool.
+//!
+//! Grammar in the style of bpftool: `gpubpf [OPTIONS] OBJECT COMMAND …`. Every listing takes
+//! `-j/--json` and `-p/--pretty`; in JSON mode errors are printed as `{"error": …}`.
 
-fn main() {
-    println!("gpubpf {}", env!("CARGO_PKG_VERSION"));
+mod cmd;
+mod exit;
+mod output;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+use crate::exit::CliError;
+use crate::output::Output;
+
+const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  success
+  1  error (I/O, registry, bad arguments detected after parsing)
+  2  usage error (unknown command or option)
+  3  a program was rejected by the verifier
+  4  the object file could not be read or parsed";
+
+/// gpubpf: load verified BPF policies into CUDA applications and manage their maps.
+#[derive(Debug, Parser)]
+#[command(name = "gpubpf", version, after_help = EXIT_CODES_HELP)]
+struct Cli {
+    /// Print machine-readable JSON.
+    #[arg(short = 'j', long = "json", global = true)]
+    json: bool,
+    /// Print pretty JSON (implies --json).
+    #[arg(short = 'p', long = "pretty", global = true)]
+    pretty: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Compile a restricted-C policy with clang and the embedded SDK header.
+    Build(cmd::build::Args),
+    /// Show what the loader understood of an object file.
+    Inspect(cmd::inspect::Args),
+    /// Verify the programs of an object without loading them.
+    Verify(cmd::verify::Args),
+    /// Verify an object and record its programs, maps and links in the registry.
+    Load(cmd::load::Args),
+    /// Loaded programs.
+    #[command(subcommand)]
+    Prog(cmd::prog::Command),
+    /// Maps in the registry.
+    #[command(subcommand)]
+    Maps(cmd::maps::Command),
+    /// List hookable CUDA functions, their aliases and ctx fields.
+    AttachPoints(cmd::attach_points::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    ExitCode::SUCCESS
+                }
+                _ => ExitCode::from(exit::USAGE),
+            };
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let out = Output::new(cli.json || cli.pretty, cli.pretty);
+    let result = match cli.command {
+        Command::Build(a) => cmd::build::run(a, &out),
+        Command::Inspect(a) => cmd::inspect::run(a, &out),
+        Command::Verify(a) => cmd::verify::run(a, &out),
+        Command::Load(a) => cmd::load::run(a, &out),
+        Command::Prog(c) => cmd::prog::run(c, &out),
+        Command::Maps(c) => cmd::maps::run(c, &out),
+        Command::AttachPoints(a) => cmd::attach_points::run(a, &out),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let code = e
+                .downcast_ref::<CliError>()
+                .map(|c| c.code)
+                .unwrap_or(exit::ERROR);
+            out.error(&e);
+            ExitCode::from(code)
+        }
+    }
 }

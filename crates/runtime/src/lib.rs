@@ -1,2 +1,6 @@
 //! The gpubpf runtime: ELF loading, maps, helpers, interpreter, JIT, attach-point catalog,
 //! registry.
+//!
+//! - [`helper_table`]: helper implementations by id, shared by the interpreter and the JIT.
+
+pub mod helper_table;

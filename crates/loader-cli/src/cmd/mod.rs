@@ -1,0 +1,9 @@
+//! One module per subcommand.
+
+pub mod attach_points;
+pub mod build;
+pub mod inspect;
+pub mod load;
+pub mod maps;
+pub mod prog;
+pub mod verify;

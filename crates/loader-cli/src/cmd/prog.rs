@@ -1,0 +1,14 @@
+//! `gpubpf prog` (scaffold: implemented by its issue).
+
+use crate::output::Output;
+
+/// Subcommands of `gpubpf prog`.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// List.
+    List,
+}
+
+pub fn run(cmd: Command, _out: &Output) -> anyhow::Result<()> {
+    anyhow::bail!("`gpubpf prog {cmd:?}` is not available in this build")
+}

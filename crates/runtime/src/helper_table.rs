@@ -1,0 +1,79 @@
+//! The helper registration table shared by the interpreter and the JIT.
+//!
+//! Helpers use one calling convention in both engines: `r1..r5` in, `r0` out, as a plain
+//! `extern "C"` function of five `u64`s. Map handles and ring-buffer pointers arrive as the
+//! addresses the loader relocated into `lddw`, so helpers need no per-call environment.
+//! Which helpers a program may call, and with what, is the verifier's business
+//! (`gpubpf_verifier::helpers` is the single source of ids and signatures); this table only
+//! says which implementation runs for an id.
+
+use std::collections::BTreeMap;
+
+/// A helper implementation: receives `r1..r5`, returns `r0`.
+pub type HelperFn = extern "C" fn(u64, u64, u64, u64, u64) -> u64;
+
+/// Bytes of stack per BPF frame.
+pub const STACK_SIZE_PER_FRAME: usize = 512;
+/// Maximum depth of bpf-to-bpf calls (frames, including the entry function).
+pub const MAX_CALL_FRAMES: usize = 8;
+/// Bytes of stack a caller must supply for one execution (all frames).
+pub const STACK_SIZE: usize = STACK_SIZE_PER_FRAME * MAX_CALL_FRAMES;
+
+/// Helper implementations by id.
+#[derive(Clone, Default)]
+pub struct HelperTable {
+    entries: BTreeMap<i32, (&'static str, HelperFn)>,
+}
+
+impl std::fmt::Debug for HelperTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.entries.iter().map(|(id, (name, _))| (id, name)))
+            .finish()
+    }
+}
+
+impl HelperTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers (or replaces) the implementation of helper `id`.
+    pub fn register(&mut self, id: i32, name: &'static str, f: HelperFn) {
+        self.entries.insert(id, (name, f));
+    }
+
+    /// The implementation of helper `id`.
+    pub fn get(&self, id: i32) -> Option<HelperFn> {
+        self.entries.get(&id).map(|(_, f)| *f)
+    }
+
+    /// The registered name of helper `id`.
+    pub fn name(&self, id: i32) -> Option<&'static str> {
+        self.entries.get(&id).map(|(n, _)| *n)
+    }
+
+    /// Registered ids, ascending.
+    pub fn ids(&self) -> impl Iterator<Item = i32> + '_ {
+        self.entries.keys().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C" fn add(a: u64, b: u64, _: u64, _: u64, _: u64) -> u64 {
+        a.wrapping_add(b)
+    }
+
+    #[test]
+    fn register_and_call() {
+        let mut t = HelperTable::new();
+        t.register(7, "add", add);
+        assert_eq!(t.get(7).map(|f| f(2, 3, 0, 0, 0)), Some(5));
+        assert!(t.get(8).is_none());
+        assert_eq!(t.name(7), Some("add"));
+    }
+}
