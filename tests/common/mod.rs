@@ -1,0 +1,6 @@
+//! Shared support for the root package's integration tests (`mod common;`).
+//!
+//! Each test binary uses only part of it.
+#![allow(dead_code)]
+
+pub mod conformance_data;
