@@ -4,3 +4,4 @@
 #![allow(dead_code)]
 
 pub mod conformance_data;
+pub mod conformance_run;
