@@ -2,5 +2,7 @@
 //! registry.
 //!
 //! - [`helper_table`]: helper implementations by id, shared by the interpreter and the JIT.
+//! - [`interp`]: the reference interpreter with checked memory.
 
 pub mod helper_table;
+pub mod interp;
