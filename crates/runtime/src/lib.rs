@@ -2,5 +2,9 @@
 //! registry.
 //!
 //! - [`helper_table`]: helper implementations by id, shared by the interpreter and the JIT.
+//! - [`object`]: ELF policy objects: parsing, relocation, maps, globals, BTF line info.
+//! - [`sdk`]: the restricted-C SDK headers, embedded, and their generation.
 
 pub mod helper_table;
+pub mod object;
+pub mod sdk;
