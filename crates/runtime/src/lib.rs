@@ -7,6 +7,8 @@
 //! - [`sdk`]: the restricted-C SDK headers, embedded, and their generation.
 
 pub mod helper_table;
+
 pub mod interp;
 pub mod object;
 pub mod sdk;
+pub mod jit;
