@@ -4,3 +4,4 @@
 //! - [`helper_table`]: helper implementations by id, shared by the interpreter and the JIT.
 
 pub mod helper_table;
+pub mod maps;
