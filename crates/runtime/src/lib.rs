@@ -5,3 +5,4 @@
 
 pub mod helper_table;
 pub mod maps;
+pub mod registry;

@@ -32,7 +32,7 @@ pub mod types;
 use std::path::PathBuf;
 
 pub use map::{Map, MapEntry};
-pub use ringbuf::RingBufStats;
+pub use ringbuf::{pid_alive, RingBufStats};
 pub use types::{FieldDesc, TypeDesc};
 
 /// `BPF_ANY`: create or update.

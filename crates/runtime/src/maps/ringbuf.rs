@@ -216,7 +216,7 @@ impl RingBuf {
 }
 
 /// Whether a process with this pid exists.
-pub(crate) fn pid_alive(pid: i32) -> bool {
+pub fn pid_alive(pid: i32) -> bool {
     if pid <= 0 {
         return false;
     }
