@@ -12,3 +12,5 @@ pub mod interp;
 pub mod object;
 pub mod sdk;
 pub mod jit;
+pub mod maps;
+pub mod registry;
