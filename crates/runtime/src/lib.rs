@@ -7,10 +7,9 @@
 //! - [`sdk`]: the restricted-C SDK headers, embedded, and their generation.
 
 pub mod helper_table;
-
 pub mod interp;
-pub mod object;
-pub mod sdk;
 pub mod jit;
 pub mod maps;
+pub mod object;
 pub mod registry;
+pub mod sdk;
