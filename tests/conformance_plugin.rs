@@ -124,12 +124,10 @@ fn plugin_error_paths() {
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("instruction 0"));
-    // JIT and ELF are clear errors until they land.
+    // The JIT is a clear error until it is wired in.
     let out = invoke(&bin, &["--engine", "jit"], exit);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("JIT is not available"));
-    let out = invoke(&bin, &["--elf"], "7f 45 4c 46");
-    assert_eq!(out.status.code(), Some(1));
     // Usage error.
     let out = invoke(&bin, &["--bogus"], exit);
     assert_eq!(out.status.code(), Some(2));
@@ -149,4 +147,45 @@ fn plugin_error_paths() {
     );
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0x2a");
+}
+
+/// `--elf`: an object compiled by clang runs its first program with the test's memory.
+#[test]
+fn plugin_runs_an_elf_object() {
+    let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("p.c");
+    let obj = dir.path().join("p.o");
+    std::fs::write(
+        &src,
+        "__attribute__((section(\"cuda/cuMemAlloc\"), used))\n\
+         unsigned long long prog(unsigned char *mem, unsigned long long len)\n\
+         { return (len << 8) | mem[1]; }\n",
+    )
+    .expect("source written");
+    let compiled = Command::new(&clang)
+        .args(["-target", "bpf", "-O2", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .status();
+    match compiled {
+        Ok(s) if s.success() => {}
+        other => {
+            eprintln!("skipped: `{clang} -target bpf` unavailable ({other:?})");
+            return;
+        }
+    }
+    let bytes = std::fs::read(&obj).expect("object read");
+    let out = invoke(&plugin(), &["aa bb cc", "--elf"], &hex(&bytes));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0x3bb");
+    // Not an object: a clear error.
+    let out = invoke(&plugin(), &["--elf"], "7f 45 4c 46");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!out.stderr.is_empty());
 }

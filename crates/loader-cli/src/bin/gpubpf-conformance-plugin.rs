@@ -11,7 +11,8 @@
 //! - Options may also arrive as one argument (`"--engine interpreter"`), as older runners
 //!   pass them; `--engine=jit` works too.
 //! - stdin: the program as hex bytes (whitespace-separated pairs or one long string).
-//!   With `--elf`: an ELF object in hex (not supported until the ELF loader lands).
+//!   With `--elf`: an ELF object in hex, loaded by `gpubpf_runtime::object`; its first
+//!   program runs (objects with maps or global data are rejected: the plugin has no maps).
 //! - stdout: `r0` in hexadecimal (`0x…`), exit status 0. Errors go to stderr with exit
 //!   status 1 (2 for usage errors).
 //!
@@ -24,6 +25,7 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context, Result};
 use gpubpf_runtime::helper_table::{HelperTable, STACK_SIZE};
 use gpubpf_runtime::interp::{Interpreter, Memory, Program};
+use gpubpf_runtime::object::{Object, ACCEPTED_PROGRAM_SECTIONS};
 
 const USAGE: &str =
     "usage: gpubpf-conformance-plugin [MEMORY_HEX] [--engine interpreter|jit] [--elf]
@@ -141,11 +143,23 @@ fn helpers() -> HelperTable {
     t
 }
 
+/// The slots of the first program of an ELF object.
+fn elf_program(bytes: &[u8]) -> Result<Vec<gpubpf_isa::Insn>> {
+    let object = Object::parse(bytes).context("loading the ELF object")?;
+    if let Some(map) = object.maps.first() {
+        bail!(
+            "the object uses map `{}`: maps and global data are not available to the plugin",
+            map.name
+        );
+    }
+    let program = object.programs.into_iter().next().ok_or_else(|| {
+        anyhow!("the object has no program (program sections are {ACCEPTED_PROGRAM_SECTIONS})")
+    })?;
+    Ok(program.insns)
+}
+
 /// Runs the program (hex text) with `args`; returns `r0`.
 fn run(args: &Args, program_hex: &str) -> Result<u64> {
-    if args.elf {
-        bail!("--elf: loading ELF objects is not available in this build (no ELF loader yet)");
-    }
     if args.engine == Engine::Jit {
         bail!("the JIT is not available in this build");
     }
@@ -153,7 +167,11 @@ fn run(args: &Args, program_hex: &str) -> Result<u64> {
     if bytes.is_empty() {
         bail!("no program on stdin");
     }
-    let program = Program::from_bytes(&bytes)?;
+    let program = if args.elf {
+        Program::from_insns(&elf_program(&bytes)?)?
+    } else {
+        Program::from_bytes(&bytes)?
+    };
     let vm = Interpreter::new(program, helpers());
     let mut mem = args.memory.clone();
     let len = mem.len() as u64;
