@@ -50,15 +50,12 @@ OUTPUT = REPO / "crates/runtime/src/attach/generated.rs"
 # unless listed here: these are arrays (input or output) or in/out buffers, which programs only
 # see as raw application addresses.
 ARRAY_PARAMS = {
-    "dptrs", "sizes", "prefetchLocIdxs", "options", "resources", "capabilities",
-    "nodes", "rootNodes", "from", "to", "dependencies", "dependencies_out", "dependentNodes",
-    "edgeData", "edgeData_out", "paramsArray", "functions", "kernels", "handles",
-    "dependencyData", "dependencyData_out", "attributes", "attrs", "data", "srcs", "dsts",
-    "failIdx", "extSemArray", "paramsArray", "streams", "kernelParams", "extra",
-    "optionValues", "jitOptions", "jitOptionsValues", "libraryOptions",
-    "libraryOptionValues", "opList", "ops", "nvSciSyncAttrList", "peerDevices", "ctxs",
-    "devices", "dstDevices", "srcDevices", "dstDevice_array", "result", "outputs",
-    "pNumResources", "pcliqueInfo", "driverVersions", "minCount", "attrIdxs", "dataSizes",
+    "attrIdxs", "attributes", "attrs", "capabilities", "data", "dataSizes", "dependencies",
+    "dependencies_out", "dependencyData", "dependentNodes", "dptrs", "dsts", "edgeData",
+    "edgeData_out", "extSemArray", "extra", "from", "functions", "jitOptions",
+    "jitOptionsValues", "kernelParams", "kernels", "libraryOptionValues", "libraryOptions",
+    "nodes", "nvSciSyncAttrList", "opList", "optionValues", "options", "paramsArray",
+    "prefetchLocIdxs", "resources", "rootNodes", "sizes", "srcs", "to",
 }
 # `T **` parameters that are single out-values (the driver stores one pointer).
 POINTER_OUTS = {

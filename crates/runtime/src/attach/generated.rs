@@ -1761,7 +1761,7 @@ const SIG_358: &[Param] = &[
 const SIG_359: &[Param] = &[
     Param { name: "numParams", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "opList", c_type: "CUDA_MEMCPY3D_BATCH_OP_v1 *", class: ParamClass::RawPointer, value_size: 8, signed: false },
-    Param { name: "failIdx", c_type: "size_t *", class: ParamClass::RawPointer, value_size: 8, signed: false },
+    Param { name: "failIdx", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "flags", c_type: "unsigned long long", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
@@ -1849,7 +1849,7 @@ const SIG_373: &[Param] = &[
     Param { name: "attrs", c_type: "CUmemcpyAttributes_v1 *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "attrIdxs", c_type: "size_t *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "numAttrs", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
-    Param { name: "failIdx", c_type: "size_t *", class: ParamClass::RawPointer, value_size: 8, signed: false },
+    Param { name: "failIdx", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_374: &[Param] = &[
