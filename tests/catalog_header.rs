@@ -38,7 +38,9 @@ fn checked_in_header_matches_catalog() {
 }
 
 const POLICY: &str = r#"
+#ifndef SEC
 #define SEC(name) __attribute__((section(name), used))
+#endif
 #define LIMIT (1ULL << 30)
 
 SEC("cuda/cuMemAlloc")
@@ -92,7 +94,11 @@ fn header_compiles_for_bpf() {
             eprintln!("skipped: `{clang}` not found");
             continue;
         }
-        for (name, prefix) in [("standalone", ""), ("via-gpubpf-h", LIKE_GPUBPF_H)] {
+        let mut variants = vec![("standalone", ""), ("like-gpubpf-h", LIKE_GPUBPF_H)];
+        if include_dir.join("gpubpf.h").exists() {
+            variants.push(("via-gpubpf-h", "#include \"gpubpf.h\"\n"));
+        }
+        for (name, prefix) in variants {
             let src = dir.path().join(format!("{name}.c"));
             std::fs::write(&src, format!("{prefix}#include \"gpubpf_ctx.h\"\n{POLICY}")).unwrap();
             let out = Command::new(clang)
