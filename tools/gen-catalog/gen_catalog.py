@@ -66,6 +66,15 @@ POINTER_OUTS = {
     ("cuLibraryGetUnifiedFunction", "fptr"),
 }
 
+# Sizes of the structures passed by value (the shim's wrappers need them for the C ABI).
+# Checked by hand against the headers; an unknown one stops the generator.
+STRUCT_BY_VALUE_SIZES = {
+    "CUmemLocation_v1": 8,  # enum type; union { int id; struct { u8, u8 } }
+    "CUipcMemHandle_v1": 64,  # char reserved[CU_IPC_HANDLE_SIZE]
+    "CUipcEventHandle_v1": 64,  # char reserved[CU_IPC_HANDLE_SIZE]
+    "CUeglFrame_v1": 64,  # union of 3 pointers, 6 unsigned, 3 enums, padded to 8
+}
+
 BUILTIN_SCALARS = {
     # name: (size, signed, kind)
     "char": (1, True, "int"), "signed char": (1, True, "int"), "unsigned char": (1, False, "int"),
@@ -330,7 +339,11 @@ def classify(func: str, index: int, raw: str, types) -> Param:
         if t.kind == "fnptr":
             return Param(name, ctype, "raw_pointer", 8, False)
         if t.kind == "struct":
-            return Param(name, ctype, "struct_by_value", 8, False)
+            size = STRUCT_BY_VALUE_SIZES.get(base)
+            if size is None:
+                fail(f"{func}: `{raw}` passes a struct by value; add its size to "
+                     "STRUCT_BY_VALUE_SIZES")
+            return Param(name, ctype, "struct_by_value", size, False)
         fail(f"{func}: parameter `{raw}` has unsupported type")
     if (func, name) in POINTER_OUTS and stars == 2:
         return Param(name, ctype, "out_pointer", 8, False)

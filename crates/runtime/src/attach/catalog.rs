@@ -76,7 +76,8 @@ pub struct Param {
     pub c_type: &'static str,
     /// Classification.
     pub class: ParamClass,
-    /// Size in bytes of the value (scalars, handles) or of the pointee (out-pointers).
+    /// Size in bytes of the value (scalars, handles), of the pointee (out-pointers) or of the
+    /// structure (by-value structs); 8 for other pointers.
     pub value_size: u8,
     /// Whether the value (or pointee) is a signed integer (sign-extended into its slot).
     pub signed: bool,

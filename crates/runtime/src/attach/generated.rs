@@ -422,7 +422,7 @@ const SIG_94: &[Param] = &[
 ];
 const SIG_95: &[Param] = &[
     Param { name: "conn", c_type: "CUeglStreamConnection *", class: ParamClass::OutPointer, value_size: 8, signed: false },
-    Param { name: "eglframe", c_type: "CUeglFrame_v1", class: ParamClass::StructByValue, value_size: 8, signed: false },
+    Param { name: "eglframe", c_type: "CUeglFrame_v1", class: ParamClass::StructByValue, value_size: 64, signed: false },
     Param { name: "pStream", c_type: "CUstream *", class: ParamClass::OutPointer, value_size: 8, signed: false },
 ];
 const SIG_96: &[Param] = &[
@@ -1149,11 +1149,11 @@ const SIG_242: &[Param] = &[
 ];
 const SIG_243: &[Param] = &[
     Param { name: "phEvent", c_type: "CUevent *", class: ParamClass::OutPointer, value_size: 8, signed: false },
-    Param { name: "handle", c_type: "CUipcEventHandle_v1", class: ParamClass::StructByValue, value_size: 8, signed: false },
+    Param { name: "handle", c_type: "CUipcEventHandle_v1", class: ParamClass::StructByValue, value_size: 64, signed: false },
 ];
 const SIG_244: &[Param] = &[
     Param { name: "pdptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
-    Param { name: "handle", c_type: "CUipcMemHandle_v1", class: ParamClass::StructByValue, value_size: 8, signed: false },
+    Param { name: "handle", c_type: "CUipcMemHandle_v1", class: ParamClass::StructByValue, value_size: 64, signed: false },
     Param { name: "Flags", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_245: &[Param] = &[
