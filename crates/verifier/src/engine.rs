@@ -105,6 +105,7 @@ struct Checkpoint {
     hits: u32,
     misses: u32,
     hash: u64,
+    key: (usize, Point),
 }
 
 struct Path {
@@ -143,7 +144,12 @@ struct Engine<'a> {
     env: Env<'a>,
     cfg: &'a VerifierConfig,
     cps: Vec<Checkpoint>,
-    at: HashMap<(usize, Point), Vec<usize>>,
+    /// Finished checkpoints per point (usable for pruning).
+    done: HashMap<(usize, Point), Vec<usize>>,
+    /// In-progress checkpoints by point and exact-state hash (for loop detection).
+    inprog: HashMap<(usize, Point, u64), Vec<usize>>,
+    /// In-progress checkpoints at `bpf_loop` iteration points.
+    inprog_iter: HashMap<usize, Vec<usize>>,
     live_states: u64,
     stats: VerifyStats,
     log: Log,
@@ -189,7 +195,17 @@ impl Engine<'_> {
             if cp.branches > 0 {
                 break;
             }
+            let (key, hash) = (cp.key, cp.hash);
             p = cp.parent;
+            if let Some(v) = self.inprog.get_mut(&(key.0, key.1, hash)) {
+                v.retain(|&x| x != i);
+            }
+            if key.1 == Point::LoopIter {
+                if let Some(v) = self.inprog_iter.get_mut(&key.0) {
+                    v.retain(|&x| x != i);
+                }
+            }
+            self.done.entry(key).or_default().push(i);
         }
     }
 
@@ -199,29 +215,34 @@ impl Engine<'_> {
         let live = live_masks(self.env.prog, &path.st, path.pc, path.point);
         let hash = state_hash(&path.st, &live);
         let mut pruned = false;
-        if let Some(list) = self.at.get(&key) {
-            for &i in list {
-                let cp = &self.cps[i];
-                let Some(old) = &cp.state else { continue };
-                if cp.branches > 0 {
-                    // In progress: an ancestor of this path.
-                    let same_inv = path.point == Point::LoopIter
-                        && old.cur().loop_inv == path.st.cur().loop_inv;
-                    if same_inv && states_equal(old, &path.st, &live, false) {
-                        pruned = true;
-                        break;
-                    }
-                    if cp.hash == hash && states_equal(old, &path.st, &live, true) {
-                        return Err(rej(ErrorKind::InfiniteLoop { pc: path.pc }, &[]));
-                    }
-                    continue;
-                }
-                if states_equal(old, &path.st, &live, false) {
+        if path.point == Point::LoopIter {
+            for &i in self.inprog_iter.get(&path.pc).map(Vec::as_slice).unwrap_or(&[]) {
+                let Some(old) = &self.cps[i].state else { continue };
+                if old.cur().loop_inv == path.st.cur().loop_inv
+                    && states_equal(old, &path.st, &live, false)
+                {
                     pruned = true;
-                    self.cps[i].hits += 1;
                     break;
                 }
-                self.cps[i].misses += 1;
+            }
+        }
+        if !pruned {
+            for &i in self.inprog.get(&(key.0, key.1, hash)).map(Vec::as_slice).unwrap_or(&[]) {
+                let Some(old) = &self.cps[i].state else { continue };
+                if states_equal(old, &path.st, &live, true) {
+                    return Err(rej(ErrorKind::InfiniteLoop { pc: path.pc }, &[]));
+                }
+            }
+            if let Some(list) = self.done.get(&key) {
+                for &i in list {
+                    let Some(old) = &self.cps[i].state else { continue };
+                    if states_equal(old, &path.st, &live, false) {
+                        pruned = true;
+                        self.cps[i].hits += 1;
+                        break;
+                    }
+                    self.cps[i].misses += 1;
+                }
             }
         }
         if pruned {
@@ -229,12 +250,12 @@ impl Engine<'_> {
             return Ok(true);
         }
         // Evict finished states that keep missing.
-        if let Some(list) = self.at.get_mut(&key) {
+        if let Some(list) = self.done.get_mut(&key) {
             let cps = &mut self.cps;
             let live_states = &mut self.live_states;
             list.retain(|&i| {
                 let cp = &mut cps[i];
-                if cp.branches == 0 && cp.misses > cp.hits * 3 + 3 && cp.state.is_some() {
+                if cp.misses > cp.hits * 3 + 3 && cp.state.is_some() {
                     cp.state = None;
                     *live_states -= 1;
                     return false;
@@ -253,8 +274,12 @@ impl Engine<'_> {
                 hits: 0,
                 misses: 0,
                 hash,
+                key,
             });
-            self.at.entry(key).or_default().push(idx);
+            self.inprog.entry((key.0, key.1, hash)).or_default().push(idx);
+            if key.1 == Point::LoopIter {
+                self.inprog_iter.entry(key.0).or_default().push(idx);
+            }
             path.parent = Some(idx);
             path.insns_since = 0;
             path.jmps_since = 0;
@@ -549,7 +574,9 @@ pub fn run(config: &VerifierConfig, input: &VerifyInput<'_>) -> Result<VerifySta
         },
         cfg: config,
         cps: Vec::new(),
-        at: HashMap::new(),
+        done: HashMap::new(),
+        inprog: HashMap::new(),
+        inprog_iter: HashMap::new(),
         live_states: 0,
         stats: VerifyStats::default(),
         log: Log {
@@ -603,7 +630,7 @@ pub fn run(config: &VerifierConfig, input: &VerifyInput<'_>) -> Result<VerifySta
         format!(
             "processed {processed} insns (limit {}) max_states_per_insn {} total_states {stored} peak_states {peak}",
             config.budget,
-            eng.at.values().map(Vec::len).max().unwrap_or(0)
+            eng.done.values().map(Vec::len).max().unwrap_or(0)
         )
     });
     stats.log = std::mem::take(&mut eng.log.buf);
