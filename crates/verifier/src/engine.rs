@@ -468,6 +468,11 @@ fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<Strin
                     "a map handle is only an argument for map helpers; look up a value first"
                         .into()
                 }
+                _ if ty.contains("unbounded") || ty.contains("out of range") => {
+                    "bound it first: check the index against the size, e.g. `if (i >= N) \
+                     return 0;` with an unsigned index"
+                        .into()
+                }
                 _ => return None,
             }
         }

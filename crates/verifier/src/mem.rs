@@ -154,10 +154,22 @@ pub fn store(
 ) -> R<()> {
     let base = read(st, dst)?;
     let n = size.bytes();
-    let (val, sreg) = match src {
+    let (mut val, sreg) = match src {
         Operand::Reg(r) => (read(st, r)?, r),
         Operand::Imm(i) => (Reg::scalar(Scalar::konst(i64::from(i) as u64)), dst),
     };
+    // A spilled scalar and its register stay linked, so a later bounds check on either
+    // refines both (clang spills before comparing).
+    if matches!(src, Operand::Reg(_))
+        && matches!(base.ty, RegType::Stack { .. })
+        && n == 8
+        && val.is_scalar()
+        && val.id == 0
+        && !val.val.is_const()
+    {
+        val.id = env.new_id();
+        st.reg_mut(sreg).id = val.id;
+    }
     let leak = |into: String| {
         if val.ty.is_pointer() {
             Err(rej(ErrorKind::PointerLeak { reg: sreg, into }, &[sreg]))
