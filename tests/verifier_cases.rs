@@ -23,7 +23,9 @@ fn run_case(c: &Case) -> Result<(), String> {
     match (&c.reject, res) {
         (None, Ok(_)) => Ok(()),
         (None, Err(e)) => Err(format!("expected accept, got:\n{}", e.render())),
-        (Some(f), Ok(_)) => Err(format!("expected reject containing `{f}`, but it was accepted")),
+        (Some(f), Ok(_)) => Err(format!(
+            "expected reject containing `{f}`, but it was accepted"
+        )),
         (Some(f), Err(e)) => {
             let msg = e.kind.to_string();
             if !msg.contains(f.as_str()) {
@@ -60,7 +62,10 @@ fn verifier_case_tables() {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
         let cases = parse_cases(&name, &text).unwrap();
         for c in &cases {
-            if filter.as_ref().is_some_and(|x| !c.name.contains(x.as_str())) {
+            if filter
+                .as_ref()
+                .is_some_and(|x| !c.name.contains(x.as_str()))
+            {
                 continue;
             }
             total += 1;

@@ -144,8 +144,14 @@ pub fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, String> {
                         .split_once("..")
                         .ok_or_else(|| format!("{file}:{lineno}: bad ret"))?;
                     ReturnRule::Range {
-                        min: a.trim().parse().map_err(|_| format!("{file}:{lineno}: bad ret"))?,
-                        max: b.trim().parse().map_err(|_| format!("{file}:{lineno}: bad ret"))?,
+                        min: a
+                            .trim()
+                            .parse()
+                            .map_err(|_| format!("{file}:{lineno}: bad ret"))?,
+                        max: b
+                            .trim()
+                            .parse()
+                            .map_err(|_| format!("{file}:{lineno}: bad ret"))?,
                     }
                 }
             }
@@ -160,7 +166,10 @@ pub fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, String> {
             }
             "hint" => c.hint = Some(v.to_string()),
             "budget" => {
-                c.budget = Some(v.parse().map_err(|_| format!("{file}:{lineno}: bad budget"))?)
+                c.budget = Some(
+                    v.parse()
+                        .map_err(|_| format!("{file}:{lineno}: bad budget"))?,
+                )
             }
             other => return Err(format!("{file}:{lineno}: unknown key `{other}`")),
         }

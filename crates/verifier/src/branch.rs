@@ -70,9 +70,8 @@ fn pointer_jump(
     } else {
         (sreg.unwrap_or(dst), b, a)
     };
-    let null_check = width == Width::W64
-        && matches!(cond, JmpCond::Eq | JmpCond::Ne)
-        && other.is_const(0);
+    let null_check =
+        width == Width::W64 && matches!(cond, JmpCond::Eq | JmpCond::Ne) && other.is_const(0);
     if !null_check {
         return Err(rej(
             ErrorKind::PointerCompare {
@@ -400,12 +399,11 @@ fn refine(w: Width, cond: Cond, mut a: Scalar, mut b: Scalar) -> Option<(Scalar,
                         put_tnum(&mut a, w, t);
                     }
                 }
-            } else if cond == Cond::Set && ta.is_const() && ta.value == 0 {
-                return None;
-            } else if cond == Cond::NotSet
-                && ta.is_const()
-                && tb.is_const()
-                && ta.value & tb.value != 0
+            } else if (cond == Cond::Set && ta.is_const() && ta.value == 0)
+                || (cond == Cond::NotSet
+                    && ta.is_const()
+                    && tb.is_const()
+                    && ta.value & tb.value != 0)
             {
                 return None;
             }
@@ -445,8 +443,13 @@ mod tests {
         let a = Scalar::srange(-10, 10).unwrap();
         let (t, _) = refine(Width::W64, Cond::Sgt, a, Scalar::konst(0)).unwrap();
         assert_eq!((t.smin, t.smax), (1, 10));
-        let (n, _) = refine(Width::W64, Cond::Ne, Scalar::urange(0, 5).unwrap(), Scalar::konst(5))
-            .unwrap();
+        let (n, _) = refine(
+            Width::W64,
+            Cond::Ne,
+            Scalar::urange(0, 5).unwrap(),
+            Scalar::konst(5),
+        )
+        .unwrap();
         assert_eq!(n.umax, 4);
         assert!(refine(Width::W64, Cond::Ne, Scalar::konst(5), Scalar::konst(5)).is_none());
     }

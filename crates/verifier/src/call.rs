@@ -62,7 +62,10 @@ pub fn helper(env: &mut Env<'_>, st: &mut State, pc: usize, id: i32) -> R<Step> 
                     return Err(arg_err(
                         h,
                         regno,
-                        format!("expected a scalar, got {} (would leak an address)", describe(&r, env)),
+                        format!(
+                            "expected a scalar, got {} (would leak an address)",
+                            describe(&r, env)
+                        ),
                     ));
                 }
             }
@@ -94,7 +97,10 @@ pub fn helper(env: &mut Env<'_>, st: &mut State, pc: usize, id: i32) -> R<Step> 
                     return Err(arg_err(
                         h,
                         regno,
-                        format!("map `{}` of type {:?} cannot be used here", info.name, info.kind),
+                        format!(
+                            "map `{}` of type {:?} cannot be used here",
+                            info.name, info.kind
+                        ),
                     ));
                 }
                 map = Some(m);

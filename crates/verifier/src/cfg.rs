@@ -62,7 +62,13 @@ pub fn analyze(insns: &[Insn], maps: &[MapInfo], max_insns: usize) -> Result<Pro
         return Err((0, ErrorKind::EmptyProgram));
     }
     if n > max_insns {
-        return Err((0, ErrorKind::TooLarge { len: n, max: max_insns }));
+        return Err((
+            0,
+            ErrorKind::TooLarge {
+                len: n,
+                max: max_insns,
+            },
+        ));
     }
     let decoded = decode_program(insns).map_err(|e| {
         let pc = match &e {
@@ -123,8 +129,8 @@ pub fn analyze(insns: &[Insn], maps: &[MapInfo], max_insns: usize) -> Result<Pro
                 LddwKind::Imm => {}
                 LddwKind::Func => {
                     let t = pc as i64 + 1 + i64::from(imm);
-                    let t = target_ok(pc, t)
-                        .map_err(|_| (pc, ErrorKind::BadFuncRef { target: t }))?;
+                    let t =
+                        target_ok(pc, t).map_err(|_| (pc, ErrorKind::BadFuncRef { target: t }))?;
                     starts.push(t);
                 }
                 LddwKind::MapIdx | LddwKind::MapIdxValue => {

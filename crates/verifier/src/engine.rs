@@ -21,8 +21,8 @@ use std::time::Instant;
 use gpubpf_isa::{CallTarget, Insn, Instruction};
 
 use crate::cfg::{self, Program};
-use crate::error::{build_listing, line_for, ErrorKind, RegNote, VerifierError};
 use crate::equiv::{state_hash, states_equal};
+use crate::error::{build_listing, line_for, ErrorKind, RegNote, VerifierError};
 use crate::state::{Frame, FrameKind, Reg, RegType, State};
 use crate::{LogLevel, MapInfo, VerifierConfig, VerifyInput, VerifyStats};
 
@@ -216,8 +216,15 @@ impl Engine<'_> {
         let hash = state_hash(&path.st, &live);
         let mut pruned = false;
         if path.point == Point::LoopIter {
-            for &i in self.inprog_iter.get(&path.pc).map(Vec::as_slice).unwrap_or(&[]) {
-                let Some(old) = &self.cps[i].state else { continue };
+            for &i in self
+                .inprog_iter
+                .get(&path.pc)
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+            {
+                let Some(old) = &self.cps[i].state else {
+                    continue;
+                };
                 if old.cur().loop_inv == path.st.cur().loop_inv
                     && states_equal(old, &path.st, &live, false)
                 {
@@ -227,15 +234,24 @@ impl Engine<'_> {
             }
         }
         if !pruned {
-            for &i in self.inprog.get(&(key.0, key.1, hash)).map(Vec::as_slice).unwrap_or(&[]) {
-                let Some(old) = &self.cps[i].state else { continue };
+            for &i in self
+                .inprog
+                .get(&(key.0, key.1, hash))
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+            {
+                let Some(old) = &self.cps[i].state else {
+                    continue;
+                };
                 if states_equal(old, &path.st, &live, true) {
                     return Err(rej(ErrorKind::InfiniteLoop { pc: path.pc }, &[]));
                 }
             }
             if let Some(list) = self.done.get(&key) {
                 for &i in list {
-                    let Some(old) = &self.cps[i].state else { continue };
+                    let Some(old) = &self.cps[i].state else {
+                        continue;
+                    };
                     if states_equal(old, &path.st, &live, false) {
                         pruned = true;
                         self.cps[i].hits += 1;
@@ -263,8 +279,8 @@ impl Engine<'_> {
                 true
             });
         }
-        let force = path.point == Point::LoopIter
-            || self.env.prog.subprogs.binary_search(&path.pc).is_ok();
+        let force =
+            path.point == Point::LoopIter || self.env.prog.subprogs.binary_search(&path.pc).is_ok();
         if force || (path.jmps_since >= 2 && path.insns_since >= 8) || path.insns_since >= 64 {
             let idx = self.cps.len();
             self.cps.push(Checkpoint {
@@ -276,7 +292,10 @@ impl Engine<'_> {
                 hash,
                 key,
             });
-            self.inprog.entry((key.0, key.1, hash)).or_default().push(idx);
+            self.inprog
+                .entry((key.0, key.1, hash))
+                .or_default()
+                .push(idx);
             if key.1 == Point::LoopIter {
                 self.inprog_iter.entry(key.0).or_default().push(idx);
             }
@@ -290,7 +309,7 @@ impl Engine<'_> {
         Ok(false)
     }
 
-    fn run(&mut self, init: State) -> Result<(), (usize, Reject, State)> {
+    fn run(&mut self, init: State) -> Result<(), Box<(usize, Reject, State)>> {
         let mut stack = vec![Path {
             st: init,
             pc: 0,
@@ -307,12 +326,13 @@ impl Engine<'_> {
                 if at_prune {
                     match self.visit(&mut path) {
                         Ok(true) => {
-                            self.log.line(LogLevel::Basic, || format!("{pc}: safe (pruned)"));
+                            self.log
+                                .line(LogLevel::Basic, || format!("{pc}: safe (pruned)"));
                             self.finish_path(path.parent);
                             break;
                         }
                         Ok(false) => {}
-                        Err(r) => return Err((pc, r, path.st)),
+                        Err(r) => return Err(Box::new((pc, r, path.st))),
                     }
                 }
                 self.stats.insns_processed += 1;
@@ -324,7 +344,7 @@ impl Engine<'_> {
                         },
                         &[],
                     );
-                    return Err((pc, r, path.st));
+                    return Err(Box::new((pc, r, path.st)));
                 }
                 path.insns_since += 1;
                 let step = match path.point {
@@ -333,7 +353,7 @@ impl Engine<'_> {
                 };
                 let step = match step {
                     Ok(s) => s,
-                    Err(r) => return Err((pc, r, path.st)),
+                    Err(r) => return Err(Box::new((pc, r, path.st))),
                 };
                 match step {
                     Step::Next(n) => {
@@ -403,7 +423,11 @@ impl Engine<'_> {
         for (i, s) in f.stack.iter().enumerate() {
             if let Some(r) = &s.spill {
                 parts.push(format!("fp-{}={}", (i + 1) * 8, r.render(self.env.maps)));
-            } else if s.bytes.iter().any(|b| *b != crate::state::ByteKind::Invalid) {
+            } else if s
+                .bytes
+                .iter()
+                .any(|b| *b != crate::state::ByteKind::Invalid)
+            {
                 let m: String = s
                     .bytes
                     .iter()
@@ -432,7 +456,8 @@ impl Engine<'_> {
         if self.log.level >= LogLevel::Verbose {
             let text = crate::print::listing_line(self.env.insns, pc, self.env.maps);
             let state = self.render_frame(st);
-            self.log.line(LogLevel::Verbose, || format!("{}: {state}", pc));
+            self.log
+                .line(LogLevel::Verbose, || format!("{}: {state}", pc));
             self.log.line(LogLevel::Verbose, || text);
         }
         let step = crate::exec::step(&mut self.env, st, pc, &ins)?;
@@ -465,8 +490,7 @@ fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<Strin
                         .into()
                 }
                 Some(RegType::MapPtr { .. }) => {
-                    "a map handle is only an argument for map helpers; look up a value first"
-                        .into()
+                    "a map handle is only an argument for map helpers; look up a value first".into()
                 }
                 _ if ty.contains("unbounded") || ty.contains("out of range") => {
                     "bound it first: check the index against the size, e.g. `if (i >= N) \
@@ -515,17 +539,15 @@ fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<Strin
             "{program} must return 0 (proceed) or an allowed value; clamp or check r0 before \
              returning"
         ),
-        ErrorKind::CtxPermission { .. } => format!(
-            "see `gpubpf attach-points` for which ctx fields {program} may read and write"
-        ),
+        ErrorKind::CtxPermission { .. } => {
+            format!("see `gpubpf attach-points` for which ctx fields {program} may read and write")
+        }
         ErrorKind::CtxAccess { .. } | ErrorKind::CtxVarOffset { .. } => {
-            "access ctx fields by name through the SDK's typed struct, with constant offsets"
-                .into()
+            "access ctx fields by name through the SDK's typed struct, with constant offsets".into()
         }
         ErrorKind::Recursion { .. } => "bpf-to-bpf calls may not recurse".into(),
         ErrorKind::StackTooLarge { .. } => {
-            "reduce local variables: the stack of a whole call chain is limited to 512 bytes"
-                .into()
+            "reduce local variables: the stack of a whole call chain is limited to 512 bytes".into()
         }
         ErrorKind::Unreachable => "remove dead code (compile with -O2)".into(),
         ErrorKind::Misaligned { .. } => {
@@ -545,9 +567,17 @@ fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<Strin
 }
 
 /// Verifies `input`.
-pub fn run(config: &VerifierConfig, input: &VerifyInput<'_>) -> Result<VerifyStats, Box<VerifierError>> {
+pub fn run(
+    config: &VerifierConfig,
+    input: &VerifyInput<'_>,
+) -> Result<VerifyStats, Box<VerifierError>> {
     let t0 = Instant::now();
-    let fail = |pc: usize, kind: ErrorKind, regs: Vec<RegNote>, hint, log: String, mut stats: VerifyStats| {
+    let fail = |pc: usize,
+                kind: ErrorKind,
+                regs: Vec<RegNote>,
+                hint,
+                log: String,
+                mut stats: VerifyStats| {
         stats.duration = t0.elapsed();
         Box::new(VerifierError {
             pc,
@@ -564,7 +594,14 @@ pub fn run(config: &VerifierConfig, input: &VerifyInput<'_>) -> Result<VerifySta
         Ok(p) => p,
         Err((pc, kind)) => {
             let hint = hint_for(&kind, &[], &input.ctx.description);
-            return Err(fail(pc, kind, Vec::new(), hint, String::new(), VerifyStats::default()));
+            return Err(fail(
+                pc,
+                kind,
+                Vec::new(),
+                hint,
+                String::new(),
+                VerifyStats::default(),
+            ));
         }
     };
     let nsub = prog.subprogs.len();
@@ -598,7 +635,8 @@ pub fn run(config: &VerifierConfig, input: &VerifyInput<'_>) -> Result<VerifySta
         refs: Vec::new(),
     };
     let result = eng.run(init);
-    if let Err((pc, r, st)) = result {
+    if let Err(b) = result {
+        let (pc, r, st) = *b;
         let regs: Vec<(u8, Reg)> = r.regs.iter().map(|&x| (x, *st.reg(x))).collect();
         let notes = regs
             .iter()
@@ -625,12 +663,23 @@ pub fn run(config: &VerifierConfig, input: &VerifyInput<'_>) -> Result<VerifySta
         let hint = hint_for(&kind, &[], &input.ctx.description);
         let mut stats = std::mem::take(&mut eng.stats);
         stats.stack_depth = eng.env.stack_depth.clone();
-        return Err(fail(pc, kind, Vec::new(), hint, std::mem::take(&mut eng.log.buf), stats));
+        return Err(fail(
+            pc,
+            kind,
+            Vec::new(),
+            hint,
+            std::mem::take(&mut eng.log.buf),
+            stats,
+        ));
     }
     let mut stats = std::mem::take(&mut eng.stats);
     stats.stack_depth = eng.env.stack_depth.clone();
     stats.duration = t0.elapsed();
-    let (processed, stored, peak) = (stats.insns_processed, stats.states_stored, stats.peak_states);
+    let (processed, stored, peak) = (
+        stats.insns_processed,
+        stats.states_stored,
+        stats.peak_states,
+    );
     eng.log.line(LogLevel::Basic, || {
         format!(
             "processed {processed} insns (limit {}) max_states_per_insn {} total_states {stored} peak_states {peak}",
@@ -643,7 +692,11 @@ pub fn run(config: &VerifierConfig, input: &VerifyInput<'_>) -> Result<VerifySta
 }
 
 /// The first call chain whose combined stack exceeds 512 bytes: (call site, frames, bytes).
-fn max_chain(prog: &Program, insns: &[Insn], depth: &dyn Fn(usize) -> u32) -> Option<(usize, usize, u32)> {
+fn max_chain(
+    prog: &Program,
+    insns: &[Insn],
+    depth: &dyn Fn(usize) -> u32,
+) -> Option<(usize, usize, u32)> {
     // Callees of each subprogram (local calls and callbacks).
     let n = prog.subprogs.len();
     let mut callees: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];

@@ -66,7 +66,11 @@ pub enum ErrorKind {
     #[error("r{reg} min value is negative: the offset into {region} can be {min}")]
     NegativeOffset { reg: u8, region: String, min: i64 },
     #[error("misaligned {region} access off={off} size={size}")]
-    Misaligned { region: String, off: String, size: u32 },
+    Misaligned {
+        region: String,
+        off: String,
+        size: u32,
+    },
     #[error("invalid read from stack off {off} size {size}: byte at fp{byte} is not initialised")]
     UninitStackRead { off: i64, size: u32, byte: i64 },
     #[error("r{reg} variable offset ctx access prohibited: {range}")]
@@ -117,7 +121,9 @@ pub enum ErrorKind {
     // --- termination and results -------------------------------------------------------
     #[error("infinite loop detected: the state at insn {pc} repeats exactly")]
     InfiniteLoop { pc: usize },
-    #[error("program is too large or too complex: processed {processed} instructions, budget {budget}")]
+    #[error(
+        "program is too large or too complex: processed {processed} instructions, budget {budget}"
+    )]
     TooComplex { processed: u64, budget: u64 },
     #[error("at program exit r0 is {value}, but {program} must return a value in [{min}, {max}]")]
     ReturnValue {

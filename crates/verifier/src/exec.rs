@@ -80,8 +80,7 @@ pub fn step(env: &mut Env<'_>, st: &mut State, pc: usize, ins: &Instruction) -> 
             dst,
             src,
             off,
-        } => crate::mem::atomic(env, st, size, op, fetch, dst, src, off)
-            .map(|_| Step::Next(next)),
+        } => crate::mem::atomic(env, st, size, op, fetch, dst, src, off).map(|_| Step::Next(next)),
         Instruction::Ja { off, .. } => Ok(Step::Next(target(pc, off.into()))),
         Instruction::Jump {
             width,

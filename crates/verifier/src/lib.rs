@@ -20,8 +20,8 @@ pub mod call;
 pub mod cfg;
 pub mod ctx;
 pub mod engine;
-pub mod error;
 pub mod equiv;
+pub mod error;
 pub mod exec;
 pub mod helpers;
 pub mod mem;
@@ -66,7 +66,13 @@ pub struct MapInfo {
 
 impl MapInfo {
     /// A writable map.
-    pub fn new(name: &str, kind: MapKind, key_size: u32, value_size: u32, max_entries: u32) -> Self {
+    pub fn new(
+        name: &str,
+        kind: MapKind,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+    ) -> Self {
         MapInfo {
             name: name.to_string(),
             kind,

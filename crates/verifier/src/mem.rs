@@ -47,7 +47,11 @@ fn bounds(regno: u8, base: &Reg, off: i16, size: u64, limit: i64, region: &str) 
             ErrorKind::OutOfBounds {
                 reg: regno,
                 region: region.into(),
-                off: if lo < 0 { lo } else { hi.saturating_sub(size as i64) },
+                off: if lo < 0 {
+                    lo
+                } else {
+                    hi.saturating_sub(size as i64)
+                },
                 size: size as u32,
                 lo: 0,
                 hi: limit,
@@ -126,7 +130,14 @@ pub fn load(
         }
         RegType::MapValue { map } => {
             let limit = env.maps.get(map as usize).map_or(0, |m| m.value_size);
-            bounds(src, &base, off, n.into(), limit.into(), &region_name(env, base.ty))?;
+            bounds(
+                src,
+                &base,
+                off,
+                n.into(),
+                limit.into(),
+                &region_name(env, base.ty),
+            )?;
             Reg::scalar(Scalar::unknown_bytes(n))
         }
         RegType::RingbufMem { size } => {
@@ -190,7 +201,14 @@ pub fn store(
                     &[dst],
                 ));
             }
-            bounds(dst, &base, off, n.into(), info.map_or(0, |m| m.value_size).into(), &name)?;
+            bounds(
+                dst,
+                &base,
+                off,
+                n.into(),
+                info.map_or(0, |m| m.value_size).into(),
+                &name,
+            )?;
             leak(name)?;
         }
         RegType::RingbufMem { size } => {
@@ -225,7 +243,16 @@ fn ctx_access(
     }
     let o = base.off.saturating_add(i64::from(off));
     let layout = &env.ctx.ctx;
-    let err = |detail: String| rej(ErrorKind::CtxAccess { off: o, size, detail }, &[regno]);
+    let err = |detail: String| {
+        rej(
+            ErrorKind::CtxAccess {
+                off: o,
+                size,
+                detail,
+            },
+            &[regno],
+        )
+    };
     if o < 0 || o.saturating_add(i64::from(size)) > i64::from(layout.size) {
         return Err(err(format!(
             "outside the ctx of {} ({} bytes)",
@@ -301,7 +328,11 @@ fn stack_access(
             ErrorKind::OutOfBounds {
                 reg: regno,
                 region: "stack".into(),
-                off: if lo < -STACK_BYTES { lo } else { hi - i64::from(size) },
+                off: if lo < -STACK_BYTES {
+                    lo
+                } else {
+                    hi - i64::from(size)
+                },
                 size,
                 lo: -STACK_BYTES,
                 hi: 0,
@@ -355,14 +386,7 @@ fn check_readable(fr: &Frame, lo: i64, hi: i64, off: i64, size: u32) -> R<bool> 
         let (spi, _) = slot_of(b);
         match fr.byte(b) {
             ByteKind::Invalid => {
-                return Err(rej(
-                    ErrorKind::UninitStackRead {
-                        off,
-                        size,
-                        byte: b,
-                    },
-                    &[],
-                ))
+                return Err(rej(ErrorKind::UninitStackRead { off, size, byte: b }, &[]))
             }
             ByteKind::Spill => {
                 let s = fr.slot(spi);
@@ -393,7 +417,11 @@ fn clobber_range(fr: &mut Frame, lo: i64, hi: i64, definite: bool, zero: bool) -
             }
             // The spill is gone: its other bytes become plain data (or unreadable when they
             // held part of a pointer).
-            let rest = if ptr { ByteKind::Invalid } else { ByteKind::Misc };
+            let rest = if ptr {
+                ByteKind::Invalid
+            } else {
+                ByteKind::Misc
+            };
             for x in &mut slot.bytes {
                 if *x == ByteKind::Spill {
                     *x = rest;
@@ -514,7 +542,14 @@ pub fn helper_mem(
             }
             if size_max > 0 {
                 let name = region_name(env, base.ty);
-                bounds(regno, &base, 0, size_max, info.map_or(0, |m| m.value_size).into(), &name)?;
+                bounds(
+                    regno,
+                    &base,
+                    0,
+                    size_max,
+                    info.map_or(0, |m| m.value_size).into(),
+                    &name,
+                )?;
             }
             Ok(())
         }
@@ -652,7 +687,14 @@ pub fn atomic(
                     &[dst],
                 ));
             }
-            bounds(dst, &base, off, n.into(), info.map_or(0, |m| m.value_size).into(), &region)?;
+            bounds(
+                dst,
+                &base,
+                off,
+                n.into(),
+                info.map_or(0, |m| m.value_size).into(),
+                &region,
+            )?;
             if !aligned(&base, off, n) {
                 return Err(misaligned(&region, &base, off, n));
             }

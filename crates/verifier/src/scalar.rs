@@ -74,9 +74,7 @@ impl Scalar {
         if bytes >= 8 {
             return Scalar::UNKNOWN;
         }
-        let max = 1u64
-            .wrapping_shl(bytes.saturating_mul(8))
-            .wrapping_sub(1);
+        let max = 1u64.wrapping_shl(bytes.saturating_mul(8)).wrapping_sub(1);
         Scalar::urange(0, max).unwrap_or(Scalar::UNKNOWN)
     }
 
@@ -136,9 +134,7 @@ impl Scalar {
             .min((v32.value | (v32.mask & 0x7fff_ffff)) as u32 as i32);
         self.u32min = self.u32min.max(v32.value as u32);
         self.u32max = self.u32max.min((v32.value | v32.mask) as u32);
-        self.smin = self
-            .smin
-            .max((v.value | (v.mask & (1u64 << 63))) as i64);
+        self.smin = self.smin.max((v.value | (v.mask & (1u64 << 63))) as i64);
         self.smax = self
             .smax
             .min((v.value | (v.mask & (i64::MAX as u64))) as i64);
@@ -236,10 +232,10 @@ impl Scalar {
             return None;
         }
         let v64 = self.var.intersect(Tnum::range(self.umin, self.umax))?;
-        let v32 = self.var.subreg().intersect(Tnum::range(
-            u64::from(self.u32min),
-            u64::from(self.u32max),
-        ))?;
+        let v32 = self
+            .var
+            .subreg()
+            .intersect(Tnum::range(u64::from(self.u32min), u64::from(self.u32max)))?;
         self.var = v64.with_subreg(v32);
         // Both intersections must agree on the low bits.
         v64.subreg().intersect(v32)?;
@@ -265,9 +261,7 @@ impl Scalar {
             8.. => *self,
             4 => self.zext32(),
             _ => {
-                let max = 1u64
-                    .wrapping_shl(bytes.saturating_mul(8))
-                    .wrapping_sub(1);
+                let max = 1u64.wrapping_shl(bytes.saturating_mul(8)).wrapping_sub(1);
                 if self.umax <= max {
                     *self
                 } else {
@@ -347,10 +341,14 @@ impl std::fmt::Display for Scalar {
         if !s32_default && !derived32 {
             parts.push(format!("s32=[{},{}]", self.s32min, self.s32max));
         }
-        if !(self.u32min == 0 && self.u32max == u32::MAX) && !derived32 {
+        if !(derived32 || self.u32min == 0 && self.u32max == u32::MAX) {
             parts.push(format!("u32=[{},{}]", self.u32min, self.u32max));
         }
-        if self.var.mask != u64::MAX && !(self.var.value == 0 && self.var.mask.count_zeros() == self.var.mask.leading_zeros() && !parts.is_empty()) {
+        if self.var.mask != u64::MAX
+            && !(self.var.value == 0
+                && self.var.mask.count_zeros() == self.var.mask.leading_zeros()
+                && !parts.is_empty())
+        {
             parts.push(format!("var_off={}", self.var));
         }
         write!(f, "scalar({})", parts.join(","))

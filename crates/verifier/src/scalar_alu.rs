@@ -30,7 +30,7 @@ fn eval64(op: AluOp, a: u64, b: u64) -> u64 {
             if b == 0 {
                 0
             } else {
-                (a as i64).wrapping_div(b as i64) as u64
+                (a as i64).checked_div(b as i64).unwrap_or(i64::MIN) as u64
             }
         }
         AluOp::Mod => a.checked_rem(b).unwrap_or(a),
@@ -38,7 +38,7 @@ fn eval64(op: AluOp, a: u64, b: u64) -> u64 {
             if b == 0 {
                 a
             } else {
-                (a as i64).wrapping_rem(b as i64) as u64
+                (a as i64).checked_rem(b as i64).unwrap_or(0) as u64
             }
         }
         AluOp::Or => a | b,
@@ -61,7 +61,7 @@ fn eval32(op: AluOp, a: u32, b: u32) -> u32 {
             if b == 0 {
                 0
             } else {
-                (a as i32).wrapping_div(b as i32) as u32
+                (a as i32).checked_div(b as i32).unwrap_or(i32::MIN) as u32
             }
         }
         AluOp::Mod => a.checked_rem(b).unwrap_or(a),
@@ -69,7 +69,7 @@ fn eval32(op: AluOp, a: u32, b: u32) -> u32 {
             if b == 0 {
                 a
             } else {
-                (a as i32).wrapping_rem(b as i32) as u32
+                (a as i32).checked_rem(b as i32).unwrap_or(0) as u32
             }
         }
         AluOp::Or => a | b,

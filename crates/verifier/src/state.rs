@@ -291,7 +291,9 @@ impl Frame {
 
 /// Slot index and byte index within it of frame offset `off` (`-512..=-1`).
 pub fn slot_of(off: i64) -> (usize, usize) {
-    let pos = off.saturating_add(STACK_BYTES).clamp(0, STACK_BYTES.saturating_sub(1)); // 0..512
+    let pos = off
+        .saturating_add(STACK_BYTES)
+        .clamp(0, STACK_BYTES.saturating_sub(1)); // 0..512
     let from_top = STACK_BYTES.saturating_sub(1).saturating_sub(pos); // 0 for off = -1
     let spi = (from_top / 8) as usize;
     let byte = (pos % 8) as usize;

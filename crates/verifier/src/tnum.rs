@@ -14,6 +14,7 @@ pub struct Tnum {
     pub mask: u64,
 }
 
+#[allow(clippy::should_implement_trait)]
 impl Tnum {
     /// Nothing known.
     pub const UNKNOWN: Tnum = Tnum {
@@ -211,7 +212,7 @@ impl Tnum {
         if bytes >= 8 {
             return self;
         }
-        let m = (1u64 << (bytes * 8)) - 1;
+        let m = 1u64.wrapping_shl(bytes.wrapping_mul(8)).wrapping_sub(1);
         Tnum {
             value: self.value & m,
             mask: self.mask & m,
@@ -250,9 +251,15 @@ mod tests {
         let ts = [
             Tnum::konst(5),
             Tnum { value: 4, mask: 3 },
-            Tnum { value: 0x10, mask: 0x9 },
+            Tnum {
+                value: 0x10,
+                mask: 0x9,
+            },
             Tnum::range(3, 9),
-            Tnum { value: 0, mask: 0x7 },
+            Tnum {
+                value: 0,
+                mask: 0x7,
+            },
         ];
         for a in ts {
             for b in ts {
