@@ -143,7 +143,7 @@ impl Tnum {
     pub fn mul(self, b: Tnum) -> Tnum {
         let mut a = self;
         let mut b = b;
-        let mut acc_v = a.value.wrapping_mul(b.value);
+        let acc_v = a.value.wrapping_mul(b.value);
         let mut acc_m = Tnum::konst(0);
         while a.value != 0 || a.mask != 0 {
             if a.value & 1 != 0 {
@@ -160,7 +160,6 @@ impl Tnum {
             a = a.rshift(1);
             b = b.lshift(1);
         }
-        acc_v &= !acc_m.mask;
         Tnum {
             value: acc_v,
             mask: 0,
