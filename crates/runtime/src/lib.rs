@@ -2,6 +2,15 @@
 //! registry.
 //!
 //! - [`helper_table`]: helper implementations by id, shared by the interpreter and the JIT.
+//! - [`interp`]: the reference interpreter with checked memory.
+//! - [`object`]: ELF policy objects: parsing, relocation, maps, globals, BTF line info.
+//! - [`sdk`]: the restricted-C SDK headers, embedded, and their generation.
 
 pub mod helper_table;
+
+pub mod interp;
+pub mod object;
+pub mod sdk;
 pub mod jit;
+pub mod maps;
+pub mod registry;
