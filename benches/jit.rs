@@ -284,21 +284,43 @@ fn rbpf_vm(bytes: &[u8]) -> rbpf::EbpfVmRaw<'_> {
 }
 
 /// Benchmarks one workload on every engine; all engines must agree with `expected`.
-fn bench_workload(c: &mut Criterion, name: &str, src: &str, mem: &[u8], native: impl Fn(&mut [u8]) -> u64) {
+fn bench_workload(
+    c: &mut Criterion,
+    name: &str,
+    src: &str,
+    mem: &[u8],
+    native: impl Fn(&mut [u8]) -> u64,
+) {
     let e = Engines::new(src);
     let mut stack = Box::new([0u8; STACK_SIZE]);
     let mut m = mem.to_vec();
     let expected = native(&mut m);
-    assert_eq!(e.run_jit(&mut mem.to_vec(), &mut stack), expected, "{name}: jit");
-    assert_eq!(e.run_interp(&mut mem.to_vec(), &mut stack), expected, "{name}: interpreter");
+    assert_eq!(
+        e.run_jit(&mut mem.to_vec(), &mut stack),
+        expected,
+        "{name}: jit"
+    );
+    assert_eq!(
+        e.run_interp(&mut mem.to_vec(), &mut stack),
+        expected,
+        "{name}: interpreter"
+    );
     let mut vm = rbpf_vm(&e.bytes);
-    assert_eq!(vm.execute_program(&mut mem.to_vec()).expect("rbpf"), expected, "{name}: rbpf");
+    assert_eq!(
+        vm.execute_program(&mut mem.to_vec()).expect("rbpf"),
+        expected,
+        "{name}: rbpf"
+    );
     let rbpf_jit = vm.jit_compile().is_ok();
 
     let mut g = c.benchmark_group(name);
     g.bench_function("native", |b| b.iter(|| native(black_box(&mut m))));
-    g.bench_function("jit", |b| b.iter(|| e.run_jit(black_box(&mut m), &mut stack)));
-    g.bench_function("interpreter", |b| b.iter(|| e.run_interp(black_box(&mut m), &mut stack)));
+    g.bench_function("jit", |b| {
+        b.iter(|| e.run_jit(black_box(&mut m), &mut stack))
+    });
+    g.bench_function("interpreter", |b| {
+        b.iter(|| e.run_interp(black_box(&mut m), &mut stack))
+    });
     g.bench_function("rbpf_interpreter", |b| {
         b.iter(|| vm.execute_program(black_box(&mut m)).expect("rbpf"))
     });
@@ -319,7 +341,9 @@ fn workloads(c: &mut Criterion) {
     bench_workload(c, "prime_sieve", SIEVE, &vec![0u8; SIEVE_N], native_sieve);
     let bytes: Vec<u8> = (0..BYTES_N).map(|i| (i * 31 % 251) as u8).collect();
     bench_workload(c, "byte_loop", BYTE_LOOP, &bytes, |m| native_byte_loop(m));
-    bench_workload(c, "helper_calls", HELPER_LOOP, &[0u8; 8], |_| native_helper_loop());
+    bench_workload(c, "helper_calls", HELPER_LOOP, &[0u8; 8], |_| {
+        native_helper_loop()
+    });
 }
 
 /// A deterministic ~1000-instruction program: ALU, stack traffic and forward branches.

@@ -9,8 +9,8 @@
 pub mod helper_table;
 
 pub mod interp;
-pub mod object;
-pub mod sdk;
 pub mod jit;
 pub mod maps;
+pub mod object;
 pub mod registry;
+pub mod sdk;
