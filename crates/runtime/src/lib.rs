@@ -4,5 +4,6 @@
 //! - [`helper_table`]: helper implementations by id, shared by the interpreter and the JIT.
 
 pub mod helper_table;
+pub mod helpers;
 pub mod maps;
 pub mod registry;
