@@ -1,0 +1,222 @@
+//! Classification of ELF sections into a closed set of kinds, and parsing of program
+//! section names (`cuda/<api>`, `cudaret/<api>`).
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::error::ObjectError;
+
+/// When a program runs relative to the hooked driver call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Before the call (`cuda/<api>`); the return value is the verdict.
+    Entry,
+    /// After the call (`cudaret/<api>`).
+    Exit,
+}
+
+impl Phase {
+    /// The section prefix of this phase (`cuda` or `cudaret`).
+    pub const fn section_prefix(self) -> &'static str {
+        match self {
+            Phase::Entry => "cuda",
+            Phase::Exit => "cudaret",
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Entry => "entry",
+            Phase::Exit => "exit",
+        })
+    }
+}
+
+/// A parsed program section name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProgramSection {
+    /// Entry or exit.
+    pub phase: Phase,
+    /// The API as written after the prefix (e.g. `cuMemAlloc`, `cudaMalloc`).
+    pub api: String,
+}
+
+impl FromStr for ProgramSection {
+    type Err = ObjectError;
+
+    fn from_str(s: &str) -> Result<Self, ObjectError> {
+        let bad = || ObjectError::UnknownProgramSection {
+            section: s.to_string(),
+        };
+        let (prefix, api) = s.split_once('/').ok_or_else(bad)?;
+        let phase = match prefix {
+            "cuda" => Phase::Entry,
+            "cudaret" => Phase::Exit,
+            _ => return Err(bad()),
+        };
+        let ident = !api.is_empty()
+            && !api.starts_with(|c: char| c.is_ascii_digit())
+            && api.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ident {
+            return Err(bad());
+        }
+        Ok(ProgramSection {
+            phase,
+            api: api.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for ProgramSection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.phase.section_prefix(), self.api)
+    }
+}
+
+/// Which global-data section a one-entry array map comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataKind {
+    /// `.rodata`, `.rodata.*`: read-only for programs, settable at load when `const volatile`.
+    Rodata,
+    /// `.data`, `.data.*`.
+    Data,
+    /// `.bss`, `.bss.*` (zero-initialised).
+    Bss,
+}
+
+/// What an ELF section is to the loader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SectionKind {
+    /// A program section.
+    Program(ProgramSection),
+    /// `.text`: subprograms.
+    Text,
+    /// `.maps`: BTF-defined maps.
+    BtfMaps,
+    /// `maps`: legacy `struct bpf_map_def` maps.
+    LegacyMaps,
+    /// Global data.
+    Data(DataKind),
+    /// `license`.
+    License,
+    /// `.BTF`.
+    Btf,
+    /// `.BTF.ext`.
+    BtfExt,
+    /// Relocations (applied to the section they point at).
+    Relocations,
+    /// Symbol or string tables, DWARF, `.llvm_addrsig`, `version`, notes, the null section …
+    Ignored,
+}
+
+impl SectionKind {
+    /// Classifies a section by name and flags. `executable` is `SHF_EXECINSTR`.
+    pub fn classify(
+        name: &str,
+        executable: bool,
+        sh_type: u32,
+    ) -> Result<SectionKind, ObjectError> {
+        use object::elf::{SHT_REL, SHT_RELA};
+        if sh_type == SHT_REL || sh_type == SHT_RELA {
+            return Ok(SectionKind::Relocations);
+        }
+        let data_kind = |prefix: &str| name == prefix || name.starts_with(&format!("{prefix}."));
+        Ok(match name {
+            ".text" => SectionKind::Text,
+            ".maps" => SectionKind::BtfMaps,
+            "maps" => SectionKind::LegacyMaps,
+            "license" => SectionKind::License,
+            ".BTF" => SectionKind::Btf,
+            ".BTF.ext" => SectionKind::BtfExt,
+            _ if data_kind(".rodata") => SectionKind::Data(DataKind::Rodata),
+            _ if data_kind(".data") => SectionKind::Data(DataKind::Data),
+            _ if data_kind(".bss") => SectionKind::Data(DataKind::Bss),
+            _ if name.starts_with("cuda/") || name.starts_with("cudaret/") => {
+                SectionKind::Program(name.parse()?)
+            }
+            // Anything else that holds code, or is named like a libbpf program section
+            // (`kprobe/…`, `tracepoint/…`), is a program we cannot attach.
+            _ if executable || (name.contains('/') && !name.starts_with('.')) => {
+                return Err(ObjectError::UnknownProgramSection {
+                    section: name.to_string(),
+                })
+            }
+            _ => SectionKind::Ignored,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object::elf::{SHT_NOBITS, SHT_PROGBITS, SHT_REL};
+
+    #[test]
+    fn classify_table() {
+        let ok = |n: &str, x: bool, t: u32| SectionKind::classify(n, x, t).unwrap();
+        assert_eq!(
+            ok("cuda/cuMemAlloc", true, SHT_PROGBITS),
+            SectionKind::Program(ProgramSection {
+                phase: Phase::Entry,
+                api: "cuMemAlloc".into()
+            })
+        );
+        assert_eq!(
+            ok("cudaret/cudaMalloc", true, SHT_PROGBITS),
+            SectionKind::Program(ProgramSection {
+                phase: Phase::Exit,
+                api: "cudaMalloc".into()
+            })
+        );
+        assert_eq!(ok(".text", true, SHT_PROGBITS), SectionKind::Text);
+        assert_eq!(
+            ok(".rodata.str1.1", false, SHT_PROGBITS),
+            SectionKind::Data(DataKind::Rodata)
+        );
+        assert_eq!(
+            ok(".data.counters", false, SHT_PROGBITS),
+            SectionKind::Data(DataKind::Data)
+        );
+        assert_eq!(
+            ok(".bss", false, SHT_NOBITS),
+            SectionKind::Data(DataKind::Bss)
+        );
+        assert_eq!(ok(".rodatax", false, SHT_PROGBITS), SectionKind::Ignored);
+        assert_eq!(ok(".relcuda/x", false, SHT_REL), SectionKind::Relocations);
+        assert_eq!(ok(".debug_info", false, SHT_PROGBITS), SectionKind::Ignored);
+        assert_eq!(ok(".maps", false, SHT_PROGBITS), SectionKind::BtfMaps);
+        assert_eq!(ok("maps", false, SHT_PROGBITS), SectionKind::LegacyMaps);
+    }
+
+    #[test]
+    fn rejects_other_program_sections_listing_accepted_forms() {
+        for (name, exec) in [
+            ("kprobe/sys_open", true),
+            ("xdp", true),
+            ("cuda/", true),
+            ("cuda/1abc", true),
+            ("cuda/a-b", true),
+            ("cudaret", true),
+            ("tracepoint/x/y", false),
+        ] {
+            let e = SectionKind::classify(name, exec, SHT_PROGBITS).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(name), "{msg}");
+            assert!(
+                msg.contains("`cuda/<api>`") && msg.contains("`cudaret/<api>`"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn program_section_round_trips() {
+        let p: ProgramSection = "cudaret/cuLaunchKernel".parse().unwrap();
+        assert_eq!(p.to_string(), "cudaret/cuLaunchKernel");
+        assert_eq!(p.phase.to_string(), "exit");
+    }
+}

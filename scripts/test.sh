@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite: the README's test command, also run by CI (.ci/run).
+# Installs what it needs (clang 14 and 19 from Debian packages) when missing, then runs
+# rustfmt, clippy and every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v clang >/dev/null 2>&1 || need+=(clang)
+command -v clang-19 >/dev/null 2>&1 || need+=(clang-19)
+command -v llvm-objdump >/dev/null 2>&1 || need+=(llvm)
+if ((${#need[@]})); then
+    echo "==> installing ${need[*]} (Debian packages)"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+export GPUBPF_CONFORMANCE_DIR="${GPUBPF_CONFORMANCE_DIR:-$PWD/../shared/conformance/bpf_conformance}"
+export GPUBPF_SHARED_DIR="${GPUBPF_SHARED_DIR:-$PWD/../shared}"
+if [ ! -d "$GPUBPF_CONFORMANCE_DIR" ]; then
+    echo "note: $GPUBPF_CONFORMANCE_DIR not found; conformance tests will report that they skipped"
+fi
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+echo "==> cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "==> cargo test"
+cargo test --workspace --locked
