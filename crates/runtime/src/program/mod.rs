@@ -10,7 +10,9 @@
 //!   The [`PreparedProgram`] keeps the maps alive as long as the code may run.
 
 mod bind;
+mod from_object;
 mod prepare;
 
 pub use bind::{bind_maps, global_map_name, BindError, BoundMap, MapDef};
+pub use from_object::{map_defs, map_type, type_desc};
 pub use prepare::{prepare, PrepareError, PreparedProgram};
