@@ -166,7 +166,7 @@ fn point_json(p: &AttachPoint) -> Value {
         "aliases": aliases,
         "params": params,
         "stream_param": p.stream_param(),
-        "launch_source": p.launch_source().map(|s| format!("{s:?}").to_lowercase()),
+        "launch_source": p.launch_source().map(|s| s.as_str()),
         "ctx": { "size": p.ctx_size, "fields": fields },
         "returns": { "entry": ret(Phase::Entry), "exit": ret(Phase::Exit) },
         "c_structs": {

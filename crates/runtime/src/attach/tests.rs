@@ -269,3 +269,16 @@ fn proc_address_requests_pick_the_right_symbol() {
         None
     );
 }
+
+#[test]
+fn program_context_for_sections() {
+    let pc = program_context_for_section("cudaret/cudaMalloc").unwrap();
+    assert_eq!(pc.description, "cudaret/cuMemAlloc (exit)");
+    assert_eq!(pc.ctx.size, 56);
+    assert!(matches!(
+        program_context_for_section("xdp/foo"),
+        Err(AttachError::BadSection { .. })
+    ));
+    assert_eq!(Phase::Exit.to_string(), "exit");
+    assert_eq!(Phase::Entry.ctx_value(), abi::PHASE_ENTRY);
+}
