@@ -85,7 +85,8 @@ BUILTIN_SCALARS = {
     "size_t": (8, False, "int"), "uint32_t": (4, False, "int"), "uint64_t": (8, False, "int"),
     "int32_t": (4, True, "int"), "int64_t": (8, True, "int"),
     "unsigned __int32": (4, False, "int"), "unsigned __int64": (8, False, "int"),
-    "float": (4, True, "float"), "double": (8, True, "float"),
+    # Floats travel as their IEEE bits, zero-extended: not "signed" in the slot sense.
+    "float": (4, False, "float"), "double": (8, False, "float"),
 }
 # Types of the graphics headers that the wheel's headers include but do not ship (GL, EGL,
 # VDPAU), and of cudaProfiler.h.
