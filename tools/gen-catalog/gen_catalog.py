@@ -409,13 +409,16 @@ def build_functions(typedefs, declared: set[str]) -> list[Func]:
 # Writing Rust
 
 
-def previous_ids(path: Path) -> dict[str, int]:
-    if not path.exists():
-        return {}
+def previous_ids_from_text(text: str) -> dict[str, int]:
+    """API ids of an earlier generated file, to keep them stable."""
     return {
         m.group(2): int(m.group(1))
-        for m in re.finditer(r'id: (\d+),\s*name: "(\w+)"', path.read_text())
+        for m in re.finditer(r'id: (\d+),\s*name: "(\w+)"', text)
     }
+
+
+def previous_ids(path: Path) -> dict[str, int]:
+    return previous_ids_from_text(path.read_text()) if path.exists() else {}
 
 
 def rust_str(s: str) -> str:
