@@ -928,6 +928,7 @@ struct gpubpf_cuCtxSetCacheConfig_exit {
 _Static_assert(sizeof(struct gpubpf_cuCtxSetCacheConfig_entry) == 40 && sizeof(struct gpubpf_cuCtxSetCacheConfig_exit) == 40, "gpubpf ctx ABI: cuCtxSetCacheConfig");
 
 /* cuCtxSetCurrent (id 47): cuCtxSetCurrent@4000 */
+/* runtime aliases: cudaSetDevice */
 #define GPUBPF_API_cuCtxSetCurrent 47
 struct gpubpf_cuCtxSetCurrent_args {
 	__u64 ctx; /* CUcontext (handle) */
@@ -1647,7 +1648,6 @@ struct gpubpf_cuDevicePrimaryCtxReset_exit {
 _Static_assert(sizeof(struct gpubpf_cuDevicePrimaryCtxReset_entry) == 40 && sizeof(struct gpubpf_cuDevicePrimaryCtxReset_exit) == 40, "gpubpf ctx ABI: cuDevicePrimaryCtxReset");
 
 /* cuDevicePrimaryCtxRetain (id 86): cuDevicePrimaryCtxRetain@7000 */
-/* runtime aliases: cudaSetDevice */
 #define GPUBPF_API_cuDevicePrimaryCtxRetain 86
 struct gpubpf_cuDevicePrimaryCtxRetain_args {
 	__u64 pctx; /* CUcontext * (out-pointer, value in out) */
@@ -2209,7 +2209,6 @@ struct gpubpf_cuFlushGPUDirectRDMAWrites_exit {
 _Static_assert(sizeof(struct gpubpf_cuFlushGPUDirectRDMAWrites_entry) == 48 && sizeof(struct gpubpf_cuFlushGPUDirectRDMAWrites_exit) == 48, "gpubpf ctx ABI: cuFlushGPUDirectRDMAWrites");
 
 /* cuFuncGetAttribute (id 115): cuFuncGetAttribute@2020 */
-/* runtime aliases: cudaFuncGetAttributes */
 #define GPUBPF_API_cuFuncGetAttribute 115
 struct gpubpf_cuFuncGetAttribute_args {
 	__s64 pi; /* int * (out-pointer, value in out) */
@@ -3153,6 +3152,7 @@ struct gpubpf_cuGraphDebugDotPrint_exit {
 _Static_assert(sizeof(struct gpubpf_cuGraphDebugDotPrint_entry) == 56 && sizeof(struct gpubpf_cuGraphDebugDotPrint_exit) == 56, "gpubpf ctx ABI: cuGraphDebugDotPrint");
 
 /* cuGraphDestroy (id 163): cuGraphDestroy@10000 */
+/* runtime aliases: cudaGraphDestroy */
 #define GPUBPF_API_cuGraphDestroy 163
 struct gpubpf_cuGraphDestroy_args {
 	__u64 hGraph; /* CUgraph (handle) */
@@ -3289,6 +3289,7 @@ struct gpubpf_cuGraphExecChildGraphNodeSetParams_exit {
 _Static_assert(sizeof(struct gpubpf_cuGraphExecChildGraphNodeSetParams_entry) == 56 && sizeof(struct gpubpf_cuGraphExecChildGraphNodeSetParams_exit) == 56, "gpubpf ctx ABI: cuGraphExecChildGraphNodeSetParams");
 
 /* cuGraphExecDestroy (id 171): cuGraphExecDestroy@10000 */
+/* runtime aliases: cudaGraphExecDestroy */
 #define GPUBPF_API_cuGraphExecDestroy 171
 struct gpubpf_cuGraphExecDestroy_args {
 	__u64 hGraphExec; /* CUgraphExec (handle) */
@@ -4776,6 +4777,7 @@ struct gpubpf_cuIpcOpenMemHandle_exit {
 _Static_assert(sizeof(struct gpubpf_cuIpcOpenMemHandle_entry) == 56 && sizeof(struct gpubpf_cuIpcOpenMemHandle_exit) == 64, "gpubpf ctx ABI: cuIpcOpenMemHandle");
 
 /* cuKernelGetAttribute (id 252): cuKernelGetAttribute@12000 */
+/* runtime aliases: cudaFuncGetAttributes */
 #define GPUBPF_API_cuKernelGetAttribute 252
 struct gpubpf_cuKernelGetAttribute_args {
 	__s64 pi; /* int * (out-pointer, value in out) */
