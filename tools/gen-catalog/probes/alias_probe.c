@@ -1,5 +1,5 @@
 /*
- * alias_probe: which driver entry points does each CUDA runtime API call reach?
+ * alias_probe.c: which driver entry points does each CUDA runtime API call reach?
  *
  * Subscribes to CUPTI's runtime- and driver-API callbacks, then calls the runtime functions
  * that gpubpf maps to driver attach points (crates/runtime/src/attach/aliases.rs). Every
