@@ -479,7 +479,7 @@ def render(funcs: list[Func], ids: dict[str, int]) -> str:
         "use super::catalog::{GenPoint, Param, ParamClass, PerThread, Variant};\n\n"
         f"/// CUDA version of the headers this table was generated from.\n"
         f"pub const CUDA_HEADERS_VERSION: &str = {rust_str(WHEEL_VERSION)};\n\n"
-        f"/// Number of exported symbols (variants) in [`POINTS`].\n"
+        f"/// Number of exported symbols (variants) in the catalog.\n"
         f"pub const VARIANT_COUNT: usize = {nvariants};\n\n"
         + "\n".join(sig_lines)
         + "\n\n/// Every driver entry point, sorted by base name.\n"

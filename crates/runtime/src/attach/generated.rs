@@ -9,7 +9,7 @@ use super::catalog::{GenPoint, Param, ParamClass, PerThread, Variant};
 /// CUDA version of the headers this table was generated from.
 pub const CUDA_HEADERS_VERSION: &str = "13.5.37";
 
-/// Number of exported symbols (variants) in [`POINTS`].
+/// Number of exported symbols (variants) in the catalog.
 pub const VARIANT_COUNT: usize = 723;
 
 const SIG_0: &[Param] = &[

@@ -17,6 +17,10 @@ fn field<'a>(p: &'a AttachPoint, name: &str) -> &'a CtxFieldInfo {
 fn catalog_is_large_and_consistent() {
     let points = all();
     assert!(points.len() >= 400, "{} points", points.len());
+    assert_eq!(
+        points.iter().map(|p| p.variants.len()).sum::<usize>(),
+        generated::VARIANT_COUNT
+    );
     let mut ids = HashSet::new();
     let mut symbols = HashSet::new();
     for p in points {
