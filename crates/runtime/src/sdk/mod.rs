@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 pub use helpers_header::{generate_helpers_header, HELPERS_HEADER_PATH};
 
-/// `(file name, contents)` of every SDK header, in include order.
+/// `(path relative to the include directory, contents)` of every SDK header.
 pub const HEADERS: &[(&str, &str)] = &[
     (
         "gpubpf.h",
@@ -26,6 +26,19 @@ pub const HEADERS: &[(&str, &str)] = &[
     (
         "gpubpf_helpers.h",
         include_str!("../../../../policies/include/gpubpf_helpers.h"),
+    ),
+    // libbpf compatibility: `#include <linux/bpf.h>` / `<bpf/bpf_helpers.h>` get gpubpf.h.
+    (
+        "bpf/bpf_helpers.h",
+        include_str!("../../../../policies/include/bpf/bpf_helpers.h"),
+    ),
+    (
+        "linux/bpf.h",
+        include_str!("../../../../policies/include/linux/bpf.h"),
+    ),
+    (
+        "linux/types.h",
+        include_str!("../../../../policies/include/linux/types.h"),
     ),
 ];
 
