@@ -179,7 +179,7 @@ fn trace_policy() {
                         .filter(|p| p.attach == api && p.phase == phase)
                         .count(),
                     1,
-                    "{clang} {api} {phase}"
+                    "{clang} {api} {phase:?}"
                 );
             }
         }

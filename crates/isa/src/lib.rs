@@ -2,10 +2,16 @@
 //!
 //! - [`opcode`]: the raw opcode constants.
 //! - [`insn`]: 8-byte slots ([`Insn`]), strict decoding into [`Instruction`] and encoding back.
+//! - [`asm`]: assembler for the bpf_conformance text syntax ([`asm::assemble`]).
+//! - [`disasm`]: bpftool-style and assembler-compatible disassembly.
 
+pub mod asm;
+pub mod disasm;
 pub mod insn;
 pub mod opcode;
 
+pub use asm::{assemble, AsmError, AsmErrorKind};
+pub use disasm::{disassemble, disassemble_asm, format_instruction, Syntax};
 pub use insn::{
     decode_program, encode_program, slots_from_bytes, slots_to_bytes, AluOp, AtomicOp, ByteSwap,
     CallTarget, DecodeError, Insn, Instruction, JmpCond, LddwKind, Operand, Size, Width,

@@ -48,8 +48,12 @@ pub struct Program {
     pub name: String,
     /// ELF section (`cuda/cuMemAlloc`).
     pub section: String,
-    /// The API named by the section, as written (`cuMemAlloc`, `cudaMalloc`, …).
+    /// The attach point: the driver function the section names, resolved through the
+    /// catalog (`cuMemAlloc` for `cuda/cuMemAlloc`, `cuda/cudaMalloc` and
+    /// `cuda/cuMemAlloc_v2`).
     pub attach: String,
+    /// The attach point's catalog id (`hdr.api_id`).
+    pub attach_id: u32,
     pub phase: Phase,
     /// Slots: the entry function first, then [`Program::subprograms`]. Map references are
     /// `lddw` with `LddwKind::MapIdx`/`MapIdxValue`, calls are `CallTarget::Local`.
@@ -178,7 +182,8 @@ pub(crate) fn link_programs(
             let mut p = linker.link(idx, fi)?;
             p.name = f.name.clone();
             p.section = c.name.clone();
-            p.attach = ps.api.clone();
+            p.attach = ps.attach.clone();
+            p.attach_id = ps.attach_id;
             p.phase = ps.phase;
             programs.push(p);
         }
@@ -539,6 +544,7 @@ impl Linker<'_, '_> {
             name: String::new(),
             section: String::new(),
             attach: String::new(),
+            attach_id: 0,
             phase: Phase::Entry,
             insns,
             entry_len,

@@ -1,0 +1,257 @@
+//! The compilation pipeline: analysis → one Cranelift function per BPF function (plus the
+//! entry trampoline) → machine code → one W^X image with relocations applied.
+
+use cranelift_codegen::binemit::Reloc;
+use cranelift_codegen::control::ControlPlane;
+use cranelift_codegen::ir::{ExternalName, TrapCode, UserFuncName};
+use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::{Context, FinalizedRelocTarget};
+use cranelift_frontend::FunctionBuilderContext;
+use gpubpf_isa::Insn;
+
+use super::analysis::Analysis;
+use super::code_memory::{ImageReloc, WritableCode};
+use super::translate::{build_trampoline, translate_function};
+use super::{CompiledProgram, EntryFn, JitError};
+use crate::helper_table::HelperTable;
+
+/// Function alignment in the code image.
+const FUNC_ALIGN: usize = 16;
+
+/// Compiles programs for the host. Reuses its Cranelift contexts between functions and
+/// programs, so keep one per compiling thread.
+pub struct JitCompiler {
+    isa: OwnedTargetIsa,
+    ctx: Context,
+    fb_ctx: FunctionBuilderContext,
+}
+
+impl std::fmt::Debug for JitCompiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JitCompiler")
+            .field("isa", &self.isa.name())
+            .field("triple", &self.isa.triple().to_string())
+            .finish()
+    }
+}
+
+/// Relocation of one compiled function, target still symbolic.
+struct FuncReloc {
+    offset: u32,
+    kind: Reloc,
+    /// Index of the target function, or `None` for a target inside the same function.
+    target_func: Option<usize>,
+    target_offset: u32,
+    addend: i64,
+}
+
+struct CompiledFunc {
+    code: Vec<u8>,
+    relocs: Vec<FuncReloc>,
+    /// `(offset, pc)` pairs of this function.
+    srclocs: Vec<(u32, u32)>,
+    explicit_traps: usize,
+}
+
+/// Compiles `slots` with a fresh [`JitCompiler`].
+pub fn compile(slots: &[Insn], helpers: &HelperTable) -> Result<CompiledProgram, JitError> {
+    JitCompiler::new()?.compile(slots, helpers)
+}
+
+impl JitCompiler {
+    /// A compiler for the host CPU (optimising, no frame-pointer or unwind overhead).
+    pub fn new() -> Result<Self, JitError> {
+        let host = |e: &dyn std::fmt::Display| JitError::HostIsa {
+            message: e.to_string(),
+        };
+        let mut flags = settings::builder();
+        let verifier = if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        };
+        for (k, v) in [
+            ("opt_level", "speed"),
+            ("enable_verifier", verifier),
+            ("enable_probestack", "false"),
+            ("unwind_info", "false"),
+            ("is_pic", "false"),
+        ] {
+            flags.set(k, v).map_err(|e| host(&e))?;
+        }
+        let isa = cranelift_native::builder()
+            .map_err(|e| host(&e))?
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| host(&e))?;
+        Ok(Self {
+            isa,
+            ctx: Context::new(),
+            fb_ctx: FunctionBuilderContext::new(),
+        })
+    }
+
+    fn call_conv(&self) -> CallConv {
+        self.isa.default_call_conv()
+    }
+
+    /// Compiles a prepared, verified program (map `lddw`s already rewritten to immediates).
+    pub fn compile(
+        &mut self,
+        slots: &[Insn],
+        helpers: &HelperTable,
+    ) -> Result<CompiledProgram, JitError> {
+        let analysis = Analysis::new(slots)?;
+        let cc = self.call_conv();
+        let nfuncs = analysis.funcs.len();
+        let mut compiled = Vec::with_capacity(nfuncs + 1);
+        for idx in 0..nfuncs {
+            self.ctx.clear();
+            self.ctx.func.name = UserFuncName::user(0, idx as u32);
+            translate_function(
+                &mut self.ctx.func,
+                &mut self.fb_ctx,
+                &analysis,
+                idx,
+                helpers,
+                cc,
+                self.isa.frontend_config(),
+            )?;
+            compiled.push(self.codegen(idx)?);
+        }
+        // The trampoline comes last.
+        self.ctx.clear();
+        self.ctx.func.name = UserFuncName::user(0, nfuncs as u32);
+        build_trampoline(
+            &mut self.ctx.func,
+            &mut self.fb_ctx,
+            cc,
+            self.isa.frontend_config(),
+        )?;
+        compiled.push(self.codegen(nfuncs)?);
+        link(compiled, nfuncs)
+    }
+
+    /// Compiles the function in `self.ctx` to machine code.
+    fn codegen(&mut self, func: usize) -> Result<CompiledFunc, JitError> {
+        let names = self.ctx.func.params.user_named_funcs().clone();
+        let code = self
+            .ctx
+            .compile(&*self.isa, &mut ControlPlane::default())
+            .map_err(|e| JitError::Codegen {
+                func,
+                message: format!("{:?}", e.inner),
+            })?;
+        let buf = &code.buffer;
+        let mut relocs = Vec::with_capacity(buf.relocs().len());
+        for r in buf.relocs() {
+            let (target_func, target_offset) = match &r.target {
+                FinalizedRelocTarget::ExternalName(ExternalName::User(n)) => {
+                    let idx = names.get(*n).map(|u| u.index).ok_or(JitError::Internal {
+                        what: "relocation to an undeclared function",
+                    })?;
+                    (Some(idx as usize), 0)
+                }
+                FinalizedRelocTarget::Func(off) => (None, *off),
+                _ => {
+                    return Err(JitError::Relocation {
+                        kind: format!("{:?} to {:?}", r.kind, r.target),
+                        offset: r.offset as usize,
+                    })
+                }
+            };
+            relocs.push(FuncReloc {
+                offset: r.offset,
+                kind: r.kind,
+                target_func,
+                target_offset,
+                addend: r.addend,
+            });
+        }
+        let srclocs = buf
+            .get_srclocs_sorted()
+            .iter()
+            .filter(|s| !s.loc.is_default())
+            .map(|s| (s.start, s.loc.bits()))
+            .collect();
+        let explicit_traps = buf
+            .traps()
+            .iter()
+            .filter(|t| t.code != TrapCode::INTEGER_DIVISION_BY_ZERO)
+            .count();
+        Ok(CompiledFunc {
+            code: buf.data().to_vec(),
+            relocs,
+            srclocs,
+            explicit_traps,
+        })
+    }
+}
+
+/// Lays the functions out in one image, applies relocations and makes it executable.
+fn link(funcs: Vec<CompiledFunc>, trampoline: usize) -> Result<CompiledProgram, JitError> {
+    let mut offsets = Vec::with_capacity(funcs.len());
+    let mut size = 0usize;
+    for f in &funcs {
+        size = size
+            .checked_next_multiple_of(FUNC_ALIGN)
+            .ok_or(JitError::CodeTooLarge { bytes: size })?;
+        offsets.push(size);
+        size = size
+            .checked_add(f.code.len())
+            .ok_or(JitError::CodeTooLarge { bytes: size })?;
+    }
+    if u32::try_from(size).is_err() {
+        return Err(JitError::CodeTooLarge { bytes: size });
+    }
+    let mut mem = WritableCode::new(size)?;
+    let mut relocs = Vec::new();
+    let mut pc_map = Vec::new();
+    let mut explicit_trap_sites = 0;
+    {
+        let bytes = mem.bytes_mut();
+        for (i, f) in funcs.iter().enumerate() {
+            let base = offsets.get(i).copied().unwrap_or(0);
+            let dst = bytes
+                .get_mut(base..base + f.code.len())
+                .ok_or(JitError::Internal {
+                    what: "code layout",
+                })?;
+            dst.copy_from_slice(&f.code);
+            for r in &f.relocs {
+                let target = match r.target_func {
+                    Some(t) => *offsets.get(t).ok_or(JitError::Internal {
+                        what: "relocation to a missing function",
+                    })?,
+                    None => base + r.target_offset as usize,
+                };
+                relocs.push(ImageReloc {
+                    at: base + r.offset as usize,
+                    kind: r.kind,
+                    target,
+                    addend: r.addend,
+                });
+            }
+            pc_map.extend(f.srclocs.iter().map(|(o, pc)| (base as u32 + o, *pc)));
+            explicit_trap_sites += f.explicit_traps;
+        }
+    }
+    mem.apply_relocs(&relocs)?;
+    let code = mem.into_executable()?;
+    let entry_off = offsets
+        .get(trampoline)
+        .copied()
+        .ok_or(JitError::Internal { what: "trampoline" })?;
+    // SAFETY: `entry_off` is the start of the trampoline, compiled with the host's default
+    // calling convention and the signature `trampoline_signature`, which is `EntryFn`.
+    let entry: EntryFn = unsafe { std::mem::transmute::<*const u8, EntryFn>(code.addr(entry_off)) };
+    pc_map.sort_unstable();
+    Ok(CompiledProgram {
+        code,
+        entry,
+        code_size: size,
+        functions: trampoline,
+        pc_map,
+        explicit_trap_sites,
+    })
+}

@@ -1,0 +1,217 @@
+//! The Cranelift JIT: verified BPF → native code in W^X memory.
+//!
+//! - [`JitCompiler`] owns the host ISA and the reused Cranelift contexts; [`compile`] is a
+//!   one-shot shortcut.
+//! - [`CompiledProgram`] owns the code pages (read + execute, unmapped on drop), is
+//!   `Send + Sync` and meant to be shared as `Arc<CompiledProgram>`.
+//! - The translation itself, and the reasoning behind it, is in [`translate`]; the control
+//!   flow pre-pass in [`analysis`]; code memory and relocation in [`code_memory`].
+//!
+//! ```no_run
+//! use gpubpf_runtime::helper_table::{HelperTable, STACK_SIZE};
+//! use gpubpf_runtime::jit::compile;
+//! # let slots: Vec<gpubpf_isa::Insn> = vec![];
+//! let prog = compile(&slots, &HelperTable::new()).expect("compiles");
+//! let mut stack = [0u8; STACK_SIZE];
+//! let mut ctx = [0u8; 64];
+//! // SAFETY: the program was verified against a 64-byte ctx.
+//! let r0 = unsafe { prog.execute(ctx.as_mut_ptr(), &mut stack) };
+//! ```
+
+pub(crate) mod analysis;
+pub(crate) mod code_memory;
+mod compiler;
+#[cfg(test)]
+mod tests;
+pub mod translate;
+
+use std::fmt;
+
+use gpubpf_isa::{DecodeError, LddwKind};
+
+pub use compiler::{compile, JitCompiler};
+
+use crate::helper_table::STACK_SIZE;
+use code_memory::ExecutableCode;
+use translate::{STATUS_BAD_CALLBACK, STATUS_BAD_CALLX, STATUS_CALL_DEPTH};
+
+/// An error compiling a program. `pc` is the slot index of the offending instruction.
+#[derive(Debug, thiserror::Error)]
+pub enum JitError {
+    #[error("the program is empty")]
+    EmptyProgram,
+    #[error("cannot decode the program")]
+    Decode {
+        #[source]
+        source: DecodeError,
+    },
+    #[error("instruction {pc}: call or function reference to slot offset {offset} does not name an instruction")]
+    BadCallTarget { pc: usize, offset: i64 },
+    #[error(
+        "instruction {pc}: jump offset {offset} leaves the function or lands inside an instruction"
+    )]
+    BadJumpTarget { pc: usize, offset: i64 },
+    #[error("instruction {pc}: control falls off the end of the function")]
+    FallsOffEnd { pc: usize },
+    #[error("instruction {pc}: writes the read-only frame pointer `r10`")]
+    FramePointerWrite { pc: usize },
+    #[error("instruction {pc}: `lddw` of kind {kind:?} must be rewritten before execution (only `Imm` and `Func` execute)")]
+    UnsupportedLddw { pc: usize, kind: LddwKind },
+    #[error("instruction {pc}: helper {id} is not in the helper table")]
+    UnknownHelper { pc: usize, id: i32 },
+    #[error("instruction {pc}: kernel function calls (btf id {id}) are not supported")]
+    Kfunc { pc: usize, id: i32 },
+    #[error("the program has too many functions or instructions for the JIT")]
+    TooManyFunctions,
+    #[error("code generation failed for function {func}: {message}")]
+    Codegen { func: usize, message: String },
+    #[error("the host ISA is not supported: {message}")]
+    HostIsa { message: String },
+    #[error("unsupported or out-of-range relocation {kind} at code offset {offset}")]
+    Relocation { kind: String, offset: usize },
+    #[error("generated code of {bytes} bytes is too large")]
+    CodeTooLarge { bytes: usize },
+    #[error("code memory `{op}` failed")]
+    Memory {
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("internal JIT invariant violated: {what}")]
+    Internal { what: &'static str },
+}
+
+/// An error raised while a compiled program runs. The program stopped at instruction `pc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    #[error("instruction {pc}: call depth exceeds the maximum number of frames")]
+    CallDepthExceeded { pc: usize },
+    #[error("instruction {pc}: `callx` target is not a function of the program")]
+    InvalidCallxTarget { pc: usize },
+    #[error("instruction {pc}: `bpf_loop` callback is not a function of the program")]
+    InvalidLoopCallback { pc: usize },
+    #[error("unknown status {status:#x} returned by compiled code")]
+    UnknownStatus { status: u64 },
+}
+
+impl ExecError {
+    fn from_status(status: u64) -> Self {
+        let pc = usize::try_from(status >> 8).unwrap_or(usize::MAX);
+        match (status & 0xff) as i64 {
+            STATUS_CALL_DEPTH => ExecError::CallDepthExceeded { pc },
+            STATUS_BAD_CALLX => ExecError::InvalidCallxTarget { pc },
+            STATUS_BAD_CALLBACK => ExecError::InvalidLoopCallback { pc },
+            _ => ExecError::UnknownStatus { status },
+        }
+    }
+}
+
+/// The entry trampoline: `(args, fp, status) -> r0`.
+type EntryFn = unsafe extern "C" fn(*const [u64; 5], u64, *mut u64) -> u64;
+
+/// A compiled program: owns its read + execute code pages and frees them on drop.
+pub struct CompiledProgram {
+    code: ExecutableCode,
+    entry: EntryFn,
+    code_size: usize,
+    functions: usize,
+    /// `(code offset, pc)` at which each BPF instruction's code starts, sorted by offset.
+    pc_map: Vec<(u32, u32)>,
+    explicit_trap_sites: usize,
+}
+
+impl fmt::Debug for CompiledProgram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledProgram")
+            .field("code_addr", &self.code.addr(0))
+            .field("code_size", &self.code_size)
+            .field("functions", &self.functions)
+            .finish()
+    }
+}
+
+// `CompiledProgram` is `Send + Sync` because `ExecutableCode` is (immutable RX pages) and the
+// entry point is a plain function pointer into them; checked at compile time here.
+const _: fn() = || {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<CompiledProgram>();
+};
+
+impl CompiledProgram {
+    /// Runs the program with `r1 = ctx` and `stack` as its frames; returns `r0`.
+    ///
+    /// # Safety
+    /// The program must have been accepted by the verifier for a context that `ctx` points
+    /// to (with the helpers and maps it was verified against still alive): compiled code
+    /// dereferences `ctx`, the stack and map values without further checks.
+    pub unsafe fn execute(
+        &self,
+        ctx: *mut u8,
+        stack: &mut [u8; STACK_SIZE],
+    ) -> Result<u64, ExecError> {
+        // SAFETY: forwarded contract.
+        unsafe { self.execute_with_args([ctx as u64, 0, 0, 0, 0], stack) }
+    }
+
+    /// Runs the program with `r1..r5 = args`; returns `r0`.
+    ///
+    /// # Safety
+    /// As for [`CompiledProgram::execute`]: every memory access the program makes with
+    /// these register values must be valid.
+    pub unsafe fn execute_with_args(
+        &self,
+        args: [u64; 5],
+        stack: &mut [u8; STACK_SIZE],
+    ) -> Result<u64, ExecError> {
+        let fp = stack.as_mut_ptr().wrapping_add(STACK_SIZE) as u64;
+        let mut status = 0u64;
+        // SAFETY: `entry` points at the trampoline inside `self.code`, which lives as long as
+        // `self`; it follows the C ABI of `EntryFn`. Memory safety of the program itself is
+        // the caller's contract.
+        let r0 = unsafe { (self.entry)(&args, fp, &mut status) };
+        if status == 0 {
+            Ok(r0)
+        } else {
+            Err(ExecError::from_status(status))
+        }
+    }
+
+    /// Bytes of machine code (all functions and the entry trampoline).
+    pub fn code_size(&self) -> usize {
+        self.code_size
+    }
+
+    /// Number of BPF functions (entry program and subprograms).
+    pub fn function_count(&self) -> usize {
+        self.functions
+    }
+
+    /// Number of instructions in the code that can raise a CPU exception other than the
+    /// guarded `div` instructions (whose divisor is never zero). Always 0; exposed for tests.
+    pub fn explicit_trap_sites(&self) -> usize {
+        self.explicit_trap_sites
+    }
+
+    /// The BPF instruction (slot index) whose code contains `addr`, if `addr` lies in this
+    /// program's code: the pc map built from `set_srcloc`.
+    pub fn pc_for_address(&self, addr: usize) -> Option<usize> {
+        let base = self.code.addr(0) as usize;
+        let off = u32::try_from(addr.checked_sub(base)?).ok()?;
+        if off as usize >= self.code.len() {
+            return None;
+        }
+        let i = self.pc_map.partition_point(|(o, _)| *o <= off);
+        let (_, pc) = self.pc_map.get(i.checked_sub(1)?)?;
+        Some(*pc as usize)
+    }
+
+    /// The machine code (diagnostics, disassembly).
+    pub fn code(&self) -> &[u8] {
+        self.code.bytes().get(..self.code_size).unwrap_or(&[])
+    }
+
+    /// Address of the first byte of code (diagnostics).
+    pub fn code_address(&self) -> usize {
+        self.code.addr(0) as usize
+    }
+}

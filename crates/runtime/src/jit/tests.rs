@@ -1,0 +1,382 @@
+//! Unit tests of the JIT on programs built from `Instruction` values.
+
+use std::sync::Arc;
+
+use gpubpf_isa::{
+    encode_program, AluOp, AtomicOp, ByteSwap, CallTarget, Instruction as I, JmpCond, LddwKind,
+    Operand, Size, Width,
+};
+
+use super::*;
+use crate::helper_table::HelperTable;
+
+fn alu(width: Width, op: AluOp, dst: u8, src: Operand) -> I {
+    I::Alu {
+        width,
+        op,
+        dst,
+        src,
+    }
+}
+fn mov(dst: u8, imm: i32) -> I {
+    alu(Width::W64, AluOp::Mov, dst, Operand::Imm(imm))
+}
+fn lddw(dst: u8, v: u64) -> I {
+    I::LoadImm64 {
+        dst,
+        kind: LddwKind::Imm,
+        imm: v as u32 as i32,
+        next_imm: (v >> 32) as u32 as i32,
+    }
+}
+
+fn run_with(prog: &[I], helpers: &HelperTable, mem: &mut [u8]) -> Result<u64, ExecError> {
+    let p = compile(&encode_program(prog), helpers).expect("compiles");
+    assert_eq!(p.explicit_trap_sites(), 0);
+    let mut stack = [0u8; STACK_SIZE];
+    // SAFETY: the test programs only touch `mem` (via r1) and their stack.
+    unsafe {
+        p.execute_with_args(
+            [mem.as_mut_ptr() as u64, mem.len() as u64, 0, 0, 0],
+            &mut stack,
+        )
+    }
+}
+
+fn run(prog: &[I]) -> u64 {
+    run_with(prog, &HelperTable::new(), &mut []).expect("runs")
+}
+
+/// `r0 = a; r1 = b; r0 op= r1; exit` in `width`.
+fn binop(width: Width, op: AluOp, a: u64, b: u64) -> u64 {
+    run(&[
+        lddw(0, a),
+        lddw(1, b),
+        alu(width, op, 0, Operand::Reg(1)),
+        I::Exit,
+    ])
+}
+
+#[test]
+fn division_corner_cases_do_not_trap() {
+    use AluOp::*;
+    use Width::*;
+    let min64 = i64::MIN as u64;
+    let m1 = u64::MAX;
+    assert_eq!(binop(W64, Div, 7, 0), 0);
+    assert_eq!(binop(W64, Mod, 7, 0), 7);
+    assert_eq!(binop(W64, SDiv, 7, 0), 0);
+    assert_eq!(binop(W64, SMod, (-7i64) as u64, 0), (-7i64) as u64);
+    assert_eq!(binop(W64, SDiv, min64, m1), min64);
+    assert_eq!(binop(W64, SMod, min64, m1), 0);
+    assert_eq!(binop(W64, SDiv, (-7i64) as u64, 2), (-3i64) as u64);
+    assert_eq!(binop(W64, SMod, (-7i64) as u64, 2), (-1i64) as u64);
+    assert_eq!(binop(W64, SMod, 7, (-2i64) as u64), 1);
+    assert_eq!(binop(W64, Div, m1, 2), m1 / 2);
+    assert_eq!(binop(W32, SDiv, 0x8000_0000, 0xffff_ffff), 0x8000_0000);
+    assert_eq!(binop(W32, SMod, 0x8000_0000, 0xffff_ffff), 0);
+    assert_eq!(binop(W32, Mod, 0xdead_0000_0000_0007, 0), 7);
+    assert_eq!(binop(W32, Div, 0x1_0000_0007, 0), 0);
+    assert_eq!(binop(W32, SMod, 0xffff_fff9, 0), 0xffff_fff9);
+}
+
+#[test]
+fn alu32_zero_extends_and_shifts_mask() {
+    use AluOp::*;
+    use Width::*;
+    assert_eq!(binop(W32, Add, 0xffff_ffff, 1), 0);
+    assert_eq!(binop(W32, Mov, 0, u64::MAX), 0xffff_ffff);
+    assert_eq!(binop(W32, Lsh, 1, 33), 2);
+    assert_eq!(binop(W64, Lsh, 1, 65), 2);
+    assert_eq!(binop(W32, Arsh, 0x8000_0000, 4), 0xf800_0000);
+    assert_eq!(binop(W64, Arsh, i64::MIN as u64, 63), u64::MAX);
+    assert_eq!(binop(W64, Rsh, u64::MAX, 60), 15);
+    // ALU64 immediates are sign-extended, also for unsigned division.
+    assert_eq!(
+        run(&[mov(0, -1), alu(W64, Div, 0, Operand::Imm(-1)), I::Exit,]),
+        1
+    );
+}
+
+#[test]
+fn movsx_endian_and_neg() {
+    let r = |ins: I| run(&[lddw(0, 0x1122_3344_5566_8788), ins, I::Exit]);
+    let sx = |width, bits| I::MovSx {
+        width,
+        dst: 0,
+        src: 0,
+        bits,
+    };
+    assert_eq!(r(sx(Width::W64, 8)), 0xffff_ffff_ffff_ff88);
+    assert_eq!(r(sx(Width::W32, 8)), 0xffff_ff88);
+    assert_eq!(r(sx(Width::W64, 16)), 0xffff_ffff_ffff_8788);
+    assert_eq!(r(sx(Width::W64, 32)), 0x5566_8788);
+    let e = |kind, bits| I::Endian { kind, bits, dst: 0 };
+    assert_eq!(r(e(ByteSwap::ToLe, 16)), 0x8788);
+    assert_eq!(r(e(ByteSwap::ToLe, 32)), 0x5566_8788);
+    assert_eq!(r(e(ByteSwap::ToBe, 16)), 0x8887);
+    assert_eq!(r(e(ByteSwap::ToBe, 32)), 0x8887_6655);
+    assert_eq!(r(e(ByteSwap::Swap, 64)), 0x8887_6655_4433_2211);
+    assert_eq!(
+        r(I::Neg {
+            width: Width::W32,
+            dst: 0
+        }),
+        (0x5566_8788u32.wrapping_neg()) as u64
+    );
+}
+
+#[test]
+fn loads_stores_and_atomics() {
+    let mut mem = [0u8; 16];
+    mem[0] = 0x80;
+    let prog = [
+        I::Load {
+            size: Size::B,
+            sign_extend: true,
+            dst: 2,
+            src: 1,
+            off: 0,
+        },
+        I::Store {
+            size: Size::DW,
+            dst: 1,
+            off: 8,
+            src: Operand::Reg(2),
+        },
+        mov(3, 5),
+        I::Atomic {
+            size: Size::W,
+            op: AtomicOp::Add,
+            fetch: true,
+            dst: 1,
+            src: 3,
+            off: 8,
+        },
+        mov(0, 0x7b),
+        I::Atomic {
+            size: Size::DW,
+            op: AtomicOp::CmpXchg,
+            fetch: true,
+            dst: 1,
+            src: 3,
+            off: 8,
+        },
+        alu(Width::W64, AluOp::Add, 0, Operand::Reg(3)),
+        I::Exit,
+    ];
+    let r0 = run_with(&prog, &HelperTable::new(), &mut mem).unwrap();
+    // r3 = old low word (0xffffff80); memory = 0xffffffff_ffffff85; cmpxchg fails.
+    assert_eq!(
+        u64::from_le_bytes(mem[8..].try_into().unwrap()),
+        0xffff_ffff_ffff_ff85
+    );
+    assert_eq!(r0, 0xffff_ffff_ffff_ff85u64.wrapping_add(0xffff_ff80));
+}
+
+extern "C" fn add5(a: u64, b: u64, c: u64, d: u64, e: u64) -> u64 {
+    a + b + c + d + e
+}
+
+#[test]
+fn helper_and_local_calls_use_frames() {
+    let mut h = HelperTable::new();
+    h.register(7, "add5", add5);
+    let prog = [
+        mov(1, 1),
+        mov(2, 2),
+        mov(3, 3),
+        mov(4, 4),
+        mov(5, 5),
+        I::Call(CallTarget::Helper(7)),
+        mov(6, 100),
+        alu(Width::W64, AluOp::Mov, 1, Operand::Reg(0)),
+        I::Call(CallTarget::Local(3)),
+        alu(Width::W64, AluOp::Add, 0, Operand::Reg(6)),
+        I::Exit,
+        // unreachable
+        I::Exit,
+        // f(r1): stores r10 on its own frame and returns r1 * 2 + (r10 diff check)
+        mov(6, 0),
+        I::Store {
+            size: Size::DW,
+            dst: 10,
+            off: -8,
+            src: Operand::Reg(1),
+        },
+        I::Load {
+            size: Size::DW,
+            sign_extend: false,
+            dst: 0,
+            src: 10,
+            off: -8,
+        },
+        alu(Width::W64, AluOp::Lsh, 0, Operand::Imm(1)),
+        I::Exit,
+    ];
+    let p = compile(&encode_program(&prog), &h).unwrap();
+    assert_eq!(p.function_count(), 2);
+    let mut stack = [0u8; STACK_SIZE];
+    // SAFETY: the program only touches its stack.
+    let r0 = unsafe { p.execute(std::ptr::null_mut(), &mut stack) }.unwrap();
+    assert_eq!(r0, 130);
+    // Frame 1 wrote at r10 - 8 = stack_base + STACK_SIZE - 512 - 8.
+    let off = STACK_SIZE - 512 - 8;
+    assert_eq!(
+        u64::from_le_bytes(stack[off..off + 8].try_into().unwrap()),
+        15
+    );
+}
+
+#[test]
+fn unbounded_recursion_is_an_error_not_a_crash() {
+    let prog = [I::Call(CallTarget::Local(-1)), I::Exit];
+    assert_eq!(
+        run_with(&prog, &HelperTable::new(), &mut []),
+        Err(ExecError::CallDepthExceeded { pc: 0 })
+    );
+}
+
+#[test]
+fn bpf_loop_calls_the_callback() {
+    // r0 = bpf_loop(10, cb, &counter on stack, 0); cb adds index to *ctx, stops at 5.
+    let prog = [
+        I::Store {
+            size: Size::DW,
+            dst: 10,
+            off: -8,
+            src: Operand::Imm(0),
+        },
+        mov(1, 10),
+        I::LoadImm64 {
+            dst: 2,
+            kind: LddwKind::Func,
+            imm: 9,
+            next_imm: 0,
+        },
+        alu(Width::W64, AluOp::Mov, 3, Operand::Reg(10)),
+        alu(Width::W64, AluOp::Add, 3, Operand::Imm(-8)),
+        mov(4, 0),
+        I::Call(CallTarget::Helper(181)),
+        I::Load {
+            size: Size::DW,
+            sign_extend: false,
+            dst: 1,
+            src: 10,
+            off: -8,
+        },
+        alu(Width::W64, AluOp::Lsh, 0, Operand::Imm(32)),
+        alu(Width::W64, AluOp::Or, 0, Operand::Reg(1)),
+        I::Exit,
+        // cb(index, ctx)
+        I::Load {
+            size: Size::DW,
+            sign_extend: false,
+            dst: 3,
+            src: 2,
+            off: 0,
+        },
+        alu(Width::W64, AluOp::Add, 3, Operand::Reg(1)),
+        I::Store {
+            size: Size::DW,
+            dst: 2,
+            off: 0,
+            src: Operand::Reg(3),
+        },
+        mov(0, 0),
+        I::Jump {
+            width: Width::W64,
+            cond: JmpCond::Ne,
+            dst: 1,
+            src: Operand::Imm(5),
+            off: 1,
+        },
+        mov(0, 1),
+        I::Exit,
+    ];
+    // index 0..=5 summed = 15; 6 iterations.
+    assert_eq!(run(&prog), (6 << 32) | 15);
+}
+
+#[test]
+fn callx_only_reaches_program_functions() {
+    let prog = |target: I| vec![target, I::Callx { reg: 2 }, I::Exit, mov(0, 42), I::Exit];
+    let good = prog(I::LoadImm64 {
+        dst: 2,
+        kind: LddwKind::Func,
+        imm: 3,
+        next_imm: 0,
+    });
+    assert_eq!(run(&good), 42);
+    // A helper id in the register (bpf_conformance's `callx`).
+    let mut h = HelperTable::new();
+    h.register(7, "add5", add5);
+    let by_id = [
+        mov(1, 40),
+        mov(2, 7),
+        mov(3, 2),
+        mov(4, 0),
+        mov(5, 0),
+        I::Callx { reg: 2 },
+        I::Exit,
+    ];
+    assert_eq!(run_with(&by_id, &h, &mut []), Ok(49));
+    let bad = prog(lddw(2, 0x1234));
+    assert_eq!(
+        run_with(&bad, &HelperTable::new(), &mut []),
+        Err(ExecError::InvalidCallxTarget { pc: 2 })
+    );
+}
+
+#[test]
+fn compile_errors_are_values() {
+    let h = HelperTable::new();
+    let e = |p: &[I]| compile(&encode_program(p), &h).unwrap_err();
+    assert!(matches!(
+        e(&[I::Call(CallTarget::Helper(9)), I::Exit]),
+        JitError::UnknownHelper { pc: 0, id: 9 }
+    ));
+    assert!(matches!(
+        e(&[mov(10, 1), I::Exit]),
+        JitError::FramePointerWrite { pc: 0 }
+    ));
+    assert!(matches!(
+        e(&[
+            I::LoadImm64 {
+                dst: 1,
+                kind: LddwKind::MapIdx,
+                imm: 0,
+                next_imm: 0
+            },
+            I::Exit
+        ]),
+        JitError::UnsupportedLddw { pc: 0, .. }
+    ));
+    assert!(matches!(
+        e(&[I::Call(CallTarget::Kfunc(3)), I::Exit]),
+        JitError::Kfunc { .. }
+    ));
+}
+
+#[test]
+fn compiled_program_is_shareable_and_code_is_not_writable() {
+    let p = Arc::new(compile(&encode_program(&[mov(0, 3), I::Exit]), &HelperTable::new()).unwrap());
+    let perms = code_memory::protection_of(p.code_address()).unwrap();
+    assert_eq!(perms, "r-xp");
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let p = Arc::clone(&p);
+            std::thread::spawn(move || {
+                let mut stack = [0u8; STACK_SIZE];
+                // SAFETY: the program touches no memory.
+                unsafe { p.execute(std::ptr::null_mut(), &mut stack) }.unwrap()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), 3);
+    }
+    assert!(p
+        .pc_for_address(p.code_address() + p.code_size() + 4096)
+        .is_none());
+}

@@ -1,0 +1,965 @@
+//! Translation of BPF functions into Cranelift IR.
+//!
+//! # How a BPF program becomes machine code
+//!
+//! The pre-pass ([`super::analysis`]) has already decoded the program, split it into
+//! functions (the entry at slot 0, every local-call target and every `lddw` of kind `Func`)
+//! and recorded every slot at which a basic block begins. This module turns one BPF function
+//! into one Cranelift function; [`super::compiler`] compiles them and links them into one
+//! W^X code image.
+//!
+//! ## Registers
+//! `r0`–`r9` are Cranelift [`Variable`]s of type `i64`. The frontend's SSA construction turns
+//! them into values and block parameters, so the register allocator sees ordinary SSA and
+//! keeps hot BPF registers in machine registers; nothing is spilled to a register file in
+//! memory. `r10` is not a variable: it is the function's frame-pointer parameter, and a
+//! write to it is a compile error (the verifier rejects it too). On entry to a subprogram,
+//! `r1`–`r5` are the arguments and `r0`, `r6`–`r9` start at zero (reading them before a
+//! write is rejected by the verifier; zero keeps unverified input deterministic).
+//!
+//! ## Blocks
+//! One Cranelift block per slot in `block_starts`: function starts, jump targets and the
+//! instruction after every jump or exit. When translation reaches a block start while the
+//! current block is still open, it emits the fall-through `jump`. Unreachable code (after an
+//! `exit`, with no jump into it) still gets a block; Cranelift removes it. Every instruction
+//! is tagged with `set_srcloc(pc)`, so machine-code offsets map back to BPF slots.
+//!
+//! ## 32-bit arithmetic
+//! `ALU` (32-bit) operations reduce their operands to `i32`, operate, and zero-extend the
+//! result, exactly the RFC 9669 rule. Cranelift folds the `ireduce`/`uextend` pairs into the
+//! 32-bit forms of the machine instructions. Shift counts are masked by Cranelift the same
+//! way BPF masks them (`& 31` / `& 63`).
+//!
+//! ## Never trap
+//! Policies run inside somebody else's process, so generated code must never raise a CPU
+//! exception. Division and modulo select a divisor of 1 when the real divisor is zero and
+//! then select the RFC result (`0` for division, the dividend for modulo); `udiv`/`urem`
+//! therefore only ever execute with a non-zero divisor. Cranelift's `sdiv`/`srem` are not
+//! used at all: their lowering contains explicit trap sequences for `INT_MIN / -1` and for
+//! zero. Signed division is computed on absolute values with unsigned division and the sign
+//! fixed up afterwards, which yields the RFC's wrapping results (`INT_MIN / -1 == INT_MIN`,
+//! `INT_MIN % -1 == 0`) with no special case. Memory accesses are plain loads and stores
+//! (the verifier proved them in bounds) and carry the `notrap` flag.
+//!
+//! ## Calls and frames
+//! Every BPF function has the internal signature
+//! `(r1, r2, r3, r4, r5, fp, depth) -> (r0, status)`. `fp` is that frame's `r10`; the callee
+//! of frame `k` gets `fp - 512` and `depth + 1`, which reproduces the engine-wide stack
+//! layout (`r10 = stack_base + STACK_SIZE - 512*k`, see `docs/design-decisions.md`).
+//! Callee-saved `r6`–`r9` need no code at all: they are variables of the caller's function,
+//! and the callee has its own. After a local call `r1`–`r5` keep the caller's values (the
+//! BPF ABI leaves them undefined; the verifier rejects reading them).
+//!
+//! `status` is zero on success. A runtime error (call depth beyond
+//! [`MAX_CALL_FRAMES`], a `callx`/`bpf_loop` target that is not a verified function)
+//! returns `kind | pc << 8` from the failing frame; every caller checks the status after
+//! each call and returns it unchanged, so the error unwinds without exceptions or
+//! `longjmp`. The call-depth check is one compare per call site; it keeps even an unverified
+//! recursive program from exhausting the native stack.
+//!
+//! Helpers are called through the address found in the [`HelperTable`] at compile time,
+//! with the plain C ABI `(r1..r5) -> r0`; an id missing from the table is a compile error.
+//! `bpf_loop` (helper 181) is not a helper call: the loop is emitted inline and calls the
+//! callback function directly on every iteration.
+//!
+//! ## Function values, `callx` and `bpf_loop`
+//! `lddw rX, func` loads the callback's code address (`func_addr`), as
+//! `docs/design-decisions.md` specifies. `bpf_loop` compares the callback value against the
+//! addresses of the program's address-taken functions before the loop starts; anything else
+//! ends the program with an error status, so an indirect call never goes to an arbitrary
+//! address. `callx` follows bpf_conformance and the interpreter: its register holds a helper
+//! id. The JIT dispatches it with a compare chain over exactly the verified targets (every
+//! id in the helper table, 181 for the inline `bpf_loop`, and the address-taken functions,
+//! which is what clang emits `callx` for), each a direct call.
+//!
+//! ## Atomics
+//! `lock add/or/and/xor` (with and without fetch) are Cranelift `atomic_rmw`, `xchg` is
+//! `atomic_rmw xchg`, `cmpxchg` is `atomic_cas` with `r0` as the expected value; all
+//! sequentially consistent, 32- and 64-bit, results zero-extended. On x86-64 they become
+//! `lock xadd`, `lock cmpxchg` (loops for the logical fetch forms) and `xchg`.
+//!
+//! ## Pitfalls
+//! - `iconst` of a narrow type needs a zero-extended immediate: 32-bit constants are masked.
+//! - ALU64 immediates are sign-extended to 64 bits before use, also for unsigned division
+//!   and comparisons, as the RFC specifies.
+//! - `lddw` occupies two slots; jump offsets count slots, so targets are slot numbers and
+//!   a jump into the second slot of `lddw` is rejected by the pre-pass.
+//! - `le16`/`le32` truncate (the host is little-endian), `be*`/`bswap*` swap the low bits
+//!   and zero-extend the rest.
+
+use std::collections::BTreeMap;
+
+use cranelift_codegen::ir::{
+    condcodes::IntCC, types, AbiParam, AtomicRmwOp, Block, BlockArg, ExtFuncData, ExternalName,
+    FuncRef, Function, InstBuilder, MemFlagsData, SigRef, Signature, SourceLoc, Type,
+    UserExternalName, Value,
+};
+use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use gpubpf_isa::{
+    AluOp, AtomicOp, ByteSwap, CallTarget, Instruction, JmpCond, LddwKind, Operand, Size, Width,
+};
+
+use super::analysis::{jump_offset, rel_target, Analysis};
+use super::JitError;
+use crate::helper_table::{HelperTable, MAX_CALL_FRAMES, STACK_SIZE_PER_FRAME};
+
+/// Helper id of `bpf_loop`, implemented by the engine.
+pub(crate) const BPF_LOOP_ID: i32 = 181;
+/// Upper bound on `bpf_loop` iterations (as in Linux).
+pub(crate) const BPF_LOOP_MAX: i64 = 1 << 23;
+
+/// Status kinds returned by JIT'd functions (`kind | pc << 8`).
+pub(crate) const STATUS_CALL_DEPTH: i64 = 1;
+/// `callx` to a value that is not a verified target.
+pub(crate) const STATUS_BAD_CALLX: i64 = 2;
+/// `bpf_loop` with a callback that is not a verified function.
+pub(crate) const STATUS_BAD_CALLBACK: i64 = 3;
+
+const I64: Type = types::I64;
+const I32: Type = types::I32;
+
+/// Signature of every translated BPF function.
+pub(crate) fn internal_signature(cc: CallConv) -> Signature {
+    let mut s = Signature::new(cc);
+    s.params.extend([AbiParam::new(I64); 7]);
+    s.returns.extend([AbiParam::new(I64); 2]);
+    s
+}
+
+/// Signature of a helper: `extern "C" fn(u64 x5) -> u64`.
+pub(crate) fn helper_signature(cc: CallConv) -> Signature {
+    let mut s = Signature::new(cc);
+    s.params.extend([AbiParam::new(I64); 5]);
+    s.returns.push(AbiParam::new(I64));
+    s
+}
+
+/// Signature of the entry trampoline:
+/// `extern "C" fn(args: *const [u64; 5], fp: u64, status: *mut u64) -> u64`.
+pub(crate) fn trampoline_signature(cc: CallConv) -> Signature {
+    let mut s = Signature::new(cc);
+    s.params.extend([AbiParam::new(I64); 3]);
+    s.returns.push(AbiParam::new(I64));
+    s
+}
+
+fn mem_flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+fn import_func(b: &mut FunctionBuilder<'_>, idx: usize, sig: SigRef) -> Result<FuncRef, JitError> {
+    let index = u32::try_from(idx).map_err(|_| JitError::TooManyFunctions)?;
+    let name = b
+        .func
+        .declare_imported_user_function(UserExternalName::new(0, index));
+    Ok(b.import_function(ExtFuncData {
+        name: ExternalName::user(name),
+        signature: sig,
+        colocated: true,
+        patchable: false,
+    }))
+}
+
+/// Builds the entry trampoline that calls function 0 with `depth = 0`.
+pub(crate) fn build_trampoline(
+    func: &mut Function,
+    fb_ctx: &mut FunctionBuilderContext,
+    cc: CallConv,
+    frontend: TargetFrontendConfig,
+) -> Result<(), JitError> {
+    func.signature = trampoline_signature(cc);
+    let mut b = FunctionBuilder::new(func, fb_ctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let [args, fp, status_ptr] = params[..] else {
+        return Err(JitError::Internal {
+            what: "trampoline parameters",
+        });
+    };
+    let sig = b.import_signature(internal_signature(cc));
+    let callee = import_func(&mut b, 0, sig)?;
+    let mut call_args = Vec::with_capacity(7);
+    for k in 0..5i32 {
+        call_args.push(b.ins().load(I64, MemFlagsData::trusted(), args, k * 8));
+    }
+    call_args.push(fp);
+    call_args.push(b.ins().iconst(I64, 0));
+    let call = b.ins().call(callee, &call_args);
+    let results = b.inst_results(call).to_vec();
+    let [r0, status] = results[..] else {
+        return Err(JitError::Internal {
+            what: "call results",
+        });
+    };
+    b.ins()
+        .store(MemFlagsData::trusted(), status, status_ptr, 0);
+    b.ins().return_(&[r0]);
+    b.seal_all_blocks();
+    b.finalize(frontend);
+    Ok(())
+}
+
+/// Translates BPF function `idx` of `analysis` into `func`.
+pub(crate) fn translate_function(
+    func: &mut Function,
+    fb_ctx: &mut FunctionBuilderContext,
+    analysis: &Analysis,
+    idx: usize,
+    helpers: &HelperTable,
+    cc: CallConv,
+    frontend: TargetFrontendConfig,
+) -> Result<(), JitError> {
+    func.signature = internal_signature(cc);
+    let b = FunctionBuilder::new(func, fb_ctx);
+    let mut t = FnTranslator::new(b, analysis, helpers, cc)?;
+    t.translate(idx)?;
+    let FnTranslator { mut b, .. } = t;
+    b.seal_all_blocks();
+    b.finalize(frontend);
+    Ok(())
+}
+
+struct FnTranslator<'a, 'f> {
+    b: FunctionBuilder<'f>,
+    analysis: &'a Analysis,
+    helpers: &'a HelperTable,
+    regs: [Variable; 10],
+    fp: Value,
+    depth: Value,
+    blocks: BTreeMap<usize, Block>,
+    func_refs: BTreeMap<usize, FuncRef>,
+    internal_sig: SigRef,
+    helper_sig: SigRef,
+    propagate: Option<Block>,
+    pending_errors: Vec<(Block, i64)>,
+}
+
+impl<'a, 'f> FnTranslator<'a, 'f> {
+    fn new(
+        mut b: FunctionBuilder<'f>,
+        analysis: &'a Analysis,
+        helpers: &'a HelperTable,
+        cc: CallConv,
+    ) -> Result<Self, JitError> {
+        let regs = std::array::from_fn(|_| b.declare_var(I64));
+        let internal_sig = b.import_signature(internal_signature(cc));
+        let helper_sig = b.import_signature(helper_signature(cc));
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let params = b.block_params(entry).to_vec();
+        let [r1, r2, r3, r4, r5, fp, depth] = params[..] else {
+            return Err(JitError::Internal {
+                what: "function parameters",
+            });
+        };
+        let zero = b.ins().iconst(I64, 0);
+        for (i, v) in [zero, r1, r2, r3, r4, r5, zero, zero, zero, zero]
+            .into_iter()
+            .enumerate()
+        {
+            b.def_var(regs[i], v);
+        }
+        Ok(Self {
+            b,
+            analysis,
+            helpers,
+            regs,
+            fp,
+            depth,
+            blocks: BTreeMap::new(),
+            func_refs: BTreeMap::new(),
+            internal_sig,
+            helper_sig,
+            propagate: None,
+            pending_errors: Vec::new(),
+        })
+    }
+
+    fn block_at(&mut self, pc: usize) -> Block {
+        *self
+            .blocks
+            .entry(pc)
+            .or_insert_with(|| self.b.create_block())
+    }
+
+    fn func_ref(&mut self, idx: usize) -> Result<FuncRef, JitError> {
+        if let Some(f) = self.func_refs.get(&idx) {
+            return Ok(*f);
+        }
+        let f = import_func(&mut self.b, idx, self.internal_sig)?;
+        self.func_refs.insert(idx, f);
+        Ok(f)
+    }
+
+    fn translate(&mut self, idx: usize) -> Result<(), JitError> {
+        let analysis = self.analysis;
+        let insns = analysis.func_insns(idx);
+        let Some(&(start, _)) = insns.first() else {
+            return Err(JitError::Internal {
+                what: "empty function",
+            });
+        };
+        let first = self.block_at(start);
+        self.b.ins().jump(first, &[]);
+        let mut open = false;
+        for &(pc, ins) in insns {
+            if analysis.block_starts.contains(&pc) {
+                let blk = self.block_at(pc);
+                if open {
+                    self.b.ins().jump(blk, &[]);
+                }
+                self.b.switch_to_block(blk);
+            } else if !open {
+                return Err(JitError::Internal {
+                    what: "instruction outside a block",
+                });
+            }
+            self.b.set_srcloc(SourceLoc::new(
+                u32::try_from(pc).map_err(|_| JitError::TooManyFunctions)?,
+            ));
+            open = self.insn(pc, &ins)?;
+        }
+        if open {
+            return Err(JitError::FallsOffEnd {
+                pc: insns.last().map_or(start, |(pc, _)| *pc),
+            });
+        }
+        self.emit_exit_blocks();
+        Ok(())
+    }
+
+    // ----- registers -------------------------------------------------------------------
+
+    fn get(&mut self, reg: u8) -> Value {
+        match self.regs.get(usize::from(reg)) {
+            Some(v) => self.b.use_var(*v),
+            None => self.fp,
+        }
+    }
+
+    fn get_ty(&mut self, reg: u8, ty: Type) -> Value {
+        let v = self.get(reg);
+        if ty == I32 {
+            self.b.ins().ireduce(I32, v)
+        } else {
+            v
+        }
+    }
+
+    fn set(&mut self, pc: usize, reg: u8, v: Value) -> Result<(), JitError> {
+        match self.regs.get(usize::from(reg)) {
+            Some(var) => {
+                self.b.def_var(*var, v);
+                Ok(())
+            }
+            None => Err(JitError::FramePointerWrite { pc }),
+        }
+    }
+
+    /// Writes a value of type `ty`, zero-extending 32-bit results.
+    fn set_ty(&mut self, pc: usize, reg: u8, v: Value, ty: Type) -> Result<(), JitError> {
+        let v = if ty == I32 {
+            self.b.ins().uextend(I64, v)
+        } else {
+            v
+        };
+        self.set(pc, reg, v)
+    }
+
+    fn operand(&mut self, src: Operand, ty: Type) -> Value {
+        match src {
+            Operand::Reg(r) => self.get_ty(r, ty),
+            Operand::Imm(imm) => self.konst(ty, imm),
+        }
+    }
+
+    /// `imm` as a constant of `ty`: sign-extended for `i64`, the 32-bit pattern for `i32`.
+    fn konst(&mut self, ty: Type, imm: i32) -> Value {
+        if ty == I32 {
+            self.b.ins().iconst(I32, i64::from(imm as u32))
+        } else {
+            self.b.ins().iconst(I64, i64::from(imm))
+        }
+    }
+
+    // ----- instructions ----------------------------------------------------------------
+
+    /// Translates one instruction; returns whether the current block stays open.
+    fn insn(&mut self, pc: usize, ins: &Instruction) -> Result<bool, JitError> {
+        match *ins {
+            Instruction::Alu {
+                width,
+                op,
+                dst,
+                src,
+            } => self.alu(pc, width, op, dst, src)?,
+            Instruction::Neg { width, dst } => {
+                let ty = ty_of(width);
+                let a = self.get_ty(dst, ty);
+                let r = self.b.ins().ineg(a);
+                self.set_ty(pc, dst, r, ty)?;
+            }
+            Instruction::MovSx {
+                width,
+                dst,
+                src,
+                bits,
+            } => {
+                let narrow = match bits {
+                    8 => types::I8,
+                    16 => types::I16,
+                    _ => I32,
+                };
+                let v = self.get(src);
+                let n = self.b.ins().ireduce(narrow, v);
+                let r = match width {
+                    Width::W64 => self.b.ins().sextend(I64, n),
+                    Width::W32 => {
+                        let w = self.b.ins().sextend(I32, n);
+                        self.b.ins().uextend(I64, w)
+                    }
+                };
+                self.set(pc, dst, r)?;
+            }
+            Instruction::Endian { kind, bits, dst } => {
+                let v = self.get(dst);
+                let r = match (kind, bits) {
+                    (ByteSwap::ToLe, 64) => v,
+                    (ByteSwap::ToLe, 32) => self.b.ins().band_imm_u(v, 0xffff_ffff),
+                    (ByteSwap::ToLe, _) => self.b.ins().band_imm_u(v, 0xffff),
+                    (_, 64) => self.b.ins().bswap(v),
+                    (_, bits) => {
+                        let ty = if bits == 32 { I32 } else { types::I16 };
+                        let n = self.b.ins().ireduce(ty, v);
+                        let s = self.b.ins().bswap(n);
+                        self.b.ins().uextend(I64, s)
+                    }
+                };
+                self.set(pc, dst, r)?;
+            }
+            Instruction::LoadImm64 {
+                dst,
+                kind,
+                imm,
+                next_imm,
+            } => {
+                let v = match kind {
+                    LddwKind::Imm => {
+                        let x = u64::from(imm as u32) | (u64::from(next_imm as u32) << 32);
+                        self.b.ins().iconst(I64, x as i64)
+                    }
+                    LddwKind::Func => {
+                        let target = rel_target(pc, imm.into(), self.analysis.slot_count)
+                            .and_then(|t| self.analysis.func_at.get(&t).copied())
+                            .ok_or(JitError::BadCallTarget {
+                                pc,
+                                offset: imm.into(),
+                            })?;
+                        let f = self.func_ref(target)?;
+                        self.b.ins().func_addr(I64, f)
+                    }
+                    other => return Err(JitError::UnsupportedLddw { pc, kind: other }),
+                };
+                self.set(pc, dst, v)?;
+            }
+            Instruction::Load {
+                size,
+                sign_extend,
+                dst,
+                src,
+                off,
+            } => {
+                let base = self.get(src);
+                let f = mem_flags();
+                let off = i32::from(off);
+                let ins = self.b.ins();
+                let v = match (size, sign_extend) {
+                    (Size::B, false) => ins.uload8(I64, f, base, off),
+                    (Size::B, true) => ins.sload8(I64, f, base, off),
+                    (Size::H, false) => ins.uload16(I64, f, base, off),
+                    (Size::H, true) => ins.sload16(I64, f, base, off),
+                    (Size::W, false) => ins.uload32(f, base, off),
+                    (Size::W, true) => ins.sload32(f, base, off),
+                    (Size::DW, _) => ins.load(I64, f, base, off),
+                };
+                self.set(pc, dst, v)?;
+            }
+            Instruction::Store {
+                size,
+                dst,
+                off,
+                src,
+            } => {
+                let base = self.get(dst);
+                let v = self.operand(src, I64);
+                let f = mem_flags();
+                let off = i32::from(off);
+                let ins = self.b.ins();
+                match size {
+                    Size::B => ins.istore8(f, v, base, off),
+                    Size::H => ins.istore16(f, v, base, off),
+                    Size::W => ins.istore32(f, v, base, off),
+                    Size::DW => ins.store(f, v, base, off),
+                };
+            }
+            Instruction::Atomic {
+                size,
+                op,
+                fetch,
+                dst,
+                src,
+                off,
+            } => self.atomic(pc, size, op, fetch, dst, src, off)?,
+            Instruction::Ja { .. } => {
+                let target = self.jump_target(pc, ins)?;
+                let blk = self.block_at(target);
+                self.b.ins().jump(blk, &[]);
+                return Ok(false);
+            }
+            Instruction::Jump {
+                width,
+                cond,
+                dst,
+                src,
+                ..
+            } => {
+                let target = self.jump_target(pc, ins)?;
+                let ty = ty_of(width);
+                let a = self.get_ty(dst, ty);
+                let b = self.operand(src, ty);
+                let c = match cond {
+                    JmpCond::Set => {
+                        let x = self.b.ins().band(a, b);
+                        self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
+                    }
+                    other => self.b.ins().icmp(int_cc(other), a, b),
+                };
+                let then = self.block_at(target);
+                let next = self.block_at(pc + 1);
+                self.b.ins().brif(c, then, &[], next, &[]);
+                return Ok(false);
+            }
+            Instruction::Call(CallTarget::Helper(BPF_LOOP_ID)) => {
+                let r0 = self.bpf_loop(pc)?;
+                self.set(pc, 0, r0)?;
+            }
+            Instruction::Call(CallTarget::Helper(id)) => {
+                let r0 = self.helper_call(pc, id)?;
+                self.set(pc, 0, r0)?;
+            }
+            Instruction::Call(CallTarget::Local(rel)) => {
+                let target = rel_target(pc, rel.into(), self.analysis.slot_count)
+                    .and_then(|t| self.analysis.func_at.get(&t).copied())
+                    .ok_or(JitError::BadCallTarget {
+                        pc,
+                        offset: rel.into(),
+                    })?;
+                let f = self.func_ref(target)?;
+                let args: [Value; 5] = std::array::from_fn(|i| self.get(i as u8 + 1));
+                let r0 = self.local_call(pc, Callee::Direct(f), args)?;
+                self.set(pc, 0, r0)?;
+            }
+            Instruction::Call(CallTarget::Kfunc(id)) => {
+                return Err(JitError::Kfunc { pc, id });
+            }
+            Instruction::Callx { reg } => self.callx(pc, reg)?,
+            Instruction::Exit => {
+                let r0 = self.get(0);
+                let zero = self.b.ins().iconst(I64, 0);
+                self.b.ins().return_(&[r0, zero]);
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn jump_target(&self, pc: usize, ins: &Instruction) -> Result<usize, JitError> {
+        let off = jump_offset(ins).unwrap_or(0);
+        rel_target(pc, off, self.analysis.slot_count)
+            .ok_or(JitError::BadJumpTarget { pc, offset: off })
+    }
+
+    fn alu(
+        &mut self,
+        pc: usize,
+        width: Width,
+        op: AluOp,
+        dst: u8,
+        src: Operand,
+    ) -> Result<(), JitError> {
+        let ty = ty_of(width);
+        let b = self.operand(src, ty);
+        if op == AluOp::Mov {
+            return self.set_ty(pc, dst, b, ty);
+        }
+        let a = self.get_ty(dst, ty);
+        let ins = self.b.ins();
+        let r = match op {
+            AluOp::Add => ins.iadd(a, b),
+            AluOp::Sub => ins.isub(a, b),
+            AluOp::Mul => ins.imul(a, b),
+            AluOp::Or => ins.bor(a, b),
+            AluOp::And => ins.band(a, b),
+            AluOp::Xor => ins.bxor(a, b),
+            AluOp::Lsh => ins.ishl(a, b),
+            AluOp::Rsh => ins.ushr(a, b),
+            AluOp::Arsh => ins.sshr(a, b),
+            AluOp::Div | AluOp::Mod | AluOp::SDiv | AluOp::SMod => self.div(op, a, b),
+            AluOp::Mov => b,
+        };
+        self.set_ty(pc, dst, r, ty)
+    }
+
+    /// Division and modulo without traps (see the module docs).
+    fn div(&mut self, op: AluOp, a: Value, b: Value) -> Value {
+        let ins = &mut self.b;
+        let is_zero = ins.ins().icmp_imm_s(IntCC::Equal, b, 0);
+        let ty = ins.func.dfg.value_type(a);
+        let one = ins.ins().iconst(ty, 1);
+        let zero = ins.ins().iconst(ty, 0);
+        match op {
+            AluOp::Div | AluOp::Mod => {
+                let safe = ins.ins().select(is_zero, one, b);
+                if op == AluOp::Div {
+                    let q = ins.ins().udiv(a, safe);
+                    ins.ins().select(is_zero, zero, q)
+                } else {
+                    let r = ins.ins().urem(a, safe);
+                    ins.ins().select(is_zero, a, r)
+                }
+            }
+            _ => {
+                // |a| and |b| as unsigned (|INT_MIN| is 2^(n-1), which is exactly right).
+                let abs_a = ins.ins().iabs(a);
+                let abs_b = ins.ins().iabs(b);
+                let safe = ins.ins().select(is_zero, one, abs_b);
+                if op == AluOp::SDiv {
+                    let q = ins.ins().udiv(abs_a, safe);
+                    let nq = ins.ins().ineg(q);
+                    let signs = ins.ins().bxor(a, b);
+                    let neg = ins.ins().icmp_imm_s(IntCC::SignedLessThan, signs, 0);
+                    let q = ins.ins().select(neg, nq, q);
+                    ins.ins().select(is_zero, zero, q)
+                } else {
+                    let r = ins.ins().urem(abs_a, safe);
+                    let nr = ins.ins().ineg(r);
+                    let neg = ins.ins().icmp_imm_s(IntCC::SignedLessThan, a, 0);
+                    let r = ins.ins().select(neg, nr, r);
+                    ins.ins().select(is_zero, a, r)
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn atomic(
+        &mut self,
+        pc: usize,
+        size: Size,
+        op: AtomicOp,
+        fetch: bool,
+        dst: u8,
+        src: u8,
+        off: i16,
+    ) -> Result<(), JitError> {
+        let ty = if size == Size::DW { I64 } else { I32 };
+        let base = self.get(dst);
+        let addr = self.b.ins().iadd_imm_s(base, i64::from(off));
+        let val = self.get_ty(src, ty);
+        let f = mem_flags();
+        if op == AtomicOp::CmpXchg {
+            let expected = self.get_ty(0, ty);
+            let old = self.b.ins().atomic_cas(f, addr, expected, val);
+            return self.set_ty(pc, 0, old, ty);
+        }
+        let rmw = match op {
+            AtomicOp::Add => AtomicRmwOp::Add,
+            AtomicOp::Or => AtomicRmwOp::Or,
+            AtomicOp::And => AtomicRmwOp::And,
+            AtomicOp::Xor => AtomicRmwOp::Xor,
+            _ => AtomicRmwOp::Xchg,
+        };
+        let old = self.b.ins().atomic_rmw(ty, f, rmw, addr, val);
+        if fetch || op == AtomicOp::Xchg {
+            self.set_ty(pc, src, old, ty)?;
+        }
+        Ok(())
+    }
+
+    // ----- calls -----------------------------------------------------------------------
+
+    /// A block that returns `(0, status)` with `status = kind | pc << 8`. Its body is
+    /// emitted after the function (the frontend requires finishing one block at a time).
+    fn error_block(&mut self, kind: i64, pc: usize) -> Block {
+        let blk = self.b.create_block();
+        self.b.set_cold_block(blk);
+        self.pending_errors
+            .push((blk, kind | (pc as i64).wrapping_shl(8)));
+        blk
+    }
+
+    /// The block that returns a callee's non-zero status unchanged.
+    fn propagate_block(&mut self) -> Block {
+        if let Some(b) = self.propagate {
+            return b;
+        }
+        let blk = self.b.create_block();
+        self.b.set_cold_block(blk);
+        self.b.append_block_param(blk, I64);
+        self.propagate = Some(blk);
+        blk
+    }
+
+    /// Fills the deferred error and propagation blocks.
+    fn emit_exit_blocks(&mut self) {
+        for (blk, status) in std::mem::take(&mut self.pending_errors) {
+            self.b.switch_to_block(blk);
+            let zero = self.b.ins().iconst(I64, 0);
+            let st = self.b.ins().iconst(I64, status);
+            self.b.ins().return_(&[zero, st]);
+        }
+        if let Some(blk) = self.propagate {
+            self.b.switch_to_block(blk);
+            let st = self.b.block_params(blk).first().copied();
+            let zero = self.b.ins().iconst(I64, 0);
+            let st = st.unwrap_or(zero);
+            self.b.ins().return_(&[zero, st]);
+        }
+    }
+
+    /// Checks the call depth, calls `callee` in the next frame and propagates its status.
+    fn local_call(
+        &mut self,
+        pc: usize,
+        callee: Callee,
+        args: [Value; 5],
+    ) -> Result<Value, JitError> {
+        self.depth_check(pc);
+        let nfp = self
+            .b
+            .ins()
+            .iadd_imm_s(self.fp, -(STACK_SIZE_PER_FRAME as i64));
+        let nd = self.b.ins().iadd_imm_s(self.depth, 1);
+        self.call_checked(callee, args, nfp, nd)
+    }
+
+    /// Ends the program with a depth error when frame `depth + 1` would not exist.
+    fn depth_check(&mut self, pc: usize) {
+        let max = (MAX_CALL_FRAMES as i64) - 1;
+        let ok = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThan, self.depth, max);
+        let err = self.error_block(STATUS_CALL_DEPTH, pc);
+        let cont = self.b.create_block();
+        self.b.ins().brif(ok, cont, &[], err, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    fn call_checked(
+        &mut self,
+        callee: Callee,
+        args: [Value; 5],
+        nfp: Value,
+        nd: Value,
+    ) -> Result<Value, JitError> {
+        let mut all = args.to_vec();
+        all.push(nfp);
+        all.push(nd);
+        let call = match callee {
+            Callee::Direct(f) => self.b.ins().call(f, &all),
+            Callee::Indirect(addr) => self.b.ins().call_indirect(self.internal_sig, addr, &all),
+        };
+        let results = self.b.inst_results(call).to_vec();
+        let [r0, st] = results[..] else {
+            return Err(JitError::Internal {
+                what: "call results",
+            });
+        };
+        let prop = self.propagate_block();
+        let cont = self.b.create_block();
+        self.b
+            .ins()
+            .brif(st, prop, &[BlockArg::Value(st)], cont, &[]);
+        self.b.switch_to_block(cont);
+        Ok(r0)
+    }
+
+    /// Branches to an error block unless `target` is the address of an address-taken
+    /// function of the program.
+    fn check_function_value(
+        &mut self,
+        target: Value,
+        kind: i64,
+        pc: usize,
+    ) -> Result<(), JitError> {
+        let taken: Vec<usize> = self
+            .analysis
+            .funcs
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.address_taken)
+            .map(|(i, _)| i)
+            .collect();
+        let mut ok = self.b.ins().iconst(types::I8, 0);
+        for idx in taken {
+            let f = self.func_ref(idx)?;
+            let addr = self.b.ins().func_addr(I64, f);
+            let eq = self.b.ins().icmp(IntCC::Equal, target, addr);
+            ok = self.b.ins().bor(ok, eq);
+        }
+        let err = self.error_block(kind, pc);
+        let cont = self.b.create_block();
+        self.b.ins().brif(ok, cont, &[], err, &[]);
+        self.b.switch_to_block(cont);
+        Ok(())
+    }
+
+    /// `callx reg`: the register holds a helper id (bpf_conformance and the interpreter
+    /// agree on this), `181` for `bpf_loop`, or the address of one of the program's
+    /// address-taken functions. Dispatch is a compare chain over exactly these targets, each
+    /// a direct call; any other value ends the program with an error status.
+    fn callx(&mut self, pc: usize, reg: u8) -> Result<(), JitError> {
+        let target = self.get(reg);
+        let done = self.b.create_block();
+        let r0 = self.b.append_block_param(done, I64);
+        let ids: Vec<i32> = self.helpers.ids().filter(|id| *id != BPF_LOOP_ID).collect();
+        for id in ids.iter().copied().chain([BPF_LOOP_ID]) {
+            let hit = self.b.create_block();
+            let next = self.b.create_block();
+            let eq = self.b.ins().icmp_imm_s(IntCC::Equal, target, i64::from(id));
+            self.b.ins().brif(eq, hit, &[], next, &[]);
+            self.b.switch_to_block(hit);
+            let v = if id == BPF_LOOP_ID {
+                self.bpf_loop(pc)?
+            } else {
+                self.helper_call(pc, id)?
+            };
+            self.b.ins().jump(done, &[BlockArg::Value(v)]);
+            self.b.switch_to_block(next);
+        }
+        let taken: Vec<usize> = self
+            .analysis
+            .funcs
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.address_taken)
+            .map(|(i, _)| i)
+            .collect();
+        for idx in taken {
+            let f = self.func_ref(idx)?;
+            let addr = self.b.ins().func_addr(I64, f);
+            let hit = self.b.create_block();
+            let next = self.b.create_block();
+            let eq = self.b.ins().icmp(IntCC::Equal, target, addr);
+            self.b.ins().brif(eq, hit, &[], next, &[]);
+            self.b.switch_to_block(hit);
+            let args: [Value; 5] = std::array::from_fn(|i| self.get(i as u8 + 1));
+            let v = self.local_call(pc, Callee::Direct(f), args)?;
+            self.b.ins().jump(done, &[BlockArg::Value(v)]);
+            self.b.switch_to_block(next);
+        }
+        let err = self.error_block(STATUS_BAD_CALLX, pc);
+        self.b.ins().jump(err, &[]);
+        self.b.switch_to_block(done);
+        self.set(pc, 0, r0)
+    }
+
+    /// A call of helper `id` through the address in the helper table; returns r0.
+    fn helper_call(&mut self, pc: usize, id: i32) -> Result<Value, JitError> {
+        let f = self
+            .helpers
+            .get(id)
+            .ok_or(JitError::UnknownHelper { pc, id })?;
+        let addr = self.b.ins().iconst(I64, f as usize as i64);
+        let args: Vec<Value> = (1..=5).map(|r| self.get(r)).collect();
+        let call = self.b.ins().call_indirect(self.helper_sig, addr, &args);
+        self.b
+            .inst_results(call)
+            .first()
+            .copied()
+            .ok_or(JitError::Internal {
+                what: "helper result",
+            })
+    }
+
+    /// `bpf_loop(nr_loops, callback, callback_ctx, flags)`, inline; returns r0 (the number
+    /// of callback invocations; `flags` is ignored, as in the interpreter).
+    fn bpf_loop(&mut self, pc: usize) -> Result<Value, JitError> {
+        let nr = self.get(1);
+        let cb = self.get(2);
+        let cb_ctx = self.get(3);
+        self.check_function_value(cb, STATUS_BAD_CALLBACK, pc)?;
+        self.depth_check(pc);
+        let max = self.b.ins().iconst(I64, BPF_LOOP_MAX);
+        let n = self.b.ins().umin(nr, max);
+        let nfp = self
+            .b
+            .ins()
+            .iadd_imm_s(self.fp, -(STACK_SIZE_PER_FRAME as i64));
+        let nd = self.b.ins().iadd_imm_s(self.depth, 1);
+        let zero = self.b.ins().iconst(I64, 0);
+
+        let header = self.b.create_block();
+        let i = self.b.append_block_param(header, I64);
+        let body = self.b.create_block();
+        let done = self.b.create_block();
+        let count = self.b.append_block_param(done, I64);
+        self.b.ins().jump(header, &[BlockArg::Value(zero)]);
+
+        self.b.switch_to_block(header);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, i, n);
+        self.b
+            .ins()
+            .brif(more, body, &[], done, &[BlockArg::Value(i)]);
+
+        self.b.switch_to_block(body);
+        let z = self.b.ins().iconst(I64, 0);
+        let ret = self.call_checked(Callee::Indirect(cb), [i, cb_ctx, z, z, z], nfp, nd)?;
+        let next = self.b.ins().iadd_imm_s(i, 1);
+        self.b.ins().brif(
+            ret,
+            done,
+            &[BlockArg::Value(next)],
+            header,
+            &[BlockArg::Value(next)],
+        );
+
+        self.b.switch_to_block(done);
+        Ok(count)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Callee {
+    Direct(FuncRef),
+    Indirect(Value),
+}
+
+fn ty_of(w: Width) -> Type {
+    match w {
+        Width::W32 => I32,
+        Width::W64 => I64,
+    }
+}
+
+fn int_cc(c: JmpCond) -> IntCC {
+    match c {
+        JmpCond::Eq => IntCC::Equal,
+        JmpCond::Ne => IntCC::NotEqual,
+        JmpCond::Gt => IntCC::UnsignedGreaterThan,
+        JmpCond::Ge => IntCC::UnsignedGreaterThanOrEqual,
+        JmpCond::Lt => IntCC::UnsignedLessThan,
+        JmpCond::Le => IntCC::UnsignedLessThanOrEqual,
+        JmpCond::Sgt => IntCC::SignedGreaterThan,
+        JmpCond::Sge => IntCC::SignedGreaterThanOrEqual,
+        JmpCond::Slt => IntCC::SignedLessThan,
+        JmpCond::Sle => IntCC::SignedLessThanOrEqual,
+        // `Set` is handled by the caller (a mask test).
+        JmpCond::Set => IntCC::NotEqual,
+    }
+}

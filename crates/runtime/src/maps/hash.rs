@@ -1,0 +1,493 @@
+//! Hash and LRU hash maps with preallocated entries.
+//!
+//! - Buckets (`nbuckets`, a power of two ≥ `max_entries`) hold a robust lock and the index
+//!   of the first entry of their chain. Chains end in a *nulls* marker that names the
+//!   bucket (`NULLS | bucket`), as in Linux's `hlist_nulls`: a lock-free reader that was
+//!   carried into another chain by a concurrent delete + reuse notices it and restarts.
+//! - Entries: `next` (chain), `free_next` (free list), `hash`, `state`, `lru` stamp, key,
+//!   value. All `max_entries` live on a lock-free free list (a Treiber stack whose head
+//!   carries an ABA tag) until inserted.
+//! - Lookups take no lock. Writers lock the bucket; every change of a chain is a single
+//!   store (link: `e.next = head; head = e`; unlink: `prev.next = e.next`), and an entry is
+//!   visible only while linked *and* marked used, so an owner killed at any point leaves a
+//!   consistent chain and at worst one lost entry: either linked but unused (reclaimed by
+//!   [`HashMap::clear`]) or popped from the free list but never linked (lost until the map
+//!   is recreated). The element count may then be off by one.
+//! - As in Linux's preallocated hash maps, an entry may be reused right after deletion: a
+//!   program that still holds a value pointer then sees the new entry's value.
+//! - LRU: every hit stamps the entry from a shared clock; when the free list is empty an
+//!   insert evicts the entry with the oldest stamp among a window of up to
+//!   [`LRU_WINDOW`] entries scanned from a rotating hand (exact LRU for maps of at most
+//!   that many entries, sampled beyond).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use super::layout::{BUCKET_HEAD, BUCKET_SIZE, ENTRY_HDR, STATE_OFFSET};
+use super::lock::SharedMutex;
+use super::{round8, MapError, BPF_EXIST, BPF_NOEXIST};
+
+/// Chain terminator flag; the low bits name the bucket.
+const NULLS: u32 = 1 << 31;
+const STATE_FREE: u32 = 0;
+const STATE_USED: u32 = 1;
+/// Entries scanned per LRU eviction.
+pub(super) const LRU_WINDOW: u32 = 128;
+
+/// Offsets of the shared state (relative to the file start).
+const COUNT: usize = STATE_OFFSET;
+const FREE_HEAD: usize = STATE_OFFSET + 64;
+const LRU_CLOCK: usize = STATE_OFFSET + 128;
+const LRU_HAND: usize = STATE_OFFSET + 192;
+
+#[derive(Debug)]
+pub(super) struct HashMap {
+    pub(super) base: *mut u8,
+    pub(super) buckets: *mut u8,
+    pub(super) entries: *mut u8,
+    pub(super) nbuckets: u32,
+    pub(super) stride: usize,
+    pub(super) key_size: usize,
+    pub(super) value_size: usize,
+    pub(super) max_entries: u32,
+    pub(super) seed: u64,
+    pub(super) lru: bool,
+    pub(super) name: String,
+}
+
+/// The hash of a key: 8-byte words through a multiply-xorshift mix, seeded per map.
+#[inline(always)]
+pub(super) fn hash_key(seed: u64, key: &[u8]) -> u32 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = seed ^ (key.len() as u64).wrapping_mul(K);
+    let mut chunks = key.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        h ^= h >> 29;
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    h ^= h >> 32;
+    h = h.wrapping_mul(0xd6e8_feb8_6659_fd93);
+    h ^= h >> 32;
+    h as u32
+}
+
+impl HashMap {
+    #[inline(always)]
+    fn at<T>(&self, off: usize) -> &T {
+        // SAFETY: `off` is one of the fixed state offsets inside the header page, aligned
+        // for T; the mapping outlives `self`.
+        unsafe { &*self.base.add(off).cast::<T>() }
+    }
+
+    #[inline(always)]
+    fn bucket_head(&self, b: u32) -> &AtomicU32 {
+        // SAFETY: b < nbuckets (callers mask with nbuckets - 1), the head is 4-aligned.
+        unsafe {
+            &*self
+                .buckets
+                .add(b as usize * BUCKET_SIZE + BUCKET_HEAD)
+                .cast::<AtomicU32>()
+        }
+    }
+
+    #[inline(always)]
+    fn bucket_lock(&self, b: u32) -> &SharedMutex {
+        // SAFETY: b < nbuckets; the lock was initialised at creation.
+        unsafe {
+            &*self
+                .buckets
+                .add(b as usize * BUCKET_SIZE)
+                .cast::<SharedMutex>()
+        }
+    }
+
+    /// Entry `i` (< max_entries).
+    #[inline(always)]
+    fn entry(&self, i: u32) -> *mut u8 {
+        // SAFETY: callers check i < max_entries.
+        unsafe { self.entries.add(i as usize * self.stride) }
+    }
+
+    #[inline(always)]
+    fn e_next(&self, i: u32) -> &AtomicU32 {
+        // SAFETY: offset 0 of an entry, 8-aligned.
+        unsafe { &*self.entry(i).cast::<AtomicU32>() }
+    }
+    #[inline(always)]
+    fn e_free_next(&self, i: u32) -> &AtomicU32 {
+        // SAFETY: offset 4 of an entry.
+        unsafe { &*self.entry(i).add(4).cast::<AtomicU32>() }
+    }
+    #[inline(always)]
+    fn e_hash(&self, i: u32) -> &AtomicU32 {
+        // SAFETY: offset 8 of an entry.
+        unsafe { &*self.entry(i).add(8).cast::<AtomicU32>() }
+    }
+    #[inline(always)]
+    fn e_state(&self, i: u32) -> &AtomicU32 {
+        // SAFETY: offset 12 of an entry.
+        unsafe { &*self.entry(i).add(12).cast::<AtomicU32>() }
+    }
+    #[inline(always)]
+    fn e_lru(&self, i: u32) -> &AtomicU64 {
+        // SAFETY: offset 16 of an entry, 8-aligned.
+        unsafe { &*self.entry(i).add(16).cast::<AtomicU64>() }
+    }
+    #[inline(always)]
+    pub(super) fn e_key(&self, i: u32) -> *mut u8 {
+        // SAFETY: the key follows the entry header.
+        unsafe { self.entry(i).add(ENTRY_HDR) }
+    }
+    #[inline(always)]
+    pub(super) fn e_value(&self, i: u32) -> *mut u8 {
+        // SAFETY: the value follows the 8-aligned key.
+        unsafe { self.entry(i).add(ENTRY_HDR + round8(self.key_size)) }
+    }
+
+    /// Whether entry `i` holds `key`. Keys of 4 and 8 bytes are compared with atomic loads,
+    /// others with `memcmp` (shared memory another process may be writing).
+    #[inline(always)]
+    fn key_eq(&self, i: u32, key: &[u8]) -> bool {
+        let k = self.e_key(i);
+        match self.key_size {
+            4 => {
+                // SAFETY: the key slot is 8-aligned and 4 bytes long.
+                let stored = unsafe { &*k.cast::<AtomicU32>() }.load(Ordering::Relaxed);
+                let mut w = [0u8; 4];
+                w.copy_from_slice(key);
+                stored == u32::from_ne_bytes(w)
+            }
+            8 => {
+                // SAFETY: the key slot is 8-aligned and 8 bytes long.
+                let stored = unsafe { &*k.cast::<AtomicU64>() }.load(Ordering::Relaxed);
+                let mut w = [0u8; 8];
+                w.copy_from_slice(key);
+                stored == u64::from_ne_bytes(w)
+            }
+            n => {
+                // SAFETY: both ranges are `n` readable bytes; memcmp tolerates concurrent
+                // writers of the shared side (it only reads).
+                unsafe { libc::memcmp(k.cast(), key.as_ptr().cast(), n) == 0 }
+            }
+        }
+    }
+
+    /// Lock-free lookup: the entry holding `key`.
+    #[inline(always)]
+    fn find(&self, key: &[u8], h: u32) -> Option<u32> {
+        let b = h & (self.nbuckets - 1);
+        'retry: for _ in 0..4 {
+            let mut cur = self.bucket_head(b).load(Ordering::Acquire);
+            let mut steps = 0u32;
+            loop {
+                if cur & NULLS != 0 {
+                    if cur & !NULLS != b {
+                        continue 'retry;
+                    }
+                    return None;
+                }
+                if cur >= self.max_entries || steps > self.max_entries {
+                    // Corrupted link or a reader that raced too long: give up.
+                    return None;
+                }
+                if self.e_hash(cur).load(Ordering::Relaxed) == h
+                    && self.key_eq(cur, key)
+                    && self.e_state(cur).load(Ordering::Acquire) == STATE_USED
+                {
+                    return Some(cur);
+                }
+                cur = self.e_next(cur).load(Ordering::Acquire);
+                steps += 1;
+            }
+        }
+        None
+    }
+
+    /// Address of the value stored under `key`, or null.
+    #[inline(always)]
+    pub(super) fn lookup(&self, key: &[u8]) -> *mut u8 {
+        let h = hash_key(self.seed, key);
+        match self.find(key, h) {
+            Some(i) => {
+                if self.lru {
+                    self.touch(i);
+                }
+                self.e_value(i)
+            }
+            None => std::ptr::null_mut(),
+        }
+    }
+
+    fn touch(&self, i: u32) {
+        let now = self
+            .at::<AtomicU64>(LRU_CLOCK)
+            .fetch_add(1, Ordering::Relaxed);
+        self.e_lru(i).store(now, Ordering::Relaxed);
+    }
+
+    fn lock(&self, b: u32) -> Result<super::lock::SharedMutexGuard<'_>, MapError> {
+        self.bucket_lock(b).lock().map_err(|source| MapError::Lock {
+            name: self.name.clone(),
+            source,
+        })
+    }
+
+    fn pop_free(&self) -> Option<u32> {
+        let head = self.at::<AtomicU64>(FREE_HEAD);
+        let mut cur = head.load(Ordering::Acquire);
+        loop {
+            let idx1 = cur as u32;
+            if idx1 == 0 || idx1 > self.max_entries {
+                return None;
+            }
+            let next = self.e_free_next(idx1 - 1).load(Ordering::Relaxed);
+            let tag = (cur >> 32).wrapping_add(1);
+            match head.compare_exchange_weak(
+                cur,
+                (tag << 32) | u64::from(next),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(idx1 - 1),
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    fn push_free(&self, i: u32) {
+        let head = self.at::<AtomicU64>(FREE_HEAD);
+        let mut cur = head.load(Ordering::Acquire);
+        loop {
+            self.e_free_next(i).store(cur as u32, Ordering::Relaxed);
+            let tag = (cur >> 32).wrapping_add(1);
+            match head.compare_exchange_weak(
+                cur,
+                (tag << 32) | u64::from(i + 1),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    /// Sets up a freshly created (zeroed) map: locks, empty chains, full free list.
+    ///
+    /// # Safety
+    /// No other process may see the file yet.
+    pub(super) unsafe fn init(&self) -> Result<(), MapError> {
+        for b in 0..self.nbuckets {
+            // SAFETY: bucket `b` lies in the zeroed bucket array; nobody else maps it yet.
+            unsafe {
+                SharedMutex::init(self.buckets.add(b as usize * BUCKET_SIZE).cast()).map_err(
+                    |source| MapError::Lock {
+                        name: self.name.clone(),
+                        source,
+                    },
+                )?;
+            }
+            self.bucket_head(b).store(NULLS | b, Ordering::Relaxed);
+        }
+        for i in (0..self.max_entries).rev() {
+            self.push_free(i);
+        }
+        Ok(())
+    }
+
+    /// Linux's `htab_map_update_elem`.
+    pub(super) fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        if flags > BPF_EXIST {
+            return Err(MapError::InvalidArgument {
+                reason: format!("unknown update flags {flags:#x}"),
+            });
+        }
+        let h = hash_key(self.seed, key);
+        let b = h & (self.nbuckets - 1);
+        for _attempt in 0..8 {
+            let fresh = {
+                let _g = self.lock(b)?;
+                if let Some(i) = self.find_locked(b, key, h) {
+                    if flags == BPF_NOEXIST {
+                        return Err(MapError::KeyExists);
+                    }
+                    self.write_value(i, value);
+                    if self.lru {
+                        self.touch(i);
+                    }
+                    return Ok(());
+                }
+                if flags == BPF_EXIST {
+                    return Err(MapError::KeyNotFound);
+                }
+                if let Some(i) = self.pop_free() {
+                    self.insert_locked(b, i, key, value, h);
+                    return Ok(());
+                }
+                // Full: hash maps fail, LRU maps evict (outside this bucket's lock).
+                if !self.lru {
+                    return Err(MapError::Full);
+                }
+                false
+            };
+            if !fresh {
+                self.evict_one()?;
+            }
+        }
+        Err(MapError::Full)
+    }
+
+    /// Chain walk under the bucket lock (no nulls restarts needed).
+    fn find_locked(&self, b: u32, key: &[u8], h: u32) -> Option<u32> {
+        let mut cur = self.bucket_head(b).load(Ordering::Acquire);
+        let mut steps = 0;
+        while cur & NULLS == 0 && cur < self.max_entries && steps <= self.max_entries {
+            if self.e_hash(cur).load(Ordering::Relaxed) == h
+                && self.key_eq(cur, key)
+                && self.e_state(cur).load(Ordering::Relaxed) == STATE_USED
+            {
+                return Some(cur);
+            }
+            cur = self.e_next(cur).load(Ordering::Acquire);
+            steps += 1;
+        }
+        None
+    }
+
+    fn write_value(&self, i: u32, value: &[u8]) {
+        // SAFETY: the value slot has `value_size` bytes and `value` is private memory of
+        // exactly that length (checked by the caller).
+        unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), self.e_value(i), self.value_size) };
+    }
+
+    fn insert_locked(&self, b: u32, i: u32, key: &[u8], value: &[u8], h: u32) {
+        // SAFETY: entry `i` was just popped from the free list: only we write it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(key.as_ptr(), self.e_key(i), self.key_size);
+        }
+        self.write_value(i, value);
+        self.e_hash(i).store(h, Ordering::Relaxed);
+        if self.lru {
+            self.touch(i);
+        }
+        // Link first, then mark used: a writer killed in between leaves a linked entry
+        // that nobody sees (state FREE) and that `clear` reclaims.
+        let head = self.bucket_head(b);
+        self.e_next(i)
+            .store(head.load(Ordering::Relaxed), Ordering::Release);
+        head.store(i, Ordering::Release);
+        self.e_state(i).store(STATE_USED, Ordering::Release);
+        self.at::<AtomicU32>(COUNT).fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Unlinks entry `target` from bucket `b` (lock held); false when it is not there.
+    fn unlink_locked(&self, b: u32, target: u32) -> bool {
+        let head = self.bucket_head(b);
+        let mut prev: Option<u32> = None;
+        let mut cur = head.load(Ordering::Acquire);
+        let mut steps = 0;
+        while cur & NULLS == 0 && cur < self.max_entries && steps <= self.max_entries {
+            let next = self.e_next(cur).load(Ordering::Acquire);
+            if cur == target {
+                // Mark free first, then unlink: a writer killed in between leaves a linked
+                // entry that nobody sees and that `clear` reclaims.
+                self.e_state(cur).store(STATE_FREE, Ordering::Release);
+                match prev {
+                    None => head.store(next, Ordering::Release),
+                    Some(p) => self.e_next(p).store(next, Ordering::Release),
+                }
+                self.push_free(cur);
+                let _ = self.at::<AtomicU32>(COUNT).fetch_update(
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                    |c| c.checked_sub(1),
+                );
+                return true;
+            }
+            prev = Some(cur);
+            cur = next;
+            steps += 1;
+        }
+        false
+    }
+
+    /// Linux's `htab_map_delete_elem`.
+    pub(super) fn delete(&self, key: &[u8]) -> Result<(), MapError> {
+        let h = hash_key(self.seed, key);
+        let b = h & (self.nbuckets - 1);
+        let _g = self.lock(b)?;
+        match self.find_locked(b, key, h) {
+            Some(i) if self.unlink_locked(b, i) => Ok(()),
+            _ => Err(MapError::KeyNotFound),
+        }
+    }
+
+    /// Evicts the least recently used entry of a window (LRU maps).
+    fn evict_one(&self) -> Result<(), MapError> {
+        let window = LRU_WINDOW.min(self.max_entries);
+        for _ in 0..4 {
+            let start = self
+                .at::<AtomicU32>(LRU_HAND)
+                .fetch_add(window, Ordering::Relaxed)
+                % self.max_entries;
+            let mut victim: Option<(u32, u64)> = None;
+            for k in 0..window {
+                let i = (start + k) % self.max_entries;
+                if self.e_state(i).load(Ordering::Acquire) != STATE_USED {
+                    continue;
+                }
+                let stamp = self.e_lru(i).load(Ordering::Relaxed);
+                if victim.is_none_or(|(_, s)| stamp < s) {
+                    victim = Some((i, stamp));
+                }
+            }
+            let Some((i, stamp)) = victim else {
+                // Nothing used in the window: entries are on their way back to the free
+                // list, or were leaked by a dead writer; the caller retries.
+                continue;
+            };
+            let b = self.e_hash(i).load(Ordering::Relaxed) & (self.nbuckets - 1);
+            let _g = self.lock(b)?;
+            if self.e_state(i).load(Ordering::Acquire) == STATE_USED
+                && self.e_lru(i).load(Ordering::Relaxed) == stamp
+                && self.unlink_locked(b, i)
+            {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of entries (approximate while writers run).
+    pub(super) fn count(&self) -> u32 {
+        self.at::<AtomicU32>(COUNT).load(Ordering::Relaxed)
+    }
+
+    /// Indices of used entries, in storage order.
+    pub(super) fn used(&self) -> Vec<u32> {
+        (0..self.max_entries)
+            .filter(|&i| self.e_state(i).load(Ordering::Acquire) == STATE_USED)
+            .collect()
+    }
+
+    /// Removes every entry, bucket by bucket.
+    pub(super) fn clear(&self) -> Result<(), MapError> {
+        for b in 0..self.nbuckets {
+            let _g = self.lock(b)?;
+            loop {
+                let head = self.bucket_head(b).load(Ordering::Acquire);
+                if head & NULLS != 0 || head >= self.max_entries || !self.unlink_locked(b, head) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,215 @@
+//! Unit tests of the map types through [`Map`].
+
+use super::*;
+
+fn spec(t: MapType, k: u32, v: u32, n: u32) -> MapSpec {
+    MapSpec {
+        map_type: t,
+        key_size: k,
+        value_size: v,
+        max_entries: n,
+        flags: 0,
+    }
+}
+
+fn meta(name: &str) -> MapMeta {
+    MapMeta {
+        name: name.into(),
+        ..MapMeta::default()
+    }
+}
+
+fn make(dir: &tempfile::TempDir, name: &str, s: MapSpec) -> Map {
+    Map::create(&dir.path().join(name), &s, &meta(name)).unwrap()
+}
+
+#[test]
+fn array_semantics() {
+    let d = tempfile::tempdir().unwrap();
+    let m = make(&d, "a", spec(MapType::Array, 4, 12, 4));
+    let k = 2u32.to_ne_bytes();
+    assert_eq!(m.lookup(&k).unwrap(), Some(vec![0; 12]));
+    m.update(&k, &[7; 12], BPF_ANY).unwrap();
+    m.update(&k, &[8; 12], BPF_EXIST).unwrap();
+    assert!(matches!(
+        m.update(&k, &[9; 12], BPF_NOEXIST),
+        Err(MapError::KeyExists)
+    ));
+    assert!(matches!(
+        m.update(&9u32.to_ne_bytes(), &[9; 12], BPF_ANY),
+        Err(MapError::Full)
+    ));
+    assert!(matches!(
+        m.delete(&k),
+        Err(MapError::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        m.update(&k, &[1; 4], BPF_ANY),
+        Err(MapError::WrongSize { .. })
+    ));
+    assert_eq!(m.lookup(&9u32.to_ne_bytes()).unwrap(), None);
+    // A second opening sees the same memory.
+    let m2 = Map::open(&d.path().join("a")).unwrap();
+    assert_eq!(m2.lookup(&k).unwrap(), Some(vec![8; 12]));
+    m2.clear().unwrap();
+    assert_eq!(m.lookup(&k).unwrap(), Some(vec![0; 12]));
+    assert_eq!(m.entries().unwrap().len(), 4);
+}
+
+#[test]
+fn hash_semantics_and_errnos() {
+    let d = tempfile::tempdir().unwrap();
+    let m = make(&d, "h", spec(MapType::Hash, 6, 8, 3));
+    let k = |i: u8| [i, 0, 0, 0, 0, i];
+    assert!(matches!(
+        m.update(&k(1), &[1; 8], BPF_EXIST),
+        Err(MapError::KeyNotFound)
+    ));
+    m.update(&k(1), &[1; 8], BPF_NOEXIST).unwrap();
+    let e = m.update(&k(1), &[2; 8], BPF_NOEXIST).unwrap_err();
+    assert_eq!(e.errno(), libc::EEXIST);
+    m.update(&k(1), &[3; 8], BPF_EXIST).unwrap();
+    assert_eq!(m.lookup(&k(1)).unwrap(), Some(vec![3; 8]));
+    m.update(&k(2), &[2; 8], BPF_ANY).unwrap();
+    m.update(&k(3), &[3; 8], BPF_ANY).unwrap();
+    let e = m.update(&k(4), &[4; 8], BPF_ANY).unwrap_err();
+    assert_eq!(e.errno(), libc::E2BIG);
+    assert_eq!(m.len(), 3);
+    m.delete(&k(2)).unwrap();
+    assert_eq!(m.delete(&k(2)).unwrap_err().errno(), libc::ENOENT);
+    m.update(&k(4), &[4; 8], BPF_ANY).unwrap();
+    assert_eq!(m.lookup(&k(2)).unwrap(), None);
+    assert_eq!(
+        m.update(&k(5), &[0; 8], 7).unwrap_err().errno(),
+        libc::EINVAL
+    );
+    let mut keys: Vec<_> = m.entries().unwrap().into_iter().map(|e| e.key[0]).collect();
+    keys.sort();
+    assert_eq!(keys, vec![1, 3, 4]);
+    m.clear().unwrap();
+    assert_eq!(m.len(), 0);
+    assert!(m.entries().unwrap().is_empty());
+    for i in 0..3 {
+        m.update(&k(10 + i), &[i; 8], BPF_NOEXIST).unwrap();
+    }
+}
+
+#[test]
+fn hash_many_keys_and_raw_pointers() {
+    let d = tempfile::tempdir().unwrap();
+    let m = make(&d, "h8", spec(MapType::Hash, 8, 8, 1000));
+    for i in 0u64..1000 {
+        m.update(&i.to_ne_bytes(), &(i * 3).to_ne_bytes(), BPF_ANY)
+            .unwrap();
+    }
+    for i in 0u64..1000 {
+        // SAFETY: an 8-byte key.
+        let p = unsafe { m.lookup_ptr(i.to_ne_bytes().as_ptr()) };
+        assert!(!p.is_null());
+        // SAFETY: values are 8 bytes, 8-aligned.
+        assert_eq!(unsafe { p.cast::<u64>().read() }, i * 3);
+    }
+    for i in (0u64..1000).step_by(2) {
+        m.delete(&i.to_ne_bytes()).unwrap();
+    }
+    for i in 0u64..1000 {
+        assert_eq!(m.lookup(&i.to_ne_bytes()).unwrap().is_some(), i % 2 == 1);
+    }
+    assert_eq!(m.len(), 500);
+}
+
+#[test]
+fn lru_evicts_least_recently_used() {
+    let d = tempfile::tempdir().unwrap();
+    let m = make(&d, "l", spec(MapType::LruHash, 4, 4, 4));
+    for i in 0u32..4 {
+        m.update(&i.to_ne_bytes(), &i.to_ne_bytes(), BPF_ANY)
+            .unwrap();
+    }
+    // Touch 0, so 1 is the oldest.
+    assert!(m.lookup(&0u32.to_ne_bytes()).unwrap().is_some());
+    m.update(&9u32.to_ne_bytes(), &[9; 4], BPF_ANY).unwrap();
+    assert_eq!(m.lookup(&1u32.to_ne_bytes()).unwrap(), None);
+    for k in [0u32, 2, 3, 9] {
+        assert!(m.lookup(&k.to_ne_bytes()).unwrap().is_some(), "{k}");
+    }
+    assert_eq!(m.len(), 4);
+}
+
+#[test]
+fn ringbuf_wraps_drops_and_skips_discarded() {
+    let d = tempfile::tempdir().unwrap();
+    let size = mapping::page_size() as u32;
+    let m = make(&d, "r", spec(MapType::RingBuf, 0, 0, size));
+    let mut got = Vec::new();
+    // Many laps with odd-sized records, so records cross the end of the data area.
+    for round in 0..50u32 {
+        let rec: Vec<u8> = (0..(100 + round % 7) as u8).collect();
+        for _ in 0..30 {
+            m.ringbuf_output(&rec).unwrap();
+        }
+        let p = m.ringbuf_reserve(5).unwrap();
+        // SAFETY: reserved above, committed once.
+        unsafe { Map::ringbuf_commit(p, true) };
+        m.ringbuf_consume(|r| got.push(r.to_vec())).unwrap();
+    }
+    assert_eq!(got.len(), 50 * 30);
+    assert_eq!(got[31], (0..101u8).collect::<Vec<_>>());
+    // Fill up: no blocking, drops are counted.
+    let mut drops = 0;
+    for _ in 0..1000 {
+        if let Err(e) = m.ringbuf_output(&[1; 64]) {
+            assert_eq!(e.errno(), libc::EAGAIN);
+            drops += 1;
+        }
+    }
+    let st = m.ringbuf_stats().unwrap();
+    assert!(drops > 0);
+    assert_eq!(st.dropped, drops);
+    assert!(st.pending <= u64::from(size));
+    // A reserved, unsubmitted record of a live producer blocks consumption after it.
+    m.clear().unwrap();
+    let p = m.ringbuf_reserve(8).unwrap();
+    m.ringbuf_output(&[5; 8]).unwrap();
+    assert_eq!(m.ringbuf_consume(|_| {}).unwrap(), 0);
+    // SAFETY: reserved above, committed once.
+    unsafe { Map::ringbuf_commit(p, false) };
+    assert_eq!(m.ringbuf_consume(|_| {}).unwrap(), 2);
+    assert!(m.ringbuf_output(&vec![0; size as usize]).is_err());
+}
+
+#[test]
+fn create_refuses_existing_and_open_detects_corruption() {
+    let d = tempfile::tempdir().unwrap();
+    let s = spec(MapType::Hash, 4, 4, 8);
+    let p = d.path().join("c");
+    let m = Map::create(&p, &s, &meta("c")).unwrap();
+    assert!(matches!(
+        Map::create(&p, &s, &meta("c")),
+        Err(MapError::AlreadyExists { .. })
+    ));
+    drop(m);
+    let orig = std::fs::read(&p).unwrap();
+    let corrupt_at = |off: usize, byte: u8| {
+        let mut b = orig.clone();
+        b[off] = byte;
+        std::fs::write(&p, &b).unwrap();
+        Map::open(&p)
+    };
+    assert!(matches!(
+        corrupt_at(0, b'x'),
+        Err(MapError::BadMagic { .. })
+    ));
+    assert!(matches!(corrupt_at(8, 9), Err(MapError::BadVersion { .. })));
+    assert!(matches!(corrupt_at(20, 99), Err(MapError::Corrupt { .. })));
+    assert!(matches!(
+        corrupt_at(layout::META_OFFSET, b'#'),
+        Err(MapError::Corrupt { .. })
+    ));
+    std::fs::write(&p, &orig[..orig.len() - 4096]).unwrap();
+    assert!(matches!(Map::open(&p), Err(MapError::Corrupt { .. })));
+    std::fs::write(&p, &orig[..10]).unwrap();
+    assert!(matches!(Map::open(&p), Err(MapError::Corrupt { .. })));
+    std::fs::write(&p, &orig).unwrap();
+    Map::open(&p).unwrap();
+}

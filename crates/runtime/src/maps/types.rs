@@ -1,0 +1,605 @@
+//! Key and value types (from BTF) for typed dumps and typed input.
+//!
+//! A [`TypeDesc`] is a self-contained, serialisable description of a C type, resolved from
+//! the object's BTF by the loader and stored in the map file's metadata, so that the CLI can
+//! print `struct { __u64 calls; __u64 bytes; }` values as `{"calls": 3, "bytes": 4096}`
+//! without the object at hand. Without a type, keys and values are hex bytes.
+
+use serde_json::{Map as JsonMap, Value};
+
+/// A C type, as far as dumping and parsing values needs it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TypeDesc {
+    /// An integer (`char`, `_Bool` and enums without names included).
+    Int {
+        name: String,
+        size: u32,
+        signed: bool,
+    },
+    /// An enumeration: printed by name when a value matches.
+    Enum {
+        name: String,
+        size: u32,
+        signed: bool,
+        values: Vec<(String, i64)>,
+    },
+    /// A struct or union: printed as a JSON object.
+    Struct {
+        name: String,
+        size: u32,
+        fields: Vec<FieldDesc>,
+    },
+    /// A fixed-size array: printed as a JSON array (`char` arrays as strings).
+    Array { elem: Box<TypeDesc>, len: u32 },
+    /// Anything else (pointers, floats, …): printed as hex.
+    Opaque { name: String, size: u32 },
+}
+
+/// A member of a struct or union.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FieldDesc {
+    /// Member name (empty for anonymous members).
+    pub name: String,
+    /// Offset in bits from the start of the struct.
+    pub bit_offset: u32,
+    /// Bitfield width, 0 for an ordinary member.
+    #[serde(default)]
+    pub bit_size: u32,
+    /// Member type.
+    #[serde(rename = "type")]
+    pub ty: TypeDesc,
+}
+
+/// Errors turning text into bytes of a typed value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("expected {expected} bytes, got {actual}")]
+    Size { expected: usize, actual: usize },
+    #[error("invalid hex byte `{token}`")]
+    Hex { token: String },
+    #[error("`{input}` is not a valid {what}")]
+    Parse { input: String, what: String },
+    #[error("value {value} does not fit {what}")]
+    Range { value: String, what: String },
+    #[error("struct `{strukt}` has no field `{field}`")]
+    NoField { strukt: String, field: String },
+    #[error("without BTF type information, give hex bytes (`hex:0a000000` or `0a 00 00 00`) or an integer for 1/2/4/8-byte values")]
+    Untyped,
+}
+
+impl TypeDesc {
+    /// Size in bytes.
+    pub fn size(&self) -> u32 {
+        match self {
+            TypeDesc::Int { size, .. }
+            | TypeDesc::Enum { size, .. }
+            | TypeDesc::Struct { size, .. }
+            | TypeDesc::Opaque { size, .. } => *size,
+            TypeDesc::Array { elem, len } => elem.size().saturating_mul(*len),
+        }
+    }
+
+    fn is_char(&self) -> bool {
+        matches!(self, TypeDesc::Int { name, size: 1, .. } if name.contains("char"))
+    }
+
+    /// A short C-like name.
+    pub fn c_name(&self) -> String {
+        match self {
+            TypeDesc::Int { name, .. }
+            | TypeDesc::Enum { name, .. }
+            | TypeDesc::Opaque { name, .. } => name.clone(),
+            TypeDesc::Struct { name, .. } => {
+                if name.is_empty() {
+                    "struct <anon>".into()
+                } else {
+                    format!("struct {name}")
+                }
+            }
+            TypeDesc::Array { elem, len } => format!("{}[{len}]", elem.c_name()),
+        }
+    }
+}
+
+/// Hex rendering of bytes: `"0a 00 00 00"`.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 3);
+    for (i, b) in bytes.iter().enumerate() {
+        if i > 0 {
+            s.push(' ');
+        }
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+fn read_uint(bytes: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = bytes.len().min(8);
+    w[..n].copy_from_slice(&bytes[..n]);
+    u64::from_le_bytes(w)
+}
+
+fn sign_extend(v: u64, bits: u32) -> i64 {
+    if bits == 0 || bits >= 64 {
+        return v as i64;
+    }
+    let shift = 64 - bits;
+    ((v << shift) as i64) >> shift
+}
+
+/// Renders `bytes` as JSON following `ty`; falls back to hex where the type does not fit
+/// the bytes (a type is a hint, never trusted to index memory).
+pub fn format_value(ty: Option<&TypeDesc>, bytes: &[u8]) -> Value {
+    match ty {
+        Some(t) if t.size() as usize == bytes.len() => format_typed(t, bytes),
+        _ => Value::String(hex(bytes)),
+    }
+}
+
+fn format_typed(ty: &TypeDesc, bytes: &[u8]) -> Value {
+    match ty {
+        TypeDesc::Int { size, signed, .. } if matches!(size, 1 | 2 | 4 | 8) => {
+            let v = read_uint(bytes);
+            if *signed {
+                Value::from(sign_extend(v, size * 8))
+            } else {
+                Value::from(v)
+            }
+        }
+        TypeDesc::Enum {
+            size,
+            signed,
+            values,
+            ..
+        } if matches!(size, 1 | 2 | 4 | 8) => {
+            let raw = read_uint(bytes);
+            let v = if *signed {
+                sign_extend(raw, size * 8)
+            } else {
+                raw as i64
+            };
+            match values.iter().find(|(_, x)| *x == v) {
+                Some((n, _)) => Value::String(n.clone()),
+                None => Value::from(v),
+            }
+        }
+        TypeDesc::Struct { fields, .. } => {
+            let mut obj = JsonMap::new();
+            for (k, f) in fields.iter().enumerate() {
+                let name = if f.name.is_empty() {
+                    format!("<anon{k}>")
+                } else {
+                    f.name.clone()
+                };
+                obj.insert(name, format_field(f, bytes));
+            }
+            Value::Object(obj)
+        }
+        TypeDesc::Array { elem, len } => {
+            let es = elem.size() as usize;
+            if elem.is_char() {
+                let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+                if let Ok(s) = std::str::from_utf8(&bytes[..end]) {
+                    return Value::String(s.to_owned());
+                }
+            }
+            if es == 0 {
+                return Value::Array(Vec::new());
+            }
+            Value::Array(
+                bytes
+                    .chunks_exact(es)
+                    .take(*len as usize)
+                    .map(|c| format_typed(elem, c))
+                    .collect(),
+            )
+        }
+        _ => Value::String(hex(bytes)),
+    }
+}
+
+fn format_field(f: &FieldDesc, bytes: &[u8]) -> Value {
+    if f.bit_size != 0 {
+        // Bitfield: read the containing 8 bytes (or what is left) and extract.
+        let byte = (f.bit_offset / 8) as usize;
+        let shift = f.bit_offset % 8;
+        if f.bit_size > 64 || byte >= bytes.len() {
+            return Value::Null;
+        }
+        let raw = read_uint(&bytes[byte..]) >> shift;
+        let mask = if f.bit_size == 64 {
+            u64::MAX
+        } else {
+            (1u64 << f.bit_size) - 1
+        };
+        let v = raw & mask;
+        let signed = matches!(f.ty, TypeDesc::Int { signed: true, .. });
+        return if signed {
+            Value::from(sign_extend(v, f.bit_size))
+        } else {
+            Value::from(v)
+        };
+    }
+    let start = (f.bit_offset / 8) as usize;
+    let end = start.saturating_add(f.ty.size() as usize);
+    match bytes.get(start..end) {
+        Some(b) => format_typed(&f.ty, b),
+        None => Value::Null,
+    }
+}
+
+/// Parses user input into exactly `size` bytes.
+///
+/// Accepted: hex bytes (`hex:0a000000`, or whitespace-separated two-digit bytes
+/// `0a 00 00 00`); with a type: JSON (`{"calls": 3}`, `[1,2]`, `42`, `"name"`), or
+/// `field=value` pairs separated by commas or spaces; without a type, an integer
+/// (decimal or `0x…`) for sizes 1, 2, 4, 8 (little-endian).
+pub fn parse_value(ty: Option<&TypeDesc>, input: &str, size: usize) -> Result<Vec<u8>, ValueError> {
+    let input = input.trim();
+    if let Some(h) = input.strip_prefix("hex:") {
+        return parse_hex(&h.replace(' ', ""), size);
+    }
+    let tokens: Vec<&str> = input.split_whitespace().collect();
+    if tokens.len() > 1 && tokens.iter().all(|t| t.len() == 2 && is_hex(t)) {
+        return parse_hex(&tokens.concat(), size);
+    }
+    let ty = ty.filter(|t| t.size() as usize == size);
+    match ty {
+        Some(t) => {
+            let v: Value = if input.contains('=') && !input.starts_with('{') {
+                pairs_to_json(input)
+            } else {
+                serde_json::from_str(input).unwrap_or_else(|_| Value::String(input.to_owned()))
+            };
+            let mut out = vec![0u8; size];
+            write_json(t, &v, &mut out)?;
+            Ok(out)
+        }
+        None => {
+            if matches!(size, 1 | 2 | 4 | 8) {
+                let v = parse_int(input).ok_or(ValueError::Untyped)?;
+                let bytes = v.to_le_bytes();
+                let fits =
+                    size == 8 || v < (1i128 << (size * 8)) && v >= -(1i128 << (size * 8 - 1));
+                if !fits {
+                    return Err(ValueError::Range {
+                        value: input.into(),
+                        what: format!("{size} bytes"),
+                    });
+                }
+                Ok(bytes[..size].to_vec())
+            } else if tokens.len() == 1 && input.len() == size * 2 && is_hex(input) {
+                parse_hex(input, size)
+            } else {
+                Err(ValueError::Untyped)
+            }
+        }
+    }
+}
+
+fn is_hex(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn parse_hex(h: &str, size: usize) -> Result<Vec<u8>, ValueError> {
+    let h = h.strip_prefix("0x").unwrap_or(h);
+    if h.len() % 2 != 0 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ValueError::Hex { token: h.into() });
+    }
+    let bytes: Vec<u8> = (0..h.len() / 2)
+        .filter_map(|i| u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect();
+    if bytes.len() != size {
+        return Err(ValueError::Size {
+            expected: size,
+            actual: bytes.len(),
+        });
+    }
+    Ok(bytes)
+}
+
+/// An integer in decimal, `0x` hex or with a leading `-`; as i128 to cover u64 and i64.
+fn parse_int(s: &str) -> Option<i128> {
+    let (neg, body) = match s.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, s),
+    };
+    let v = if let Some(h) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()?
+    } else {
+        body.parse::<u64>().ok()?
+    };
+    let v = i128::from(v);
+    Some(if neg { -v } else { v })
+}
+
+/// `a=1,b.c=2 d=3` → `{"a":"1","b":{"c":"2"},"d":"3"}` (values stay strings; leaves are
+/// parsed by type).
+fn pairs_to_json(s: &str) -> Value {
+    let mut root = JsonMap::new();
+    for pair in s.split([',', ' ']).filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let parts: Vec<&str> = k.split('.').collect();
+        let mut cur = &mut root;
+        for (i, part) in parts.iter().enumerate() {
+            if i + 1 == parts.len() {
+                cur.insert((*part).to_owned(), Value::String(v.to_owned()));
+            } else {
+                let e = cur
+                    .entry((*part).to_owned())
+                    .or_insert_with(|| Value::Object(JsonMap::new()));
+                if !e.is_object() {
+                    *e = Value::Object(JsonMap::new());
+                }
+                match e {
+                    Value::Object(m) => cur = m,
+                    _ => break,
+                }
+            }
+        }
+    }
+    Value::Object(root)
+}
+
+fn json_int(v: &Value, what: &str) -> Result<i128, ValueError> {
+    let err = || ValueError::Parse {
+        input: v.to_string(),
+        what: what.into(),
+    };
+    match v {
+        Value::Number(n) => n
+            .as_u64()
+            .map(i128::from)
+            .or_else(|| n.as_i64().map(i128::from))
+            .ok_or_else(err),
+        Value::String(s) => parse_int(s.trim()).ok_or_else(err),
+        Value::Bool(b) => Ok(i128::from(*b)),
+        _ => Err(err()),
+    }
+}
+
+fn put_int(out: &mut [u8], v: i128, size: u32, signed: bool, what: &str) -> Result<(), ValueError> {
+    let bits = size * 8;
+    let (lo, hi) = if signed {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    } else {
+        (0, (1i128 << bits) - 1)
+    };
+    // Accept the unsigned spelling of a negative signed value, like C does.
+    if v < lo.min(0) || v > hi.max((1i128 << bits) - 1) {
+        return Err(ValueError::Range {
+            value: v.to_string(),
+            what: what.into(),
+        });
+    }
+    let b = v.to_le_bytes();
+    let n = (size as usize).min(out.len());
+    out[..n].copy_from_slice(&b[..n]);
+    Ok(())
+}
+
+fn write_json(ty: &TypeDesc, v: &Value, out: &mut [u8]) -> Result<(), ValueError> {
+    match ty {
+        TypeDesc::Int { name, size, signed } if matches!(size, 1 | 2 | 4 | 8) => {
+            let i = json_int(v, name)?;
+            put_int(out, i, *size, *signed, name)
+        }
+        TypeDesc::Enum {
+            name,
+            size,
+            signed,
+            values,
+        } if matches!(size, 1 | 2 | 4 | 8) => {
+            let i = match v {
+                Value::String(s) => match values.iter().find(|(n, _)| n == s.trim()) {
+                    Some((_, x)) => i128::from(*x),
+                    None => json_int(v, name)?,
+                },
+                _ => json_int(v, name)?,
+            };
+            put_int(out, i, *size, *signed, name)
+        }
+        TypeDesc::Struct { name, fields, .. } => {
+            let Value::Object(m) = v else {
+                return Err(ValueError::Parse {
+                    input: v.to_string(),
+                    what: ty.c_name(),
+                });
+            };
+            for (k, fv) in m {
+                let f =
+                    fields
+                        .iter()
+                        .find(|f| &f.name == k)
+                        .ok_or_else(|| ValueError::NoField {
+                            strukt: name.clone(),
+                            field: k.clone(),
+                        })?;
+                write_field(f, fv, out)?;
+            }
+            Ok(())
+        }
+        TypeDesc::Array { elem, len } => {
+            let es = elem.size() as usize;
+            if let (Value::String(s), true) = (v, elem.is_char()) {
+                let b = s.as_bytes();
+                if b.len() > out.len() {
+                    return Err(ValueError::Size {
+                        expected: out.len(),
+                        actual: b.len(),
+                    });
+                }
+                out[..b.len()].copy_from_slice(b);
+                return Ok(());
+            }
+            let Value::Array(items) = v else {
+                return Err(ValueError::Parse {
+                    input: v.to_string(),
+                    what: ty.c_name(),
+                });
+            };
+            if items.len() > *len as usize {
+                return Err(ValueError::Size {
+                    expected: *len as usize,
+                    actual: items.len(),
+                });
+            }
+            for (i, item) in items.iter().enumerate() {
+                let slot = out.get_mut(i * es..(i + 1) * es).ok_or(ValueError::Size {
+                    expected: *len as usize,
+                    actual: items.len(),
+                })?;
+                write_json(elem, item, slot)?;
+            }
+            Ok(())
+        }
+        _ => {
+            let s = v.as_str().unwrap_or_default();
+            let b = parse_hex(&s.replace(' ', ""), out.len())?;
+            out.copy_from_slice(&b);
+            Ok(())
+        }
+    }
+}
+
+fn write_field(f: &FieldDesc, v: &Value, out: &mut [u8]) -> Result<(), ValueError> {
+    if f.bit_size != 0 {
+        let byte = (f.bit_offset / 8) as usize;
+        let shift = f.bit_offset % 8;
+        let x = json_int(v, &f.name)? as u64;
+        if f.bit_size >= 64 || shift + f.bit_size > 64 || x >> f.bit_size != 0 && (x as i64) >= 0 {
+            return Err(ValueError::Range {
+                value: x.to_string(),
+                what: format!("{}-bit field `{}`", f.bit_size, f.name),
+            });
+        }
+        let len = out.len();
+        let n = (len.saturating_sub(byte)).min(8);
+        let slot = out.get_mut(byte..byte + n).ok_or(ValueError::Size {
+            expected: byte + 1,
+            actual: len,
+        })?;
+        let mask = ((1u64 << f.bit_size) - 1) << shift;
+        let cur = read_uint(slot);
+        let new = (cur & !mask) | ((x << shift) & mask);
+        slot.copy_from_slice(&new.to_le_bytes()[..n]);
+        return Ok(());
+    }
+    let start = (f.bit_offset / 8) as usize;
+    let end = start + f.ty.size() as usize;
+    let len = out.len();
+    let slot = out.get_mut(start..end).ok_or(ValueError::Size {
+        expected: end,
+        actual: len,
+    })?;
+    write_json(&f.ty, v, slot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(name: &str, size: u32) -> TypeDesc {
+        TypeDesc::Int {
+            name: name.into(),
+            size,
+            signed: false,
+        }
+    }
+
+    fn stats() -> TypeDesc {
+        TypeDesc::Struct {
+            name: "stats".into(),
+            size: 24,
+            fields: vec![
+                FieldDesc {
+                    name: "calls".into(),
+                    bit_offset: 0,
+                    bit_size: 0,
+                    ty: u("__u64", 8),
+                },
+                FieldDesc {
+                    name: "delta".into(),
+                    bit_offset: 64,
+                    bit_size: 0,
+                    ty: TypeDesc::Int {
+                        name: "int".into(),
+                        size: 4,
+                        signed: true,
+                    },
+                },
+                FieldDesc {
+                    name: "comm".into(),
+                    bit_offset: 96,
+                    bit_size: 0,
+                    ty: TypeDesc::Array {
+                        elem: Box::new(u("char", 1)),
+                        len: 8,
+                    },
+                },
+                FieldDesc {
+                    name: "flag".into(),
+                    bit_offset: 160,
+                    bit_size: 3,
+                    ty: u("unsigned int", 4),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn struct_roundtrip_json_and_pairs() {
+        let t = stats();
+        let b = parse_value(Some(&t), "calls=7,delta=-3 comm=app flag=5", 24).unwrap();
+        let v = format_value(Some(&t), &b);
+        assert_eq!(
+            v,
+            serde_json::json!({"calls": 7, "delta": -3, "comm": "app", "flag": 5})
+        );
+        let b2 = parse_value(Some(&t), &v.to_string(), 24).unwrap();
+        assert_eq!(b, b2);
+        assert!(matches!(
+            parse_value(Some(&t), "nope=1", 24),
+            Err(ValueError::NoField { .. })
+        ));
+        assert!(matches!(
+            parse_value(Some(&t), "flag=9", 24),
+            Err(ValueError::Range { .. })
+        ));
+    }
+
+    #[test]
+    fn hex_and_untyped_ints() {
+        assert_eq!(
+            parse_value(None, "hex:0a000000", 4).unwrap(),
+            vec![10, 0, 0, 0]
+        );
+        assert_eq!(
+            parse_value(None, "0a 00 00 00", 4).unwrap(),
+            vec![10, 0, 0, 0]
+        );
+        assert_eq!(parse_value(None, "10", 4).unwrap(), vec![10, 0, 0, 0]);
+        assert_eq!(parse_value(None, "0x10", 2).unwrap(), vec![16, 0]);
+        assert_eq!(parse_value(None, "-1", 2).unwrap(), vec![0xff, 0xff]);
+        assert!(matches!(
+            parse_value(None, "256", 1),
+            Err(ValueError::Range { .. })
+        ));
+        assert!(matches!(
+            parse_value(None, "hex:0a00", 4),
+            Err(ValueError::Size { .. })
+        ));
+        assert!(matches!(
+            parse_value(None, "x", 12),
+            Err(ValueError::Untyped)
+        ));
+        assert_eq!(format_value(None, &[1, 2]), Value::String("01 02".into()));
+        // A type that does not match the size is ignored.
+        assert_eq!(
+            format_value(Some(&u("int", 4)), &[1, 2]),
+            Value::String("01 02".into())
+        );
+    }
+}

@@ -1,0 +1,287 @@
+//! The control block: a small shared file at the registry root.
+//!
+//! ```text
+//! 0     magic "GPUBPFCB", version u32, slots u32
+//! 64    generation: u64, bumped by every change (under the writer lock)
+//! 128   wake: u32, futex word bumped with the generation (waiters sleep on it)
+//! 192   writer lock: a robust process-shared mutex
+//! 512   process table: PROC_SLOTS × ProcSlot (pid, start time, acknowledged generation)
+//! ```
+//! Readers never take the writer lock: they read the generation before and after looking
+//! at the registry and retry when it moved (a seqlock without blocking).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::maps::lock::{SharedMutex, SharedMutexGuard};
+use crate::maps::mapping::{self, Mapping};
+
+use super::RegistryError;
+
+const MAGIC: [u8; 8] = *b"GPUBPFCB";
+const VERSION: u32 = 1;
+const GENERATION: usize = 64;
+const WAKE: usize = 128;
+const WRITER_LOCK: usize = 192;
+const TABLE: usize = 512;
+/// Slots of the process table.
+pub const PROC_SLOTS: usize = 256;
+const SLOT_SIZE: usize = 32;
+/// Size of the control file.
+pub const CONTROL_SIZE: usize = TABLE + PROC_SLOTS * SLOT_SIZE;
+
+/// A live (or recently live) process registered in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ProcessInfo {
+    /// Process id.
+    pub pid: u32,
+    /// Start time (clock ticks since boot, `/proc/PID/stat` field 22), guards pid reuse.
+    pub start_time: u64,
+    /// Last registry generation the process reported running.
+    pub acked_generation: u64,
+}
+
+/// The mapped control block.
+#[derive(Debug)]
+pub struct Control {
+    mapping: Mapping,
+}
+
+fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> RegistryError + 'a {
+    move |source| RegistryError::Io {
+        path: path.to_path_buf(),
+        op,
+        source,
+    }
+}
+
+/// Start time of process `pid`, or `None` when it does not exist.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parentheses: fields follow the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+impl Control {
+    /// Opens the control file at `path`, creating it atomically when missing.
+    pub fn open_or_create(path: &Path) -> Result<Self, RegistryError> {
+        match mapping::open_rw(path) {
+            Ok(f) => return Self::from_file(&f, path),
+            Err(crate::maps::MapError::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let tmp = path.with_file_name(format!(".tmp-control-{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let f = mapping::create_new(&tmp)?;
+        f.set_len(CONTROL_SIZE as u64).map_err(io(&tmp, "resize"))?;
+        let m = Mapping::map(&f, &tmp, CONTROL_SIZE, None)?;
+        // SAFETY: the file is private (temporary name); offsets are inside the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), m.base(), 8);
+            m.base().add(8).cast::<u32>().write(VERSION);
+            m.base().add(12).cast::<u32>().write(PROC_SLOTS as u32);
+            SharedMutex::init(m.base().add(WRITER_LOCK).cast())
+                .map_err(|e| RegistryError::Lock { source: e })?;
+        }
+        drop(m);
+        match mapping::rename_noreplace(&tmp, path) {
+            Ok(()) => {}
+            // Someone else created it first: use theirs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            Err(e) => return Err(io(path, "publish")(e)),
+        }
+        let f = mapping::open_rw(path)?;
+        Self::from_file(&f, path)
+    }
+
+    fn from_file(f: &std::fs::File, path: &Path) -> Result<Self, RegistryError> {
+        let len = f.metadata().map_err(io(path, "stat"))?.len();
+        let corrupt = |reason: String| RegistryError::CorruptControl {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if len != CONTROL_SIZE as u64 {
+            return Err(corrupt(format!("{len} bytes, expected {CONTROL_SIZE}")));
+        }
+        let m = Mapping::map(f, path, CONTROL_SIZE, None)?;
+        // SAFETY: the mapping is CONTROL_SIZE bytes.
+        let (magic, version, slots) = unsafe {
+            let mut magic = [0u8; 8];
+            std::ptr::copy_nonoverlapping(m.base(), magic.as_mut_ptr(), 8);
+            (
+                magic,
+                m.base().add(8).cast::<u32>().read(),
+                m.base().add(12).cast::<u32>().read(),
+            )
+        };
+        if magic != MAGIC {
+            return Err(corrupt("bad magic".into()));
+        }
+        if version != VERSION || slots as usize != PROC_SLOTS {
+            return Err(corrupt(format!(
+                "version {version} with {slots} slots, expected {VERSION} with {PROC_SLOTS}"
+            )));
+        }
+        Ok(Self { mapping: m })
+    }
+
+    fn word64(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: fixed 8-aligned offsets inside the mapping.
+        unsafe { &*self.mapping.base().add(off).cast::<AtomicU64>() }
+    }
+
+    fn word32(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: fixed 4-aligned offsets inside the mapping.
+        unsafe { &*self.mapping.base().add(off).cast::<AtomicU32>() }
+    }
+
+    /// The current generation.
+    pub fn generation(&self) -> u64 {
+        self.word64(GENERATION).load(Ordering::Acquire)
+    }
+
+    /// Address of the futex word (for waiters that poll it directly).
+    pub fn wake_word(&self) -> &AtomicU32 {
+        self.word32(WAKE)
+    }
+
+    /// Takes the writer lock (robust: a writer killed while holding it does not wedge the
+    /// registry; the next writer is told, through [`SharedMutexGuard::recovered`]).
+    pub fn lock_writer(&self) -> Result<SharedMutexGuard<'_>, RegistryError> {
+        // SAFETY: initialised at creation.
+        let l = unsafe { &*self.mapping.base().add(WRITER_LOCK).cast::<SharedMutex>() };
+        l.lock().map_err(|source| RegistryError::Lock { source })
+    }
+
+    /// Bumps the generation and wakes every waiter. Call with the writer lock held.
+    pub fn bump(&self) -> u64 {
+        let g = self.word64(GENERATION).fetch_add(1, Ordering::AcqRel) + 1;
+        self.word32(WAKE).fetch_add(1, Ordering::Release);
+        // SAFETY: FUTEX_WAKE on a valid, mapped, 4-aligned shared word.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word32(WAKE).as_ptr(),
+                libc::FUTEX_WAKE,
+                i32::MAX,
+                std::ptr::null::<libc::timespec>(),
+                std::ptr::null::<u32>(),
+                0u32,
+            );
+        }
+        g
+    }
+
+    /// Waits until the generation differs from `seen` or `timeout` passes; returns the
+    /// current generation.
+    pub fn wait_change(&self, seen: u64, timeout: std::time::Duration) -> u64 {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let w = self.word32(WAKE).load(Ordering::Acquire);
+            let g = self.generation();
+            if g != seen {
+                return g;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return g;
+            }
+            let left = deadline - now;
+            let ts = libc::timespec {
+                tv_sec: left.as_secs() as libc::time_t,
+                tv_nsec: left.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: FUTEX_WAIT on a valid, mapped, 4-aligned shared word; `ts` lives on
+            // our stack for the call.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.word32(WAKE).as_ptr(),
+                    libc::FUTEX_WAIT,
+                    w,
+                    &ts as *const libc::timespec,
+                    std::ptr::null::<u32>(),
+                    0u32,
+                );
+            }
+        }
+    }
+
+    fn slot(&self, i: usize) -> (&AtomicU32, &AtomicU64, &AtomicU64) {
+        let off = TABLE + i * SLOT_SIZE;
+        (
+            self.word32(off),
+            self.word64(off + 8),
+            self.word64(off + 16),
+        )
+    }
+
+    /// Claims a process-table slot for `pid` (reusing slots of dead processes).
+    pub fn register(&self, pid: u32) -> Result<usize, RegistryError> {
+        let start = process_start_time(pid).unwrap_or(0);
+        for i in 0..PROC_SLOTS {
+            let (p, st, ack) = self.slot(i);
+            let cur = p.load(Ordering::Acquire);
+            let free = cur == 0 || !self.slot_alive(i);
+            if free
+                && p.compare_exchange(cur, pid, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                st.store(start, Ordering::Release);
+                ack.store(0, Ordering::Release);
+                return Ok(i);
+            }
+        }
+        Err(RegistryError::ProcessTableFull { slots: PROC_SLOTS })
+    }
+
+    /// Releases slot `i` if it still belongs to `pid`.
+    pub fn unregister(&self, i: usize, pid: u32) {
+        if i < PROC_SLOTS {
+            let _ = self
+                .slot(i)
+                .0
+                .compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// Records that the process in slot `i` runs generation `g`.
+    pub fn ack(&self, i: usize, g: u64) {
+        if i < PROC_SLOTS {
+            self.slot(i).2.store(g, Ordering::Release);
+        }
+    }
+
+    fn slot_alive(&self, i: usize) -> bool {
+        let (p, st, _) = self.slot(i);
+        let pid = p.load(Ordering::Acquire);
+        if pid == 0 {
+            return false;
+        }
+        match process_start_time(pid) {
+            Some(t) => {
+                let recorded = st.load(Ordering::Acquire);
+                recorded == 0 || recorded == t
+            }
+            None => false,
+        }
+    }
+
+    /// Live registered processes.
+    pub fn processes(&self) -> Vec<ProcessInfo> {
+        (0..PROC_SLOTS)
+            .filter(|&i| self.slot_alive(i))
+            .map(|i| {
+                let (p, st, ack) = self.slot(i);
+                ProcessInfo {
+                    pid: p.load(Ordering::Acquire),
+                    start_time: st.load(Ordering::Acquire),
+                    acked_generation: ack.load(Ordering::Acquire),
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,87 @@
+//! Locating and checking `$GPUBPF_HOME`.
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::RegistryError;
+
+/// Environment variable naming the registry directory.
+pub const HOME_ENV: &str = "GPUBPF_HOME";
+
+/// The registry directory: `$GPUBPF_HOME`, else `/dev/shm/gpubpf-$UID` (tmpfs, identical for
+/// every process of the user whatever its environment), else
+/// `$XDG_RUNTIME_DIR/gpubpf`, else `/tmp/gpubpf-$UID`.
+pub fn default_home() -> PathBuf {
+    if let Some(h) = std::env::var_os(HOME_ENV).filter(|h| !h.is_empty()) {
+        return PathBuf::from(h);
+    }
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if Path::new("/dev/shm").is_dir() {
+        return PathBuf::from(format!("/dev/shm/gpubpf-{uid}"));
+    }
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|h| !h.is_empty()) {
+        return PathBuf::from(x).join("gpubpf");
+    }
+    PathBuf::from(format!("/tmp/gpubpf-{uid}"))
+}
+
+/// Creates `dir` (mode 0700) when missing, then checks that it is a directory owned by us
+/// and not writable by group or others.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), RegistryError> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {
+            // The umask may have removed bits we asked for, never added any; make sure.
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
+                |source| RegistryError::Io {
+                    path: dir.to_path_buf(),
+                    op: "chmod",
+                    source,
+                },
+            )?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(source) => {
+            return Err(RegistryError::Io {
+                path: dir.to_path_buf(),
+                op: "create directory",
+                source,
+            })
+        }
+    }
+    check_private_dir(dir)
+}
+
+/// Refuses a directory that another user owns or that group/others may write.
+pub fn check_private_dir(dir: &Path) -> Result<(), RegistryError> {
+    let md = std::fs::metadata(dir).map_err(|source| RegistryError::Io {
+        path: dir.to_path_buf(),
+        op: "stat",
+        source,
+    })?;
+    if !md.is_dir() {
+        return Err(RegistryError::Insecure {
+            path: dir.to_path_buf(),
+            reason: "it is not a directory".into(),
+        });
+    }
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if md.uid() != me {
+        return Err(RegistryError::Insecure {
+            path: dir.to_path_buf(),
+            reason: format!("it is owned by uid {}, not by you (uid {me})", md.uid()),
+        });
+    }
+    let mode = md.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(RegistryError::Insecure {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "it is writable by group or others (mode {mode:04o}); run `chmod 700 {}`",
+                dir.display()
+            ),
+        });
+    }
+    Ok(())
+}

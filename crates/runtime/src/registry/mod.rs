@@ -1,0 +1,550 @@
+//! The registry: `$GPUBPF_HOME`, shared by the CLI and every process running policies.
+//!
+//! ```text
+//! $GPUBPF_HOME/            mode 0700, owned by the user (checked on every open)
+//!   control                control block: generation word + futex, writer lock, processes
+//!   maps/NAME              one shared-memory map file per map (see `crate::maps`)
+//!   progs/NAME/object.o    the original object of a loaded policy
+//!   progs/NAME/meta.json   its ObjectRecord: programs, links, map bindings, globals, hash
+//! ```
+//!
+//! Writers serialise on the control block's robust lock ([`Registry::writer`]); every
+//! change is atomic: map files are built under a temporary name and renamed into place
+//! without replacing; a program directory is built under a temporary name and renamed (or
+//! exchanged, `RENAME_EXCHANGE`, with the one it replaces). A CLI killed at any point leaves
+//! at most temporary `.tmp-*` entries, which readers ignore and the next writer removes.
+//! Readers never block: they read the generation before and after and retry on a change.
+
+mod control;
+mod home;
+mod record;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use control::{process_start_time, Control, ProcessInfo, CONTROL_SIZE, PROC_SLOTS};
+pub use home::{check_private_dir, default_home, ensure_private_dir, HOME_ENV};
+pub use record::{
+    sha256_hex, LinkRecord, MapBinding, ObjectRecord, Phase, ProgramRecord, RECORD_FORMAT,
+};
+
+use crate::maps::lock::SharedMutexGuard;
+use crate::maps::{Map, MapError, MapMeta, MapSpec};
+
+/// Errors of the registry.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("{op} `{path}`")]
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("refusing to use registry directory `{path}`: {reason}")]
+    Insecure { path: PathBuf, reason: String },
+    #[error("control block `{path}` is corrupted: {reason}")]
+    CorruptControl { path: PathBuf, reason: String },
+    #[error("registry writer lock")]
+    Lock {
+        #[source]
+        source: crate::maps::lock::LockError,
+    },
+    #[error("process table is full ({slots} slots)")]
+    ProcessTableFull { slots: usize },
+    #[error("invalid name `{name}`: use 1 to 128 of A-Z a-z 0-9 _ . - (not starting with `.`)")]
+    InvalidName { name: String },
+    #[error("no map named `{name}`")]
+    NoSuchMap { name: String },
+    #[error("no loaded program named `{name}`")]
+    NoSuchProgram { name: String },
+    #[error("map `{name}`")]
+    Map {
+        name: String,
+        #[source]
+        source: MapError,
+    },
+    #[error("metadata of program `{name}` is unreadable: {reason}")]
+    BadRecord { name: String, reason: String },
+    #[error("object of program `{name}` does not match its recorded hash")]
+    HashMismatch { name: String },
+    #[error("map `{name}` is used by {users}; unload them first")]
+    MapInUse { name: String, users: String },
+}
+
+impl From<MapError> for RegistryError {
+    fn from(e: MapError) -> Self {
+        match e {
+            MapError::Io { path, op, source } => RegistryError::Io { path, op, source },
+            other => RegistryError::Map {
+                name: String::new(),
+                source: other,
+            },
+        }
+    }
+}
+
+/// Checks a registry name (maps and programs).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+fn check_name(name: &str) -> Result<(), RegistryError> {
+    if valid_name(name) {
+        Ok(())
+    } else {
+        Err(RegistryError::InvalidName { name: name.into() })
+    }
+}
+
+/// An opened registry.
+#[derive(Debug)]
+pub struct Registry {
+    home: PathBuf,
+    control: Control,
+}
+
+/// A consistent view of the loaded programs.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// Generation the view corresponds to.
+    pub generation: u64,
+    /// Loaded objects, by name.
+    pub objects: Vec<ObjectRecord>,
+    /// Entries that could not be read (name, reason); they are skipped, not fatal.
+    pub problems: Vec<(String, String)>,
+}
+
+fn io_err<'a>(
+    path: &'a Path,
+    op: &'static str,
+) -> impl FnOnce(std::io::Error) -> RegistryError + 'a {
+    move |source| RegistryError::Io {
+        path: path.to_path_buf(),
+        op,
+        source,
+    }
+}
+
+impl Registry {
+    /// Opens the registry at [`default_home`].
+    pub fn open_default() -> Result<Self, RegistryError> {
+        Self::open(&default_home())
+    }
+
+    /// Opens (creating when missing) the registry at `home`, refusing a directory owned by
+    /// another user or writable by group/others.
+    pub fn open(home: &Path) -> Result<Self, RegistryError> {
+        ensure_private_dir(home)?;
+        for sub in ["maps", "progs"] {
+            ensure_private_dir(&home.join(sub))?;
+        }
+        let control = Control::open_or_create(&home.join("control"))?;
+        Ok(Self {
+            home: home.to_path_buf(),
+            control,
+        })
+    }
+
+    /// The registry directory.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// The control block.
+    pub fn control(&self) -> &Control {
+        &self.control
+    }
+
+    /// The current generation.
+    pub fn generation(&self) -> u64 {
+        self.control.generation()
+    }
+
+    /// Directory of map files.
+    pub fn maps_dir(&self) -> PathBuf {
+        self.home.join("maps")
+    }
+
+    /// Directory of loaded programs.
+    pub fn progs_dir(&self) -> PathBuf {
+        self.home.join("progs")
+    }
+
+    /// Path of map `name`.
+    pub fn map_path(&self, name: &str) -> Result<PathBuf, RegistryError> {
+        check_name(name)?;
+        Ok(self.maps_dir().join(name))
+    }
+
+    /// Names of all map files, sorted (temporary files excluded).
+    pub fn map_names(&self) -> Result<Vec<String>, RegistryError> {
+        list_names(&self.maps_dir())
+    }
+
+    /// Opens map `name`.
+    pub fn open_map(&self, name: &str) -> Result<Arc<Map>, RegistryError> {
+        let path = self.map_path(name)?;
+        match Map::open(&path) {
+            Ok(m) => Ok(Arc::new(m)),
+            Err(MapError::NotFound { .. }) => Err(RegistryError::NoSuchMap { name: name.into() }),
+            Err(source) => Err(RegistryError::Map {
+                name: name.into(),
+                source,
+            }),
+        }
+    }
+
+    /// Takes the writer lock. Changes made through the returned [`Writer`] bump the
+    /// generation (once) when it is dropped.
+    pub fn writer(&self) -> Result<Writer<'_>, RegistryError> {
+        let guard = self.control.lock_writer()?;
+        let w = Writer {
+            reg: self,
+            _guard: guard,
+            changed: false,
+        };
+        // Remove what a dead writer may have left behind; nobody else writes now.
+        w.clean_temporaries();
+        Ok(w)
+    }
+
+    /// The loaded objects, read without blocking (retried while writers change them).
+    pub fn snapshot(&self) -> Result<Snapshot, RegistryError> {
+        let mut last = None;
+        for _ in 0..16 {
+            let g1 = self.generation();
+            let snap = self.read_objects(g1)?;
+            if self.generation() == g1 {
+                return Ok(snap);
+            }
+            last = Some(snap);
+        }
+        // Writers keep changing things: return the latest complete read.
+        match last {
+            Some(s) => Ok(s),
+            None => self.read_objects(self.generation()),
+        }
+    }
+
+    fn read_objects(&self, generation: u64) -> Result<Snapshot, RegistryError> {
+        let mut objects = Vec::new();
+        let mut problems = Vec::new();
+        for name in list_names(&self.progs_dir())? {
+            match self.read_record(&name) {
+                Ok(r) => objects.push(r),
+                Err(e) => problems.push((name, e.to_string())),
+            }
+        }
+        Ok(Snapshot {
+            generation,
+            objects,
+            problems,
+        })
+    }
+
+    fn read_record(&self, name: &str) -> Result<ObjectRecord, RegistryError> {
+        let p = self.progs_dir().join(name).join("meta.json");
+        let bytes = std::fs::read(&p).map_err(|e| RegistryError::BadRecord {
+            name: name.into(),
+            reason: e.to_string(),
+        })?;
+        let r: ObjectRecord =
+            serde_json::from_slice(&bytes).map_err(|e| RegistryError::BadRecord {
+                name: name.into(),
+                reason: e.to_string(),
+            })?;
+        if r.format != RECORD_FORMAT || r.name != name {
+            return Err(RegistryError::BadRecord {
+                name: name.into(),
+                reason: format!("format {} / name `{}`", r.format, r.name),
+            });
+        }
+        Ok(r)
+    }
+
+    /// The record of loaded object `name`.
+    pub fn object(&self, name: &str) -> Result<ObjectRecord, RegistryError> {
+        check_name(name)?;
+        if !self.progs_dir().join(name).is_dir() {
+            return Err(RegistryError::NoSuchProgram { name: name.into() });
+        }
+        self.read_record(name)
+    }
+
+    /// The original object bytes of `name`, checked against the recorded hash.
+    pub fn object_bytes(&self, name: &str) -> Result<Vec<u8>, RegistryError> {
+        let r = self.object(name)?;
+        let p = self.progs_dir().join(name).join(&r.object_file);
+        let bytes = std::fs::read(&p).map_err(io_err(&p, "read"))?;
+        if sha256_hex(&bytes) != r.object_sha256 {
+            return Err(RegistryError::HashMismatch { name: name.into() });
+        }
+        Ok(bytes)
+    }
+
+    /// Registers the calling process in the process table; unregistered on drop.
+    pub fn register_process(&self) -> Result<ProcessSlot<'_>, RegistryError> {
+        let pid = std::process::id();
+        let slot = self.control.register(pid)?;
+        Ok(ProcessSlot {
+            reg: self,
+            slot,
+            pid,
+        })
+    }
+}
+
+/// Names in `dir`, sorted, without temporary entries.
+fn list_names(dir: &Path) -> Result<Vec<String>, RegistryError> {
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io_err(dir, "list"))? {
+        let e = e.map_err(io_err(dir, "list"))?;
+        if let Some(n) = e.file_name().to_str() {
+            if valid_name(n) {
+                names.push(n.to_owned());
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// A slot in the process table, released on drop.
+#[derive(Debug)]
+pub struct ProcessSlot<'a> {
+    reg: &'a Registry,
+    slot: usize,
+    pid: u32,
+}
+
+impl ProcessSlot<'_> {
+    /// Reports that this process now runs generation `g`.
+    pub fn ack(&self, g: u64) {
+        self.reg.control.ack(self.slot, g);
+    }
+}
+
+impl Drop for ProcessSlot<'_> {
+    fn drop(&mut self) {
+        self.reg.control.unregister(self.slot, self.pid);
+    }
+}
+
+/// Holds the registry's writer lock; bumps the generation on drop when something changed.
+#[derive(Debug)]
+pub struct Writer<'a> {
+    reg: &'a Registry,
+    _guard: SharedMutexGuard<'a>,
+    changed: bool,
+}
+
+impl Writer<'_> {
+    fn clean_temporaries(&self) {
+        for dir in [
+            self.reg.maps_dir(),
+            self.reg.progs_dir(),
+            self.reg.home.clone(),
+        ] {
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let n = e.file_name();
+                let Some(n) = n.to_str() else { continue };
+                if !n.starts_with(".tmp-") {
+                    continue;
+                }
+                // Temporaries of live writers cannot exist (we hold the lock), except a
+                // concurrent map/control creation by a process that does not write the
+                // registry (they carry the creator's pid): leave those of live pids.
+                let pid = n
+                    .trim_start_matches(".tmp-")
+                    .trim_start_matches("del-")
+                    .trim_start_matches("control-")
+                    .split('-')
+                    .next()
+                    .and_then(|p| p.parse::<i32>().ok());
+                if pid.is_some_and(crate::maps::pid_alive) {
+                    continue;
+                }
+                let p = e.path();
+                tracing::info!(path = %p.display(), "removing a dead writer's temporary");
+                let _ = if p.is_dir() {
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                };
+            }
+        }
+    }
+
+    /// Opens map `name` if it exists, else creates it.
+    pub fn open_or_create_map(
+        &mut self,
+        name: &str,
+        spec: &MapSpec,
+        meta: &MapMeta,
+    ) -> Result<(Arc<Map>, bool), RegistryError> {
+        match self.reg.open_map(name) {
+            Ok(m) => Ok((m, false)),
+            Err(RegistryError::NoSuchMap { .. }) => Ok((self.create_map(name, spec, meta)?, true)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates map `name` (fails when it exists).
+    pub fn create_map(
+        &mut self,
+        name: &str,
+        spec: &MapSpec,
+        meta: &MapMeta,
+    ) -> Result<Arc<Map>, RegistryError> {
+        let path = self.reg.map_path(name)?;
+        let meta = MapMeta {
+            name: name.into(),
+            ..meta.clone()
+        };
+        let m = Map::create(&path, spec, &meta).map_err(|source| RegistryError::Map {
+            name: name.into(),
+            source,
+        })?;
+        self.changed = true;
+        Ok(Arc::new(m))
+    }
+
+    /// Removes map `name`, refusing while a loaded program binds it (unless `force`).
+    /// Processes that have it mapped keep their mapping.
+    pub fn remove_map(&mut self, name: &str, force: bool) -> Result<(), RegistryError> {
+        let path = self.reg.map_path(name)?;
+        if !force {
+            let users: Vec<String> = self
+                .reg
+                .snapshot()?
+                .objects
+                .iter()
+                .filter(|o| o.maps.iter().any(|b| b.registry_name == name))
+                .map(|o| format!("`{}`", o.name))
+                .collect();
+            if !users.is_empty() {
+                return Err(RegistryError::MapInUse {
+                    name: name.into(),
+                    users: users.join(", "),
+                });
+            }
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => {
+                self.changed = true;
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(RegistryError::NoSuchMap { name: name.into() })
+            }
+            Err(e) => Err(io_err(&path, "remove")(e)),
+        }
+    }
+
+    /// Records (or replaces) loaded object `record.name` with its object bytes.
+    pub fn publish_object(
+        &mut self,
+        record: &ObjectRecord,
+        object: &[u8],
+    ) -> Result<(), RegistryError> {
+        check_name(&record.name)?;
+        let progs = self.reg.progs_dir();
+        let tmp = progs.join(format!(".tmp-{}-{}", std::process::id(), record.name));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::DirBuilder::new()
+            .mode_0700()
+            .create(&tmp)
+            .map_err(io_err(&tmp, "create directory"))?;
+        let obj = tmp.join(&record.object_file);
+        std::fs::write(&obj, object).map_err(io_err(&obj, "write"))?;
+        let meta = tmp.join("meta.json");
+        let json = serde_json::to_vec_pretty(record).map_err(|e| RegistryError::BadRecord {
+            name: record.name.clone(),
+            reason: e.to_string(),
+        })?;
+        std::fs::write(&meta, json).map_err(io_err(&meta, "write"))?;
+        let dst = progs.join(&record.name);
+        let res = if dst.exists() {
+            exchange(&tmp, &dst).and_then(|()| std::fs::remove_dir_all(&tmp))
+        } else {
+            crate::maps::mapping::rename_noreplace(&tmp, &dst)
+        };
+        if let Err(e) = res {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(io_err(&dst, "publish")(e));
+        }
+        self.changed = true;
+        Ok(())
+    }
+
+    /// Unloads object `name` (its maps stay).
+    pub fn remove_object(&mut self, name: &str) -> Result<ObjectRecord, RegistryError> {
+        let record = self.reg.object(name)?;
+        let dir = self.reg.progs_dir().join(name);
+        let tmp = self
+            .reg
+            .progs_dir()
+            .join(format!(".tmp-del-{}-{name}", std::process::id()));
+        std::fs::rename(&dir, &tmp).map_err(io_err(&dir, "unload"))?;
+        self.changed = true;
+        let _ = std::fs::remove_dir_all(&tmp);
+        Ok(record)
+    }
+}
+
+impl Drop for Writer<'_> {
+    fn drop(&mut self) {
+        if self.changed {
+            let g = self.reg.control.bump();
+            tracing::debug!(generation = g, "registry changed");
+        }
+    }
+}
+
+trait DirBuilder0700 {
+    fn mode_0700(&mut self) -> &mut Self;
+}
+
+impl DirBuilder0700 for std::fs::DirBuilder {
+    fn mode_0700(&mut self) -> &mut Self {
+        use std::os::unix::fs::DirBuilderExt;
+        self.mode(0o700)
+    }
+}
+
+/// Atomically exchanges two paths (`RENAME_EXCHANGE`).
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let ca = CString::new(a.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let cb = CString::new(b.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: valid NUL-terminated paths that outlive the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests;
