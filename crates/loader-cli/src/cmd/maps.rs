@@ -1,14 +1,386 @@
-//! `gpubpf maps` (scaffold: implemented by its issue).
+//! `gpubpf maps …`: inspect and edit the shared maps of the registry, live.
+//!
+//! Keys and values are typed with the map's BTF key/value types when the object declared
+//! them (structs as JSON objects, integers as numbers); otherwise they are hex bytes. On
+//! input, `--key`/`--value` take hex bytes (`hex:0a000000`, `0a 00 00 00`), or with BTF a
+//! JSON value or `field=value` pairs, or an integer for 1/2/4/8-byte untyped values.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _};
+use gpubpf_runtime::maps::types::{format_value, parse_value};
+use gpubpf_runtime::maps::{Map, MapMeta, MapSpec, MapType, BPF_ANY, BPF_EXIST, BPF_NOEXIST};
+use gpubpf_runtime::registry::Registry;
+use serde_json::{json, Value};
 
 use crate::output::Output;
 
 /// Subcommands of `gpubpf maps`.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// List.
+    /// List every map of the registry.
     List,
+    /// Show a map's definition, types, size and users.
+    Show {
+        /// Map name.
+        name: String,
+    },
+    /// Print every entry (typed with BTF when known); ring buffers: their counters.
+    Dump {
+        /// Map name.
+        name: String,
+    },
+    /// Print the value stored under a key.
+    Lookup {
+        /// Map name.
+        name: String,
+        /// The key (hex bytes, an integer, or with BTF JSON / `field=value` pairs).
+        #[arg(long)]
+        key: String,
+    },
+    /// Insert or update an entry.
+    Update {
+        /// Map name.
+        name: String,
+        /// The key.
+        #[arg(long)]
+        key: String,
+        /// The value.
+        #[arg(long)]
+        value: String,
+        /// `any` (create or update), `noexist` (create only), `exist` (update only).
+        #[arg(long, default_value = "any", value_parser = ["any", "noexist", "exist"])]
+        flags: String,
+    },
+    /// Delete an entry.
+    Delete {
+        /// Map name.
+        name: String,
+        /// The key.
+        #[arg(long)]
+        key: String,
+    },
+    /// Remove every entry (arrays: zero every value; ring buffers: drop pending records).
+    Clear {
+        /// Map name.
+        name: String,
+    },
+    /// Remove a map from the registry (processes that use it keep their mapping).
+    Rm {
+        /// Map name.
+        name: String,
+        /// Remove even when loaded programs bind the map.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Create an empty map (maps are normally created by `gpubpf load`).
+    Create {
+        /// Map name.
+        name: String,
+        /// `array`, `hash`, `lru_hash` or `ringbuf`.
+        #[arg(long = "type", value_parser = ["array", "hash", "lru_hash", "ringbuf"])]
+        map_type: String,
+        /// Key size in bytes (arrays: 4; ring buffers: 0).
+        #[arg(long, default_value_t = 4)]
+        key_size: u32,
+        /// Value size in bytes (ring buffers: 0).
+        #[arg(long, default_value_t = 8)]
+        value_size: u32,
+        /// Entries (ring buffers: size in bytes).
+        #[arg(long)]
+        max_entries: u32,
+    },
 }
 
-pub fn run(cmd: Command, _out: &Output) -> anyhow::Result<()> {
-    anyhow::bail!("`gpubpf maps {cmd:?}` is not available in this build")
+fn open_registry() -> anyhow::Result<Registry> {
+    Registry::open_default().context("cannot open the registry")
+}
+
+fn open_map(reg: &Registry, name: &str) -> anyhow::Result<Arc<Map>> {
+    reg.open_map(name)
+        .with_context(|| format!("cannot open map `{name}`"))
+}
+
+/// Text form of a formatted key/value: hex without quotes, JSON otherwise.
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn parse_key(map: &Map, key: &str) -> anyhow::Result<Vec<u8>> {
+    parse_value(
+        map.meta().key_type.as_ref(),
+        key,
+        map.spec().key_size as usize,
+    )
+    .with_context(|| format!("bad --key `{key}`"))
+}
+
+fn parse_val(map: &Map, value: &str) -> anyhow::Result<Vec<u8>> {
+    parse_value(
+        map.meta().value_type.as_ref(),
+        value,
+        map.spec().value_size as usize,
+    )
+    .with_context(|| format!("bad --value `{value}`"))
+}
+
+/// The JSON description used by `list` and `show`.
+fn describe(map: &Map) -> Value {
+    let s = map.spec();
+    let meta: &MapMeta = map.meta();
+    let mut v = json!({
+        "name": map.name(),
+        "type": s.map_type.name(),
+        "key_size": s.key_size,
+        "value_size": s.value_size,
+        "max_entries": s.max_entries,
+        "flags": s.flags,
+        "entries": map.len(),
+        "bytes": map.file_size(),
+    });
+    if let Some(t) = &meta.key_type {
+        v["key_type"] = json!(t.c_name());
+    }
+    if let Some(t) = &meta.value_type {
+        v["value_type"] = json!(t.c_name());
+    }
+    if let Some(g) = &meta.global_section {
+        v["global_section"] = json!(g);
+    }
+    if let Some(st) = map.ringbuf_stats() {
+        v["ringbuf"] = json!(st);
+    }
+    v
+}
+
+pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
+    let reg = open_registry()?;
+    match cmd {
+        Command::List => list(&reg, out),
+        Command::Show { name } => show(&reg, &name, out),
+        Command::Dump { name } => dump(&reg, &name, out),
+        Command::Lookup { name, key } => {
+            let map = open_map(&reg, &name)?;
+            let k = parse_key(&map, &key)?;
+            let v = map
+                .lookup(&k)
+                .with_context(|| format!("lookup in `{name}`"))?;
+            let Some(v) = v else {
+                bail!(
+                    "map `{name}`: key {} not found",
+                    text(&format_value(map.meta().key_type.as_ref(), &k))
+                );
+            };
+            let key_v = format_value(map.meta().key_type.as_ref(), &k);
+            let val_v = format_value(map.meta().value_type.as_ref(), &v);
+            if out.json() {
+                out.print_json(&json!({ "key": key_v, "value": val_v }))
+            } else {
+                println!("key: {}  value: {}", text(&key_v), text(&val_v));
+                Ok(())
+            }
+        }
+        Command::Update {
+            name,
+            key,
+            value,
+            flags,
+        } => {
+            let map = open_map(&reg, &name)?;
+            let k = parse_key(&map, &key)?;
+            let v = parse_val(&map, &value)?;
+            let f = match flags.as_str() {
+                "noexist" => BPF_NOEXIST,
+                "exist" => BPF_EXIST,
+                _ => BPF_ANY,
+            };
+            map.update(&k, &v, f)
+                .with_context(|| format!("update of `{name}`"))?;
+            done(out, "updated")
+        }
+        Command::Delete { name, key } => {
+            let map = open_map(&reg, &name)?;
+            let k = parse_key(&map, &key)?;
+            map.delete(&k)
+                .with_context(|| format!("delete from `{name}`"))?;
+            done(out, "deleted")
+        }
+        Command::Clear { name } => {
+            let map = open_map(&reg, &name)?;
+            map.clear().with_context(|| format!("clear of `{name}`"))?;
+            done(out, "cleared")
+        }
+        Command::Rm { name, force } => {
+            reg.writer()
+                .context("cannot lock the registry")?
+                .remove_map(&name, force)
+                .with_context(|| format!("cannot remove map `{name}`"))?;
+            done(out, "removed")
+        }
+        Command::Create {
+            name,
+            map_type,
+            key_size,
+            value_size,
+            max_entries,
+        } => {
+            let map_type = match map_type.as_str() {
+                "array" => MapType::Array,
+                "hash" => MapType::Hash,
+                "lru_hash" => MapType::LruHash,
+                _ => MapType::RingBuf,
+            };
+            let (key_size, value_size) = if map_type == MapType::RingBuf {
+                (0, 0)
+            } else {
+                (key_size, value_size)
+            };
+            let spec = MapSpec {
+                map_type,
+                key_size,
+                value_size,
+                max_entries,
+                flags: 0,
+            };
+            let map = reg
+                .writer()
+                .context("cannot lock the registry")?
+                .create_map(&name, &spec, &MapMeta::default())
+                .with_context(|| format!("cannot create map `{name}`"))?;
+            if out.json() {
+                out.print_json(&describe(&map))
+            } else {
+                println!("created {name}: {spec}");
+                Ok(())
+            }
+        }
+    }
+}
+
+fn done(out: &Output, what: &str) -> anyhow::Result<()> {
+    if out.json() {
+        out.print_json(&json!({ "status": what }))
+    } else {
+        Ok(())
+    }
+}
+
+fn list(reg: &Registry, out: &Output) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    for name in reg.map_names().context("cannot list maps")? {
+        match reg.open_map(&name) {
+            Ok(m) => rows.push(describe(&m)),
+            Err(e) => {
+                rows.push(json!({ "name": name, "error": format!("{:#}", anyhow::Error::from(e)) }))
+            }
+        }
+    }
+    if out.json() {
+        return out.print_json(&rows);
+    }
+    println!(
+        "{:<24} {:<9} {:>5} {:>6} {:>9} {:>9}",
+        "NAME", "TYPE", "KEY", "VALUE", "MAX", "ENTRIES"
+    );
+    for r in &rows {
+        if let Some(e) = r.get("error") {
+            println!("{:<24} error: {}", text(&r["name"]), text(e));
+            continue;
+        }
+        println!(
+            "{:<24} {:<9} {:>5} {:>6} {:>9} {:>9}",
+            text(&r["name"]),
+            text(&r["type"]),
+            r["key_size"],
+            r["value_size"],
+            r["max_entries"],
+            r["entries"]
+        );
+    }
+    Ok(())
+}
+
+fn show(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {
+    let map = open_map(reg, name)?;
+    let mut v = describe(&map);
+    let users: Vec<String> = reg
+        .snapshot()
+        .context("cannot read loaded programs")?
+        .objects
+        .iter()
+        .filter(|o| o.maps.iter().any(|b| b.registry_name == name))
+        .map(|o| o.name.clone())
+        .collect();
+    v["used_by"] = json!(users);
+    v["path"] = json!(map.path().display().to_string());
+    if out.json() {
+        return out.print_json(&v);
+    }
+    let s = map.spec();
+    println!("{}: {}", map.name(), s);
+    if let Some(t) = &map.meta().key_type {
+        println!("  key type:   {}", t.c_name());
+    }
+    if let Some(t) = &map.meta().value_type {
+        println!("  value type: {}", t.c_name());
+    }
+    if let Some(g) = &map.meta().global_section {
+        println!("  global data: {g}");
+    }
+    println!("  entries:    {}", map.len());
+    println!(
+        "  file:       {} ({} bytes)",
+        map.path().display(),
+        map.file_size()
+    );
+    if let Some(st) = map.ringbuf_stats() {
+        print_ring(&st);
+    }
+    if !users.is_empty() {
+        println!("  used by:    {}", users.join(", "));
+    }
+    Ok(())
+}
+
+fn print_ring(st: &gpubpf_runtime::maps::RingBufStats) {
+    println!("  size:         {}", st.size);
+    println!("  producer_pos: {}", st.producer_pos);
+    println!("  consumer_pos: {}", st.consumer_pos);
+    println!("  pending:      {} bytes", st.pending);
+    println!("  reserved:     {} records", st.reserved);
+    println!("  dropped:      {} records", st.dropped);
+}
+
+fn dump(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {
+    let map = open_map(reg, name)?;
+    if let Some(st) = map.ringbuf_stats() {
+        if out.json() {
+            return out.print_json(&json!({ "name": name, "type": "ringbuf", "counters": st }));
+        }
+        println!("{name}: ringbuf");
+        print_ring(&st);
+        return Ok(());
+    }
+    let kt = map.meta().key_type.as_ref();
+    let vt = map.meta().value_type.as_ref();
+    let entries = map.entries().with_context(|| format!("dump of `{name}`"))?;
+    let rows: Vec<Value> = entries
+        .iter()
+        .map(|e| json!({ "key": format_value(kt, &e.key), "value": format_value(vt, &e.value) }))
+        .collect();
+    if out.json() {
+        return out.print_json(&rows);
+    }
+    for r in &rows {
+        println!("key: {}  value: {}", text(&r["key"]), text(&r["value"]));
+    }
+    println!(
+        "Found {} element{}",
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" }
+    );
+    Ok(())
 }

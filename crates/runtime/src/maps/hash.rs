@@ -8,8 +8,11 @@
 //!   value. All `max_entries` live on a lock-free free list (a Treiber stack whose head
 //!   carries an ABA tag) until inserted.
 //! - Lookups take no lock. Writers lock the bucket; every change of a chain is a single
-//!   store (link: `e.next = head; head = e`; unlink: `prev.next = e.next`), so an owner
-//!   killed at any point leaves a consistent chain, at worst one leaked entry.
+//!   store (link: `e.next = head; head = e`; unlink: `prev.next = e.next`), and an entry is
+//!   visible only while linked *and* marked used, so an owner killed at any point leaves a
+//!   consistent chain and at worst one lost entry: either linked but unused (reclaimed by
+//!   [`HashMap::clear`]) or popped from the free list but never linked (lost until the map
+//!   is recreated). The element count may then be off by one.
 //! - As in Linux's preallocated hash maps, an entry may be reused right after deletion: a
 //!   program that still holds a value pointer then sees the new entry's value.
 //! - LRU: every hit stamps the entry from a shared clock; when the free list is empty an
@@ -374,11 +377,13 @@ impl HashMap {
         if self.lru {
             self.touch(i);
         }
-        self.e_state(i).store(STATE_USED, Ordering::Release);
+        // Link first, then mark used: a writer killed in between leaves a linked entry
+        // that nobody sees (state FREE) and that `clear` reclaims.
         let head = self.bucket_head(b);
         self.e_next(i)
             .store(head.load(Ordering::Relaxed), Ordering::Release);
         head.store(i, Ordering::Release);
+        self.e_state(i).store(STATE_USED, Ordering::Release);
         self.at::<AtomicU32>(COUNT).fetch_add(1, Ordering::Relaxed);
     }
 
@@ -391,11 +396,13 @@ impl HashMap {
         while cur & NULLS == 0 && cur < self.max_entries && steps <= self.max_entries {
             let next = self.e_next(cur).load(Ordering::Acquire);
             if cur == target {
+                // Mark free first, then unlink: a writer killed in between leaves a linked
+                // entry that nobody sees and that `clear` reclaims.
+                self.e_state(cur).store(STATE_FREE, Ordering::Release);
                 match prev {
                     None => head.store(next, Ordering::Release),
                     Some(p) => self.e_next(p).store(next, Ordering::Release),
                 }
-                self.e_state(cur).store(STATE_FREE, Ordering::Release);
                 self.push_free(cur);
                 let _ = self.at::<AtomicU32>(COUNT).fetch_update(
                     Ordering::Relaxed,

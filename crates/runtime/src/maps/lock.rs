@@ -7,6 +7,14 @@
 //! owner can leave behind is consistent (single-store publication of links).
 
 use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static RECOVERIES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times this process recovered a lock whose owner died (diagnostics, tests).
+pub fn recoveries() -> u64 {
+    RECOVERIES.load(Ordering::Relaxed)
+}
 
 /// Bytes reserved for one lock in shared layouts (`pthread_mutex_t` is 40 bytes on x86-64
 /// glibc and 48 on aarch64).
@@ -100,6 +108,7 @@ impl SharedMutex {
                 if rc != 0 {
                     return Err(LockError::Unusable { errno: rc });
                 }
+                RECOVERIES.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("recovered a shared lock whose owner died");
                 Ok(SharedMutexGuard {
                     lock: self,

@@ -291,8 +291,8 @@ impl Map {
     /// Address of the value at `index` of an array map (global data), or `None`.
     pub fn array_value_ptr(&self, index: u32) -> Option<*mut u8> {
         match &self.kind {
-            // SAFETY: the key is a 4-byte local.
             Kind::Array(a) => {
+                // SAFETY: the key is a 4-byte local.
                 let p = unsafe { a.lookup(index.to_ne_bytes().as_ptr()) };
                 (!p.is_null()).then_some(p)
             }

@@ -115,6 +115,9 @@ pub struct MapSpec {
 
 impl std::fmt::Display for MapSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.map_type == MapType::RingBuf {
+            return write!(f, "ringbuf size {}", self.max_entries);
+        }
         write!(
             f,
             "{} key {}B value {}B max_entries {}",

@@ -1,0 +1,103 @@
+//! Time, randomness and identity helpers.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+
+/// Bumped in every child after `fork`, so that per-thread caches of pid/tid are refreshed.
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(1);
+static ATFORK: Once = Once::new();
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+thread_local! {
+    /// (fork generation, pid << 32 | tid)
+    static PID_TGID: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    static PRNG: Cell<u64> = const { Cell::new(0) };
+}
+
+/// `u64 bpf_ktime_get_ns(void)`: `CLOCK_MONOTONIC` in nanoseconds.
+pub extern "C" fn ktime_get_ns(_: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists (vDSO, no syscall).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// `u32 bpf_get_prandom_u32(void)`: a per-thread xorshift64* stream seeded from the
+/// kernel's random pool.
+pub extern "C" fn get_prandom_u32(_: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
+    PRNG.with(|s| {
+        let mut x = s.get();
+        if x == 0 {
+            let mut b = [0u8; 8];
+            // SAFETY: writes at most 8 bytes into `b`.
+            let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, libc::GRND_NONBLOCK) };
+            x = if n == 8 { u64::from_ne_bytes(b) } else { 0 };
+            x ^= ktime_get_ns(0, 0, 0, 0, 0) ^ (u64::from(std::process::id()) << 17);
+            x |= 1;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        s.set(x);
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) & 0xffff_ffff
+    })
+}
+
+/// `u64 bpf_get_current_pid_tgid(void)`: process id (tgid) high, thread id low. Cached per
+/// thread (no syscall on the hot path), refreshed after `fork`.
+pub extern "C" fn get_current_pid_tgid(_: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
+    let gen = FORK_GENERATION.load(Ordering::Relaxed);
+    PID_TGID.with(|c| {
+        let (g, v) = c.get();
+        if g == gen {
+            return v;
+        }
+        ATFORK.call_once(|| {
+            // SAFETY: registers a plain function without captured state.
+            unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        });
+        // SAFETY: getpid and gettid cannot fail.
+        let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
+        let v = (u64::from(pid) << 32) | u64::from(tid);
+        c.set((FORK_GENERATION.load(Ordering::Relaxed), v));
+        v
+    })
+}
+
+/// `u64 bpf_get_current_uid_gid(void)`: gid high, uid low (real ids, as in Linux).
+pub extern "C" fn get_current_uid_gid(_: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
+    // SAFETY: getuid and getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    (u64::from(gid) << 32) | u64::from(uid)
+}
+
+/// `long bpf_get_current_comm(void *buf, u32 size)`: the thread's name, NUL-terminated
+/// and truncated to `size`; the rest of `buf` is zeroed.
+pub extern "C" fn get_current_comm(buf: u64, size: u64, _: u64, _: u64, _: u64) -> u64 {
+    if buf == 0 || size == 0 {
+        return super::neg_errno(libc::EINVAL);
+    }
+    let mut name = [0u8; 17];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes into `name`.
+    unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+    let size = size as usize;
+    // SAFETY: the verifier proved `buf` writable for `size` bytes.
+    let out = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, size) };
+    out.fill(0);
+    let len = name
+        .iter()
+        .position(|b| *b == 0)
+        .unwrap_or(16)
+        .min(size - 1);
+    out[..len].copy_from_slice(&name[..len]);
+    0
+}

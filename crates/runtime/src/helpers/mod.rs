@@ -1,0 +1,71 @@
+//! Implementations of the standard helpers listed in `gpubpf_verifier::helpers::HELPERS`
+//! (all but `bpf_loop`, which both engines implement themselves), and
+//! [`standard_helpers`], which builds the [`HelperTable`] with all of them.
+//!
+//! Helpers trust what the verifier proved about their arguments: a map argument is the
+//! address of a live [`crate::maps::Map`] (the handle the prepare step put into `lddw`), a
+//! key/value pointer has the map's key/value size readable, a memory argument has the size
+//! given in the next argument. Application pointers (`probe_read_user*`) are never
+//! dereferenced directly: they are read with `process_vm_readv` on our own process, which
+//! fails cleanly (`-EFAULT`) on an unmapped address.
+
+mod map_ops;
+mod misc;
+mod probe;
+pub mod trace;
+
+use crate::helper_table::{HelperFn, HelperTable};
+use gpubpf_verifier::helpers::{helper_by_id, HELPERS};
+
+pub use probe::{read_user, read_user_str};
+
+/// Id of `bpf_loop`, implemented by the engines rather than through the table.
+pub const BPF_LOOP_ID: i32 = 181;
+
+/// `(id, implementation)` of every helper this module implements.
+pub const IMPLEMENTATIONS: &[(i32, HelperFn)] = &[
+    (1, map_ops::map_lookup_elem),
+    (2, map_ops::map_update_elem),
+    (3, map_ops::map_delete_elem),
+    (5, misc::ktime_get_ns),
+    (6, trace::trace_printk),
+    (7, misc::get_prandom_u32),
+    (14, misc::get_current_pid_tgid),
+    (15, misc::get_current_uid_gid),
+    (16, misc::get_current_comm),
+    (112, probe::probe_read_user),
+    (114, probe::probe_read_user_str),
+    (130, map_ops::ringbuf_output),
+    (131, map_ops::ringbuf_reserve),
+    (132, map_ops::ringbuf_submit),
+    (133, map_ops::ringbuf_discard),
+];
+
+/// A helper table with every standard helper registered under its `HELPERS` name.
+pub fn standard_helpers() -> HelperTable {
+    let mut t = HelperTable::new();
+    for &(id, f) in IMPLEMENTATIONS {
+        match helper_by_id(id) {
+            Some(sig) => t.register(id, sig.name, f),
+            None => tracing::error!(id, "helper implementation without a signature in HELPERS"),
+        }
+    }
+    t
+}
+
+/// Ids listed in `HELPERS` that no implementation covers (besides `bpf_loop`).
+pub fn missing_implementations() -> Vec<i32> {
+    HELPERS
+        .iter()
+        .map(|h| h.id)
+        .filter(|id| *id != BPF_LOOP_ID && !IMPLEMENTATIONS.iter().any(|(i, _)| i == id))
+        .collect()
+}
+
+/// A negative errno as helpers return it in `r0`.
+pub(crate) fn neg_errno(e: i32) -> u64 {
+    (-i64::from(e)) as u64
+}
+
+#[cfg(test)]
+mod tests;

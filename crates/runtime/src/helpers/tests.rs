@@ -1,0 +1,197 @@
+//! Unit tests of the helpers, called through the table as the engines do.
+
+use super::*;
+use crate::maps::{Map, MapMeta, MapSpec, MapType};
+
+fn call(t: &HelperTable, id: i32, a: [u64; 5]) -> u64 {
+    let f = t.get(id).unwrap();
+    f(a[0], a[1], a[2], a[3], a[4])
+}
+
+#[test]
+fn every_signature_has_an_implementation() {
+    assert_eq!(missing_implementations(), Vec::<i32>::new());
+    let t = standard_helpers();
+    assert_eq!(t.ids().count(), IMPLEMENTATIONS.len());
+    assert_eq!(t.name(1), Some("bpf_map_lookup_elem"));
+    assert!(t.get(BPF_LOOP_ID).is_none());
+}
+
+#[test]
+fn map_helpers_return_shared_pointers_and_errnos() {
+    let d = tempfile::tempdir().unwrap();
+    let spec = MapSpec {
+        map_type: MapType::Hash,
+        key_size: 4,
+        value_size: 8,
+        max_entries: 2,
+        flags: 0,
+    };
+    let m = Map::create(&d.path().join("h"), &spec, &MapMeta::default()).unwrap();
+    let t = standard_helpers();
+    let h = m.handle();
+    let k = 5u32;
+    let v = 9u64;
+    let kp = &k as *const u32 as u64;
+    let vp = &v as *const u64 as u64;
+    assert_eq!(call(&t, 1, [h, kp, 0, 0, 0]), 0);
+    assert_eq!(call(&t, 2, [h, kp, vp, 0, 0]), 0);
+    assert_eq!(
+        call(&t, 2, [h, kp, vp, 1, 0]) as i64,
+        -i64::from(libc::EEXIST)
+    );
+    let p = call(&t, 1, [h, kp, 0, 0, 0]) as *const std::sync::atomic::AtomicU64;
+    assert!(!p.is_null());
+    // SAFETY: p points at the 8-byte value in the shared mapping.
+    unsafe { (*p).fetch_add(1, std::sync::atomic::Ordering::SeqCst) };
+    assert_eq!(
+        m.lookup(&5u32.to_ne_bytes()).unwrap(),
+        Some(10u64.to_ne_bytes().to_vec())
+    );
+    assert_eq!(call(&t, 3, [h, kp, 0, 0, 0]), 0);
+    assert_eq!(
+        call(&t, 3, [h, kp, 0, 0, 0]) as i64,
+        -i64::from(libc::ENOENT)
+    );
+}
+
+#[test]
+fn ringbuf_helpers() {
+    let d = tempfile::tempdir().unwrap();
+    let spec = MapSpec {
+        map_type: MapType::RingBuf,
+        key_size: 0,
+        value_size: 0,
+        max_entries: crate::maps::mapping::page_size() as u32,
+        flags: 0,
+    };
+    let m = Map::create(&d.path().join("r"), &spec, &MapMeta::default()).unwrap();
+    let t = standard_helpers();
+    let h = m.handle();
+    let data = *b"hello";
+    assert_eq!(call(&t, 130, [h, data.as_ptr() as u64, 5, 0, 0]), 0);
+    assert_eq!(
+        call(&t, 130, [h, data.as_ptr() as u64, 5, 8, 0]) as i64,
+        -22
+    );
+    let p = call(&t, 131, [h, 16, 0, 0, 0]);
+    assert_ne!(p, 0);
+    assert_eq!(call(&t, 131, [h, 16, 1, 0, 0]), 0);
+    // SAFETY: 16 reserved bytes.
+    unsafe { std::ptr::write_bytes(p as *mut u8, 7, 16) };
+    call(&t, 132, [p, 0, 0, 0, 0]);
+    let q = call(&t, 131, [h, 8, 0, 0, 0]);
+    call(&t, 133, [q, 0, 0, 0, 0]);
+    let mut got = Vec::new();
+    m.ringbuf_consume(|r| got.push(r.to_vec())).unwrap();
+    assert_eq!(got, vec![b"hello".to_vec(), vec![7; 16]]);
+}
+
+#[test]
+fn identity_time_random() {
+    let t = standard_helpers();
+    let pt = call(&t, 14, [0; 5]);
+    assert_eq!((pt >> 32) as u32, std::process::id());
+    // SAFETY: gettid cannot fail.
+    assert_eq!(pt as u32, unsafe { libc::gettid() } as u32);
+    // SAFETY: getuid cannot fail.
+    assert_eq!(call(&t, 15, [0; 5]) as u32, unsafe { libc::getuid() });
+    let a = call(&t, 5, [0; 5]);
+    let b = call(&t, 5, [0; 5]);
+    assert!(b >= a && a > 0);
+    let r: Vec<u64> = (0..8).map(|_| call(&t, 7, [0; 5])).collect();
+    assert!(r.iter().all(|x| *x <= u64::from(u32::MAX)));
+    assert!(r.windows(2).any(|w| w[0] != w[1]));
+    let mut comm = [0xffu8; 4];
+    assert_eq!(call(&t, 16, [comm.as_mut_ptr() as u64, 4, 0, 0, 0]), 0);
+    assert_eq!(comm[3], 0);
+}
+
+#[test]
+fn probe_reads_are_fault_safe() {
+    let t = standard_helpers();
+    let src = *b"abc\0def";
+    let mut dst = [0xffu8; 7];
+    assert_eq!(
+        call(
+            &t,
+            112,
+            [dst.as_mut_ptr() as u64, 7, src.as_ptr() as u64, 0, 0]
+        ),
+        0
+    );
+    assert_eq!(dst, src);
+    let mut dst = [0xffu8; 7];
+    assert_eq!(
+        call(&t, 112, [dst.as_mut_ptr() as u64, 7, 8, 0, 0]) as i64,
+        -14
+    );
+    assert_eq!(dst, [0; 7]);
+    let mut s = [0xffu8; 8];
+    assert_eq!(
+        call(
+            &t,
+            114,
+            [s.as_mut_ptr() as u64, 8, src.as_ptr() as u64, 0, 0]
+        ),
+        4
+    );
+    assert_eq!(&s[..4], b"abc\0");
+    let mut s = [0xffu8; 3];
+    assert_eq!(
+        call(
+            &t,
+            114,
+            [s.as_mut_ptr() as u64, 3, src.as_ptr() as u64, 0, 0]
+        ),
+        3
+    );
+    assert_eq!(&s, b"ab\0");
+    assert_eq!(
+        call(&t, 114, [s.as_mut_ptr() as u64, 3, 16, 0, 0]) as i64,
+        -14
+    );
+}
+
+#[test]
+fn trace_format() {
+    let rs = |_p: u64| Some(b"str".to_vec());
+    assert_eq!(
+        trace::format(b"a=%d c=%x %s %%\0junk", [u64::MAX, 255, 1], rs).as_deref(),
+        Some("a=-1 c=ff str %")
+    );
+    assert_eq!(
+        trace::format(b"%lld %llx %5d|", [u64::MAX, 1 << 40, 42], rs).as_deref(),
+        Some("-1 10000000000    42|")
+    );
+    assert_eq!(
+        trace::format(b"%-3u|%03x", [7, 10, 0], rs).as_deref(),
+        Some("7  |00a")
+    );
+    assert_eq!(trace::format(b"%d %d %d %d", [1, 2, 3], rs), None);
+    assert_eq!(trace::format(b"%q", [1, 2, 3], rs), None);
+}
+
+#[test]
+fn trace_printk_to_ring() {
+    let d = tempfile::tempdir().unwrap();
+    let spec = MapSpec {
+        map_type: MapType::RingBuf,
+        key_size: 0,
+        value_size: 0,
+        max_entries: crate::maps::mapping::page_size() as u32,
+        flags: 0,
+    };
+    let m =
+        std::sync::Arc::new(Map::create(&d.path().join("t"), &spec, &MapMeta::default()).unwrap());
+    trace::set_sink(trace::TraceSink::Ring(m.clone()));
+    let fmt = b"n=%d\0";
+    let t = standard_helpers();
+    assert_eq!(call(&t, 6, [fmt.as_ptr() as u64, 5, 42, 0, 0]), 4);
+    trace::set_sink(trace::TraceSink::Stderr);
+    let mut lines = Vec::new();
+    m.ringbuf_consume(|r| lines.push(String::from_utf8_lossy(r).into_owned()))
+        .unwrap();
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0].ends_with(": n=42\n"), "{}", lines[0]);
+}

@@ -1,0 +1,234 @@
+//! Binding an object's maps to registry maps.
+
+use std::sync::Arc;
+
+use crate::maps::{Map, MapMeta, MapSpec, MapType};
+use crate::registry::{MapBinding, RegistryError, Writer};
+
+/// One map an object defines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapDef {
+    /// Name in the object (`counts`, `.rodata`, …).
+    pub name: String,
+    /// Definition.
+    pub spec: MapSpec,
+    /// Key/value types (for typed dumps).
+    pub meta: MapMeta,
+    /// Global-data maps: the section contents (after `--set`), written into value 0.
+    pub initial: Option<Vec<u8>>,
+}
+
+impl MapDef {
+    /// Whether this is a global-data map (`.rodata`, `.data`, `.bss`, …).
+    pub fn is_global(&self) -> bool {
+        self.meta.global_section.is_some() || self.name.starts_with('.')
+    }
+
+    /// Whether its contents are read-only for programs (and reset on every load).
+    pub fn is_rodata(&self) -> bool {
+        self.name.starts_with(".rodata")
+    }
+}
+
+/// Errors binding maps.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error(
+        "map `{name}` exists with an incompatible definition: the object defines `{wanted}`, \
+         the registry has `{existing}`; remove it (`gpubpf maps rm {name}`) or rename the map"
+    )]
+    Incompatible {
+        name: String,
+        wanted: MapSpec,
+        existing: MapSpec,
+    },
+    #[error("global data `{name}`: {len} initial bytes for a {size}-byte value")]
+    BadInitial { name: String, len: usize, size: u32 },
+    #[error("binding map `{name}`")]
+    Registry {
+        name: String,
+        #[source]
+        source: RegistryError,
+    },
+}
+
+/// A bound map.
+#[derive(Debug, Clone)]
+pub struct BoundMap {
+    /// The opened map.
+    pub map: Arc<Map>,
+    /// What the registry records about the binding.
+    pub binding: MapBinding,
+}
+
+/// Registry name of a global-data map of object `object`: `object.rodata`, `object.bss`.
+pub fn global_map_name(object: &str, section: &str) -> String {
+    format!("{object}.{}", section.trim_start_matches('.'))
+}
+
+/// Binds every map of `defs` (in object order) for object `object`. Global data of
+/// `.rodata*` sections is (re)written from the object on every load; `.data`/`.bss` keep
+/// their values when bound to an existing map.
+pub fn bind_maps(
+    w: &mut Writer<'_>,
+    object: &str,
+    defs: &[MapDef],
+) -> Result<Vec<BoundMap>, BindError> {
+    let mut out = Vec::with_capacity(defs.len());
+    for (index, def) in defs.iter().enumerate() {
+        let registry_name = if def.is_global() {
+            global_map_name(object, &def.name)
+        } else {
+            def.name.clone()
+        };
+        let reg_err = |source| BindError::Registry {
+            name: registry_name.clone(),
+            source,
+        };
+        let mut meta = def.meta.clone();
+        if def.is_global() && meta.global_section.is_none() {
+            meta.global_section = Some(def.name.clone());
+        }
+        let (map, created) = w
+            .open_or_create_map(&registry_name, &def.spec, &meta)
+            .map_err(reg_err)?;
+        if map.spec() != &def.spec {
+            return Err(BindError::Incompatible {
+                name: registry_name,
+                wanted: def.spec,
+                existing: *map.spec(),
+            });
+        }
+        if let Some(init) = &def.initial {
+            if def.spec.map_type != MapType::Array || init.len() > def.spec.value_size as usize {
+                return Err(BindError::BadInitial {
+                    name: registry_name,
+                    len: init.len(),
+                    size: def.spec.value_size,
+                });
+            }
+            if created || def.is_rodata() {
+                let mut v = init.clone();
+                v.resize(def.spec.value_size as usize, 0);
+                map.update(&0u32.to_ne_bytes(), &v, crate::maps::BPF_ANY)
+                    .map_err(|source| BindError::Registry {
+                        name: registry_name.clone(),
+                        source: RegistryError::Map {
+                            name: registry_name.clone(),
+                            source,
+                        },
+                    })?;
+            }
+        }
+        out.push(BoundMap {
+            map,
+            binding: MapBinding {
+                index,
+                object_name: def.name.clone(),
+                registry_name,
+                spec: def.spec,
+                created,
+            },
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::prepare;
+    use crate::registry::Registry;
+    use gpubpf_isa::opcode::{BPF_PSEUDO_MAP_IDX, BPF_PSEUDO_MAP_IDX_VALUE, LDDW};
+    use gpubpf_isa::Insn;
+
+    fn def(name: &str, t: MapType, v: u32, n: u32) -> MapDef {
+        MapDef {
+            name: name.into(),
+            spec: MapSpec {
+                map_type: t,
+                key_size: 4,
+                value_size: v,
+                max_entries: n,
+                flags: 0,
+            },
+            meta: MapMeta::default(),
+            initial: None,
+        }
+    }
+
+    #[test]
+    fn bind_reuses_creates_and_rejects_conflicts() {
+        let d = tempfile::tempdir().unwrap();
+        let r = Registry::open(&d.path().join("reg")).unwrap();
+        let mut rodata = def(".rodata", MapType::Array, 8, 1);
+        rodata.initial = Some(vec![1, 2, 3]);
+        let defs = vec![def("counts", MapType::Hash, 8, 64), rodata.clone()];
+        let b = bind_maps(&mut r.writer().unwrap(), "p", &defs).unwrap();
+        assert!(b.iter().all(|b| b.binding.created));
+        assert_eq!(b[1].binding.registry_name, "p.rodata");
+        assert_eq!(
+            b[1].map.lookup(&0u32.to_ne_bytes()).unwrap().unwrap(),
+            vec![1, 2, 3, 0, 0, 0, 0, 0]
+        );
+        b[0].map.update(&1u32.to_ne_bytes(), &[9; 8], 0).unwrap();
+        // Reload: counters kept, rodata rewritten.
+        let mut defs2 = defs.clone();
+        defs2[1].initial = Some(vec![4]);
+        let b2 = bind_maps(&mut r.writer().unwrap(), "p", &defs2).unwrap();
+        assert!(b2.iter().all(|b| !b.binding.created));
+        assert_eq!(
+            b2[0].map.lookup(&1u32.to_ne_bytes()).unwrap(),
+            Some(vec![9; 8])
+        );
+        assert_eq!(
+            b2[1].map.lookup(&0u32.to_ne_bytes()).unwrap().unwrap()[0],
+            4
+        );
+        // Conflict names both definitions.
+        let e = bind_maps(
+            &mut r.writer().unwrap(),
+            "q",
+            &[def("counts", MapType::Hash, 16, 64)],
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("value 16B") && msg.contains("value 8B"),
+            "{msg}"
+        );
+
+        // Prepare: handle and value addresses.
+        let maps: Vec<_> = b2.iter().map(|b| b.map.clone()).collect();
+        let insns = vec![
+            Insn::new(LDDW, 1, BPF_PSEUDO_MAP_IDX, 0, 0),
+            Insn::new(0, 0, 0, 0, 0),
+            Insn::new(LDDW, 2, BPF_PSEUDO_MAP_IDX_VALUE, 0, 1),
+            Insn::new(0, 0, 0, 0, 4),
+            Insn::new(0x95, 0, 0, 0, 0),
+        ];
+        let p = prepare(&insns, &maps).unwrap();
+        let imm =
+            |i: usize| (p.insns[i].imm as u32 as u64) | ((p.insns[i + 1].imm as u32 as u64) << 32);
+        assert_eq!(imm(0), maps[0].handle());
+        assert_eq!(imm(2), maps[1].array_value_ptr(0).unwrap() as u64 + 4);
+        assert!(p.insns.iter().all(|i| i.src == 0));
+        let mut bad = insns.clone();
+        bad[3].imm = 8;
+        assert!(matches!(
+            prepare(&bad, &maps),
+            Err(crate::program::PrepareError::BadValueOffset { .. })
+        ));
+        bad[2].imm = 0;
+        bad[3].imm = 0;
+        assert!(matches!(
+            prepare(&bad, &maps),
+            Err(crate::program::PrepareError::NotAnArray { .. })
+        ));
+        bad[0].imm = 7;
+        assert!(matches!(
+            prepare(&bad, &maps),
+            Err(crate::program::PrepareError::BadMapIndex { .. })
+        ));
+    }
+}
