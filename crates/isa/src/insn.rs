@@ -445,6 +445,13 @@ impl Instruction {
                 if next.opc != 0 || next.dst != 0 || next.src != 0 || next.off != 0 {
                     return Err(DecodeError::BadLddwSecondSlot { pc });
                 }
+                // Only plain constants and map-value forms use the second immediate.
+                if !matches!(
+                    kind,
+                    LddwKind::Imm | LddwKind::MapValue | LddwKind::MapIdxValue
+                ) {
+                    zero(pc, opc, "imm of the second slot", next.imm.into())?;
+                }
                 Ok(Instruction::LoadImm64 {
                     dst,
                     kind,

@@ -14,6 +14,9 @@ pub const GPUBPF_HELPER_BASE: i32 = 0x1_0000;
 pub enum ArgKind {
     /// Any initialised scalar.
     Scalar,
+    /// A scalar or an uninitialised register (trailing variadic arguments such as those of
+    /// `bpf_trace_printk`); a pointer is rejected so that no address leaks.
+    OptScalar,
     /// A map handle (`lddw rX, map`), any map type accepted by the helper.
     ConstMapPtr,
     /// Pointer to initialised memory of the map's key size (stack or map value).
@@ -136,7 +139,7 @@ pub static HELPERS: &[HelperSig] = &[
         name: "bpf_trace_printk",
         c_ret: "long",
         c_params: "const char *fmt, __u32 fmt_size, ...",
-        args: &[A::ReadableMem, A::ConstSize, A::Scalar, A::Scalar, A::Scalar],
+        args: &[A::ReadableMem, A::ConstSize, A::OptScalar, A::OptScalar, A::OptScalar],
         ret: RetKind::Scalar,
         map_class: MapClass::None,
         doc: "Format up to three arguments (%d %u %x %lld %llu %llx %s %p %%) to the trace log.",

@@ -1,7 +1,197 @@
 //! Static verifier for gpubpf policy programs.
 //!
-//! - [`helpers`]: the helper table (ids, names, signatures), the single source of truth.
-//! - [`ctx`]: the caller-supplied description of a program's context and return rules.
+//! A JIT-compiled policy runs inside the user's CUDA process without runtime checks, so every
+//! program this verifier accepts must be memory-safe and terminate. The design follows the
+//! Linux verifier: structural checks ([`cfg`]), then a path-sensitive abstract interpretation
+//! ([`engine`]) over register types ([`state`]) with scalar ranges and known bits
+//! ([`scalar`], [`tnum`]), memory checks ([`mem`]), branch refinement ([`branch`]), helper
+//! signatures ([`helpers`], [`call`]), state pruning and a processed-instruction budget.
+//!
+//! ```no_run
+//! use gpubpf_verifier::{ctx::*, Verifier, VerifierConfig, VerifyInput};
+//! # let insns = vec![];
+//! let ctx = ProgramContext { description: "test".into(), ctx: CtxLayout::default(), ret: ReturnRule::Any };
+//! let stats = Verifier::new(&VerifierConfig::default())
+//!     .verify(&VerifyInput { insns: &insns, maps: &[], ctx: &ctx, line_info: None });
+//! ```
 
+pub mod branch;
+pub mod call;
+pub mod cfg;
 pub mod ctx;
+pub mod engine;
+pub mod equiv;
+pub mod error;
+pub mod exec;
 pub mod helpers;
+pub mod mem;
+pub mod print;
+pub mod scalar;
+pub mod scalar_alu;
+pub mod state;
+pub mod tnum;
+
+use std::time::Duration;
+
+use gpubpf_isa::Insn;
+use serde::Serialize;
+
+pub use error::{Diagnostic, ErrorKind, RegNote, VerifierError};
+
+/// Kinds of maps, as far as the verifier cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum MapKind {
+    /// Array (also the one-entry arrays backing `.rodata/.data/.bss`).
+    Array,
+    /// Hash map.
+    Hash,
+    /// LRU hash map.
+    LruHash,
+    /// Ring buffer (events); no keys or values.
+    Ringbuf,
+}
+
+/// One map a program may reference by index (`lddw` with `MapIdx`/`MapIdxValue`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct MapInfo {
+    /// Map name (used in diagnostics).
+    pub name: String,
+    pub kind: MapKind,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    /// Programs may not store into its values (a frozen `.rodata`).
+    pub read_only: bool,
+}
+
+impl MapInfo {
+    /// A writable map.
+    pub fn new(
+        name: &str,
+        kind: MapKind,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+    ) -> Self {
+        MapInfo {
+            name: name.to_string(),
+            kind,
+            key_size,
+            value_size,
+            max_entries,
+            read_only: false,
+        }
+    }
+}
+
+/// C source line of an instruction (from BTF line info).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LineInfo {
+    /// First instruction slot this line covers (until the next entry).
+    pub pc: usize,
+    /// Source file name.
+    pub file: String,
+    /// 1-based line number.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+    /// The source text of the line.
+    pub source: String,
+}
+
+/// How much the verifier writes to its log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// No log (errors still carry a listing and hint).
+    #[default]
+    Off,
+    /// Branches, prunes and the final statistics.
+    Basic,
+    /// Every processed instruction with the registers it wrote (kernel log level 2).
+    Verbose,
+}
+
+/// Verifier settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifierConfig {
+    /// Maximum number of instructions processed over all paths before giving up.
+    pub budget: u64,
+    /// Log detail.
+    pub log_level: LogLevel,
+    /// Maximum log size in bytes; the log is truncated (with a note) beyond it.
+    pub log_limit: usize,
+    /// Maximum program length in slots.
+    pub max_insns: usize,
+}
+
+impl Default for VerifierConfig {
+    fn default() -> Self {
+        VerifierConfig {
+            budget: 1_000_000,
+            log_level: LogLevel::Off,
+            log_limit: 16 << 20,
+            max_insns: 1_000_000,
+        }
+    }
+}
+
+/// What to verify.
+#[derive(Clone, Copy, Debug)]
+pub struct VerifyInput<'a> {
+    /// The program (entry at slot 0, subprograms after it).
+    pub insns: &'a [Insn],
+    /// Maps referenced by `lddw` map indices.
+    pub maps: &'a [MapInfo],
+    /// Where the program runs: ctx layout and return rule.
+    pub ctx: &'a ctx::ProgramContext,
+    /// C source lines, sorted by `pc`, for diagnostics.
+    pub line_info: Option<&'a [LineInfo]>,
+}
+
+/// Statistics of one verification.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct VerifyStats {
+    /// Instructions processed over all explored paths.
+    pub insns_processed: u64,
+    /// States stored for pruning.
+    pub states_stored: u64,
+    /// Largest number of stored states alive at once.
+    pub peak_states: u64,
+    /// Paths cut short because a stored state covered them.
+    pub states_pruned: u64,
+    /// Stack depth in bytes per subprogram (in order of their first slot).
+    pub stack_depth: Vec<u32>,
+    /// Wall-clock time spent.
+    #[serde(serialize_with = "ser_duration")]
+    pub duration: Duration,
+    /// The log (empty unless a log level was chosen).
+    pub log: String,
+}
+
+fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
+
+/// The verifier.
+#[derive(Clone, Debug, Default)]
+pub struct Verifier {
+    config: VerifierConfig,
+}
+
+impl Verifier {
+    pub fn new(config: &VerifierConfig) -> Self {
+        Verifier {
+            config: config.clone(),
+        }
+    }
+
+    /// Verifies one program. `Ok` means it is memory-safe and terminates.
+    pub fn verify(&self, input: &VerifyInput<'_>) -> Result<VerifyStats, Box<VerifierError>> {
+        engine::run(&self.config, input)
+    }
+}
+
+/// Verifies with the default configuration.
+pub fn verify(input: &VerifyInput<'_>) -> Result<VerifyStats, Box<VerifierError>> {
+    Verifier::default().verify(input)
+}

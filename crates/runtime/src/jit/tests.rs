@@ -308,6 +308,19 @@ fn callx_only_reaches_program_functions() {
         next_imm: 0,
     });
     assert_eq!(run(&good), 42);
+    // A helper id in the register (bpf_conformance's `callx`).
+    let mut h = HelperTable::new();
+    h.register(7, "add5", add5);
+    let by_id = [
+        mov(1, 40),
+        mov(2, 7),
+        mov(3, 2),
+        mov(4, 0),
+        mov(5, 0),
+        I::Callx { reg: 2 },
+        I::Exit,
+    ];
+    assert_eq!(run_with(&by_id, &h, &mut []), Ok(49));
     let bad = prog(lddw(2, 0x1234));
     assert_eq!(
         run_with(&bad, &HelperTable::new(), &mut []),

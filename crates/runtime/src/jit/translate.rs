@@ -63,10 +63,14 @@
 //! callback function directly on every iteration.
 //!
 //! ## Function values, `callx` and `bpf_loop`
-//! `lddw rX, func` loads the callback's code address (`func_addr`). A register-indirect
-//! call is never a jump to an arbitrary address: the value is compared against the
-//! addresses of the program's address-taken functions and only a match is called;
-//! anything else ends the program with an error status.
+//! `lddw rX, func` loads the callback's code address (`func_addr`), as
+//! `docs/design-decisions.md` specifies. `bpf_loop` compares the callback value against the
+//! addresses of the program's address-taken functions before the loop starts; anything else
+//! ends the program with an error status, so an indirect call never goes to an arbitrary
+//! address. `callx` follows bpf_conformance and the interpreter: its register holds a helper
+//! id. The JIT dispatches it with a compare chain over exactly the verified targets (every
+//! id in the helper table, 181 for the inline `bpf_loop`, and the address-taken functions,
+//! which is what clang emits `callx` for), each a direct call.
 //!
 //! ## Atomics
 //! `lock add/or/and/xor` (with and without fetch) are Cranelift `atomic_rmw`, `xchg` is
@@ -539,23 +543,12 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
                 self.b.ins().brif(c, then, &[], next, &[]);
                 return Ok(false);
             }
-            Instruction::Call(CallTarget::Helper(BPF_LOOP_ID)) => self.bpf_loop(pc)?,
+            Instruction::Call(CallTarget::Helper(BPF_LOOP_ID)) => {
+                let r0 = self.bpf_loop(pc)?;
+                self.set(pc, 0, r0)?;
+            }
             Instruction::Call(CallTarget::Helper(id)) => {
-                let f = self
-                    .helpers
-                    .get(id)
-                    .ok_or(JitError::UnknownHelper { pc, id })?;
-                let addr = self.b.ins().iconst(I64, f as usize as i64);
-                let args: Vec<Value> = (1..=5).map(|r| self.get(r)).collect();
-                let call = self.b.ins().call_indirect(self.helper_sig, addr, &args);
-                let r0 = self
-                    .b
-                    .inst_results(call)
-                    .first()
-                    .copied()
-                    .ok_or(JitError::Internal {
-                        what: "helper result",
-                    })?;
+                let r0 = self.helper_call(pc, id)?;
                 self.set(pc, 0, r0)?;
             }
             Instruction::Call(CallTarget::Local(rel)) => {
@@ -826,16 +819,77 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         Ok(())
     }
 
+    /// `callx reg`: the register holds a helper id (bpf_conformance and the interpreter
+    /// agree on this), `181` for `bpf_loop`, or the address of one of the program's
+    /// address-taken functions. Dispatch is a compare chain over exactly these targets, each
+    /// a direct call; any other value ends the program with an error status.
     fn callx(&mut self, pc: usize, reg: u8) -> Result<(), JitError> {
         let target = self.get(reg);
-        self.check_function_value(target, STATUS_BAD_CALLX, pc)?;
-        let args: [Value; 5] = std::array::from_fn(|i| self.get(i as u8 + 1));
-        let r0 = self.local_call(pc, Callee::Indirect(target), args)?;
+        let done = self.b.create_block();
+        let r0 = self.b.append_block_param(done, I64);
+        let ids: Vec<i32> = self.helpers.ids().filter(|id| *id != BPF_LOOP_ID).collect();
+        for id in ids.iter().copied().chain([BPF_LOOP_ID]) {
+            let hit = self.b.create_block();
+            let next = self.b.create_block();
+            let eq = self.b.ins().icmp_imm_s(IntCC::Equal, target, i64::from(id));
+            self.b.ins().brif(eq, hit, &[], next, &[]);
+            self.b.switch_to_block(hit);
+            let v = if id == BPF_LOOP_ID {
+                self.bpf_loop(pc)?
+            } else {
+                self.helper_call(pc, id)?
+            };
+            self.b.ins().jump(done, &[BlockArg::Value(v)]);
+            self.b.switch_to_block(next);
+        }
+        let taken: Vec<usize> = self
+            .analysis
+            .funcs
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.address_taken)
+            .map(|(i, _)| i)
+            .collect();
+        for idx in taken {
+            let f = self.func_ref(idx)?;
+            let addr = self.b.ins().func_addr(I64, f);
+            let hit = self.b.create_block();
+            let next = self.b.create_block();
+            let eq = self.b.ins().icmp(IntCC::Equal, target, addr);
+            self.b.ins().brif(eq, hit, &[], next, &[]);
+            self.b.switch_to_block(hit);
+            let args: [Value; 5] = std::array::from_fn(|i| self.get(i as u8 + 1));
+            let v = self.local_call(pc, Callee::Direct(f), args)?;
+            self.b.ins().jump(done, &[BlockArg::Value(v)]);
+            self.b.switch_to_block(next);
+        }
+        let err = self.error_block(STATUS_BAD_CALLX, pc);
+        self.b.ins().jump(err, &[]);
+        self.b.switch_to_block(done);
         self.set(pc, 0, r0)
     }
 
-    /// `bpf_loop(nr_loops, callback, callback_ctx, flags)`, inline.
-    fn bpf_loop(&mut self, pc: usize) -> Result<(), JitError> {
+    /// A call of helper `id` through the address in the helper table; returns r0.
+    fn helper_call(&mut self, pc: usize, id: i32) -> Result<Value, JitError> {
+        let f = self
+            .helpers
+            .get(id)
+            .ok_or(JitError::UnknownHelper { pc, id })?;
+        let addr = self.b.ins().iconst(I64, f as usize as i64);
+        let args: Vec<Value> = (1..=5).map(|r| self.get(r)).collect();
+        let call = self.b.ins().call_indirect(self.helper_sig, addr, &args);
+        self.b
+            .inst_results(call)
+            .first()
+            .copied()
+            .ok_or(JitError::Internal {
+                what: "helper result",
+            })
+    }
+
+    /// `bpf_loop(nr_loops, callback, callback_ctx, flags)`, inline; returns r0 (the number
+    /// of callback invocations; `flags` is ignored, as in the interpreter).
+    fn bpf_loop(&mut self, pc: usize) -> Result<Value, JitError> {
         let nr = self.get(1);
         let cb = self.get(2);
         let cb_ctx = self.get(3);
@@ -876,7 +930,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         );
 
         self.b.switch_to_block(done);
-        self.set(pc, 0, count)
+        Ok(count)
     }
 }
 

@@ -27,6 +27,10 @@ pub const HEADERS: &[(&str, &str)] = &[
         "gpubpf_helpers.h",
         include_str!("../../../../policies/include/gpubpf_helpers.h"),
     ),
+    (
+        "gpubpf_ctx.h",
+        include_str!("../../../../policies/include/gpubpf_ctx.h"),
+    ),
 ];
 
 /// Compiler flags every policy is built with (besides `-I <include dir>`).

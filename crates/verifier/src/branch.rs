@@ -1,0 +1,456 @@
+//! Conditional jumps: decide known outcomes, refine ranges on both branches, and turn
+//! or-null pointers into pointers (or NULL) after a null check.
+
+#![deny(clippy::arithmetic_side_effects)]
+
+use gpubpf_isa::{JmpCond, Operand, Width};
+
+use crate::engine::{rej, Env, Point, Step, R};
+use crate::error::ErrorKind;
+use crate::exec::{read, target};
+use crate::scalar::Scalar;
+use crate::state::{Reg, RegType, State};
+use crate::tnum::Tnum;
+
+/// Executes `if dst cond src goto pc+1+off`.
+#[allow(clippy::too_many_arguments)]
+pub fn cond_jump(
+    _env: &mut Env<'_>,
+    st: &mut State,
+    pc: usize,
+    width: Width,
+    cond: JmpCond,
+    dst: u8,
+    src: Operand,
+    off: i16,
+) -> R<Step> {
+    let a = read(st, dst)?;
+    let (b, sreg) = match src {
+        Operand::Reg(r) => (read(st, r)?, Some(r)),
+        Operand::Imm(i) => {
+            let v = match width {
+                Width::W64 => i64::from(i) as u64,
+                Width::W32 => u64::from(i as u32),
+            };
+            (Reg::scalar(Scalar::konst(v)), None)
+        }
+    };
+    let fall_pc = pc.saturating_add(1);
+    let taken_pc = target(pc, off.into());
+    if a.ty.is_pointer() || b.ty.is_pointer() {
+        return pointer_jump(st, width, cond, dst, &a, sreg, &b, fall_pc, taken_pc);
+    }
+    let fall = refined(st, width, negate(cond), dst, &a, sreg, &b);
+    let taken = refined(st, width, cond, dst, &a, sreg, &b);
+    Ok(match (fall, taken) {
+        (Some(f), Some(t)) => Step::Fork(
+            Box::new((f, fall_pc, Point::Insn)),
+            Box::new((t, taken_pc, Point::Insn)),
+        ),
+        (Some(f), None) => Step::Goto(Box::new((f, fall_pc, Point::Insn))),
+        (None, Some(t)) => Step::Goto(Box::new((t, taken_pc, Point::Insn))),
+        (None, None) => Step::Dead,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pointer_jump(
+    st: &State,
+    width: Width,
+    cond: JmpCond,
+    dst: u8,
+    a: &Reg,
+    sreg: Option<u8>,
+    b: &Reg,
+    fall_pc: usize,
+    taken_pc: usize,
+) -> R<Step> {
+    let (preg, p, other) = if a.ty.is_pointer() {
+        (dst, a, b)
+    } else {
+        (sreg.unwrap_or(dst), b, a)
+    };
+    let null_check =
+        width == Width::W64 && matches!(cond, JmpCond::Eq | JmpCond::Ne) && other.is_const(0);
+    if !null_check {
+        return Err(rej(
+            ErrorKind::PointerCompare {
+                reg: preg,
+                ty: p.ty.name().into(),
+            },
+            &[preg],
+        ));
+    }
+    // `eq_state`: where the pointer is NULL; `ne_state`: where it is not.
+    let (eq_state, ne_state) = if p.ty.is_or_null() {
+        let mut z = st.clone();
+        mark_null(&mut z, p.id, true);
+        let mut nz = st.clone();
+        mark_null(&mut nz, p.id, false);
+        (Some(z), Some(nz))
+    } else {
+        (None, Some(st.clone()))
+    };
+    let (taken, fall) = match cond {
+        JmpCond::Eq => (eq_state, ne_state),
+        _ => (ne_state, eq_state),
+    };
+    Ok(match (fall, taken) {
+        (Some(f), Some(t)) => Step::Fork(
+            Box::new((f, fall_pc, Point::Insn)),
+            Box::new((t, taken_pc, Point::Insn)),
+        ),
+        (Some(f), None) => Step::Goto(Box::new((f, fall_pc, Point::Insn))),
+        (None, Some(t)) => Step::Goto(Box::new((t, taken_pc, Point::Insn))),
+        (None, None) => Step::Dead,
+    })
+}
+
+/// After a null check of the or-null pointer with `id`: every copy becomes NULL (a scalar 0,
+/// and its reference is dropped) or a valid pointer.
+pub fn mark_null(st: &mut State, id: u32, is_null: bool) {
+    if id == 0 {
+        return;
+    }
+    let mut released = 0u32;
+    st.for_each_reg(|r| {
+        if r.id == id && r.ty.is_or_null() {
+            if is_null {
+                released = r.ref_id;
+                *r = Reg::scalar(Scalar::konst(0));
+            } else {
+                r.ty = match r.ty {
+                    RegType::MapValueOrNull { map } => RegType::MapValue { map },
+                    RegType::RingbufMemOrNull { size } => RegType::RingbufMem { size },
+                    t => t,
+                };
+                r.id = 0;
+            }
+        }
+    });
+    if released != 0 {
+        st.refs.retain(|x| x.id != released);
+    }
+}
+
+fn negate(c: JmpCond) -> Cond {
+    match c {
+        JmpCond::Eq => Cond::Ne,
+        JmpCond::Ne => Cond::Eq,
+        JmpCond::Gt => Cond::Le,
+        JmpCond::Ge => Cond::Lt,
+        JmpCond::Lt => Cond::Ge,
+        JmpCond::Le => Cond::Gt,
+        JmpCond::Sgt => Cond::Sle,
+        JmpCond::Sge => Cond::Slt,
+        JmpCond::Slt => Cond::Sge,
+        JmpCond::Sle => Cond::Sgt,
+        JmpCond::Set => Cond::NotSet,
+    }
+}
+
+/// Relations, including the negation of `jset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cond {
+    Eq,
+    Ne,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    Sgt,
+    Sge,
+    Slt,
+    Sle,
+    Set,
+    NotSet,
+}
+
+impl From<JmpCond> for Cond {
+    fn from(c: JmpCond) -> Cond {
+        match c {
+            JmpCond::Eq => Cond::Eq,
+            JmpCond::Ne => Cond::Ne,
+            JmpCond::Gt => Cond::Gt,
+            JmpCond::Ge => Cond::Ge,
+            JmpCond::Lt => Cond::Lt,
+            JmpCond::Le => Cond::Le,
+            JmpCond::Sgt => Cond::Sgt,
+            JmpCond::Sge => Cond::Sge,
+            JmpCond::Slt => Cond::Slt,
+            JmpCond::Sle => Cond::Sle,
+            JmpCond::Set => Cond::Set,
+        }
+    }
+}
+
+/// The state on the branch where `a cond b` holds, or `None` when it cannot.
+fn refined(
+    st: &State,
+    width: Width,
+    cond: impl Into<Cond>,
+    dst: u8,
+    a: &Reg,
+    sreg: Option<u8>,
+    b: &Reg,
+) -> Option<State> {
+    let (na, nb) = refine(width, cond.into(), a.val, b.val)?;
+    let mut s = st.clone();
+    set_scalar(&mut s, dst, a, na);
+    if let Some(r) = sreg {
+        set_scalar(&mut s, r, b, nb);
+    }
+    Some(s)
+}
+
+/// Writes the refined value of register `r` and of every copy sharing its scalar id.
+fn set_scalar(st: &mut State, r: u8, old: &Reg, v: Scalar) {
+    st.reg_mut(r).val = v;
+    if old.id != 0 {
+        let id = old.id;
+        st.for_each_reg(|x| {
+            if x.id == id && x.ty == RegType::Scalar {
+                x.val = v;
+            }
+        });
+    }
+}
+
+/// Range view of one width.
+#[derive(Clone, Copy)]
+struct Rng {
+    umin: u64,
+    umax: u64,
+    smin: i64,
+    smax: i64,
+}
+
+fn get(s: &Scalar, w: Width) -> Rng {
+    match w {
+        Width::W64 => Rng {
+            umin: s.umin,
+            umax: s.umax,
+            smin: s.smin,
+            smax: s.smax,
+        },
+        Width::W32 => Rng {
+            umin: s.u32min.into(),
+            umax: s.u32max.into(),
+            smin: s.s32min.into(),
+            smax: s.s32max.into(),
+        },
+    }
+}
+
+fn put(s: &mut Scalar, w: Width, r: Rng) -> Option<()> {
+    if r.umin > r.umax || r.smin > r.smax {
+        return None;
+    }
+    match w {
+        Width::W64 => {
+            s.umin = r.umin;
+            s.umax = r.umax;
+            s.smin = r.smin;
+            s.smax = r.smax;
+        }
+        Width::W32 => {
+            s.u32min = u32::try_from(r.umin).ok()?;
+            s.u32max = u32::try_from(r.umax).ok()?;
+            s.s32min = i32::try_from(r.smin).ok()?;
+            s.s32max = i32::try_from(r.smax).ok()?;
+        }
+    }
+    Some(())
+}
+
+fn view_tnum(s: &Scalar, w: Width) -> Tnum {
+    match w {
+        Width::W64 => s.var,
+        Width::W32 => s.var.subreg(),
+    }
+}
+
+fn put_tnum(s: &mut Scalar, w: Width, t: Tnum) {
+    s.var = match w {
+        Width::W64 => t,
+        Width::W32 => s.var.with_subreg(t),
+    };
+}
+
+/// Refines `a` and `b` under `a cond b` at width `w`; `None` when impossible.
+fn refine(w: Width, cond: Cond, mut a: Scalar, mut b: Scalar) -> Option<(Scalar, Scalar)> {
+    let umax_w = match w {
+        Width::W64 => u64::MAX,
+        Width::W32 => u64::from(u32::MAX),
+    };
+    let (smin_w, smax_w) = match w {
+        Width::W64 => (i64::MIN, i64::MAX),
+        Width::W32 => (i64::from(i32::MIN), i64::from(i32::MAX)),
+    };
+    let mut x = get(&a, w);
+    let mut y = get(&b, w);
+    match cond {
+        Cond::Eq => {
+            let t = view_tnum(&a, w).intersect(view_tnum(&b, w))?;
+            let m = Rng {
+                umin: x.umin.max(y.umin),
+                umax: x.umax.min(y.umax),
+                smin: x.smin.max(y.smin),
+                smax: x.smax.min(y.smax),
+            };
+            x = m;
+            y = m;
+            put_tnum(&mut a, w, t);
+            put_tnum(&mut b, w, t);
+        }
+        Cond::Ne => {
+            let ta = view_tnum(&a, w);
+            let tb = view_tnum(&b, w);
+            if ta.is_const() && tb.is_const() && ta.value == tb.value {
+                return None;
+            }
+            // Shave a constant off the other side's range ends.
+            for (p, q) in [(&mut x, tb), (&mut y, ta)] {
+                if !q.is_const() {
+                    continue;
+                }
+                let c = q.value;
+                let cs = match w {
+                    Width::W64 => c as i64,
+                    Width::W32 => i64::from(c as u32 as i32),
+                };
+                if p.umin == c {
+                    p.umin = p.umin.checked_add(1)?;
+                }
+                if p.umax == c {
+                    p.umax = p.umax.checked_sub(1)?;
+                }
+                if p.smin == cs {
+                    p.smin = p.smin.checked_add(1)?;
+                }
+                if p.smax == cs {
+                    p.smax = p.smax.checked_sub(1)?;
+                }
+            }
+        }
+        Cond::Gt | Cond::Lt => {
+            let (p, q) = if cond == Cond::Gt {
+                (&mut x, &mut y)
+            } else {
+                (&mut y, &mut x)
+            };
+            // p > q
+            if q.umin >= umax_w || p.umax == 0 {
+                return None;
+            }
+            p.umin = p.umin.max(q.umin.checked_add(1)?);
+            q.umax = q.umax.min(p.umax.checked_sub(1)?);
+        }
+        Cond::Ge | Cond::Le => {
+            let (p, q) = if cond == Cond::Ge {
+                (&mut x, &mut y)
+            } else {
+                (&mut y, &mut x)
+            };
+            p.umin = p.umin.max(q.umin);
+            q.umax = q.umax.min(p.umax);
+        }
+        Cond::Sgt | Cond::Slt => {
+            let (p, q) = if cond == Cond::Sgt {
+                (&mut x, &mut y)
+            } else {
+                (&mut y, &mut x)
+            };
+            if q.smin >= smax_w || p.smax <= smin_w {
+                return None;
+            }
+            p.smin = p.smin.max(q.smin.checked_add(1)?);
+            q.smax = q.smax.min(p.smax.checked_sub(1)?);
+        }
+        Cond::Sge | Cond::Sle => {
+            let (p, q) = if cond == Cond::Sge {
+                (&mut x, &mut y)
+            } else {
+                (&mut y, &mut x)
+            };
+            p.smin = p.smin.max(q.smin);
+            q.smax = q.smax.min(p.smax);
+        }
+        Cond::Set | Cond::NotSet => {
+            let tb = view_tnum(&b, w);
+            let ta = view_tnum(&a, w);
+            if let Some(c) = tb.is_const().then_some(tb.value) {
+                if cond == Cond::NotSet {
+                    // Every bit of c is zero in a.
+                    let t = ta.intersect(Tnum {
+                        value: 0,
+                        mask: !c & umax_w,
+                    })?;
+                    put_tnum(&mut a, w, t);
+                } else {
+                    if ta.value & c == 0 && (ta.value | ta.mask) & c == 0 {
+                        return None;
+                    }
+                    if c.is_power_of_two() {
+                        let t = ta.intersect(Tnum {
+                            value: c,
+                            mask: !c & umax_w,
+                        })?;
+                        put_tnum(&mut a, w, t);
+                    }
+                }
+            } else if (cond == Cond::Set && ta.is_const() && ta.value == 0)
+                || (cond == Cond::NotSet
+                    && ta.is_const()
+                    && tb.is_const()
+                    && ta.value & tb.value != 0)
+            {
+                return None;
+            }
+        }
+    }
+    put(&mut a, w, x)?;
+    put(&mut b, w, y)?;
+    let a = a.sync()?;
+    let b = b.sync()?;
+    Some((a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsigned_refinement_both_sides() {
+        let a = Scalar::urange(0, 100).unwrap();
+        let b = Scalar::konst(10);
+        let (t, _) = refine(Width::W64, Cond::Lt, a, b).unwrap();
+        assert_eq!((t.umin, t.umax), (0, 9));
+        let (f, _) = refine(Width::W64, Cond::Ge, a, b).unwrap();
+        assert_eq!((f.umin, f.umax), (10, 100));
+        assert!(refine(Width::W64, Cond::Gt, Scalar::konst(3), Scalar::konst(5)).is_none());
+    }
+
+    #[test]
+    fn jmp32_refines_low_half_and_zero_extended_value() {
+        let a = Scalar::unknown_bytes(4);
+        let (t, _) = refine(Width::W32, Cond::Lt, a, Scalar::konst(16)).unwrap();
+        assert_eq!((t.umin, t.umax), (0, 15));
+    }
+
+    #[test]
+    fn signed_and_ne() {
+        let a = Scalar::srange(-10, 10).unwrap();
+        let (t, _) = refine(Width::W64, Cond::Sgt, a, Scalar::konst(0)).unwrap();
+        assert_eq!((t.smin, t.smax), (1, 10));
+        let (n, _) = refine(
+            Width::W64,
+            Cond::Ne,
+            Scalar::urange(0, 5).unwrap(),
+            Scalar::konst(5),
+        )
+        .unwrap();
+        assert_eq!(n.umax, 4);
+        assert!(refine(Width::W64, Cond::Ne, Scalar::konst(5), Scalar::konst(5)).is_none());
+    }
+}

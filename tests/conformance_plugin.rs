@@ -1,0 +1,191 @@
+//! The `gpubpf-conformance-plugin` binary, driven as the suite's runner drives it: every
+//! conformance test through a real process (memory as argv[1], program hex on stdin, r0 in
+//! hex on stdout), plus the protocol's error paths.
+//!
+//! The binary belongs to another package, so `CARGO_BIN_EXE_*` is not available: the test
+//! builds it with `cargo build -p gpubpf-loader-cli --bin gpubpf-conformance-plugin` (a
+//! no-op when it is up to date) into the target directory of this test executable.
+
+mod common;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use common::conformance_data;
+
+const BIN: &str = "gpubpf-conformance-plugin";
+
+/// Builds the plugin once per test process and returns its path.
+fn plugin() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(build_plugin).clone()
+}
+
+fn build_plugin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>/deps")
+        .to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "gpubpf-loader-cli", "--bin", BIN])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    if let Some(target_dir) = profile_dir.parent() {
+        cmd.env("CARGO_TARGET_DIR", target_dir);
+    }
+    let status = cmd.status().expect("running cargo build");
+    assert!(status.success(), "cargo build of {BIN} failed");
+    let path = profile_dir.join(format!("{BIN}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.is_file(),
+        "{} not found after building",
+        path.display()
+    );
+    path
+}
+
+fn invoke(bin: &PathBuf, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("plugin starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin piped")
+        .write_all(stdin.as_bytes())
+        .expect("program written");
+    child.wait_with_output().expect("plugin finishes")
+}
+
+/// Hex the way the suite's runner writes it: two digits and spaces per byte.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}  ")).collect()
+}
+
+#[test]
+fn plugin_passes_the_conformance_suite() {
+    let Some(dir) = conformance_data::conformance_dir() else {
+        eprintln!("skipped: bpf_conformance not found (set GPUBPF_CONFORMANCE_DIR)");
+        return;
+    };
+    let bin = plugin();
+    let tests = conformance_data::load_dir(&dir.join("tests")).expect("tests parse");
+    let mut failures = Vec::new();
+    for t in &tests {
+        let program = hex(&t.program_bytes().expect("program"));
+        let mut args = Vec::new();
+        let mem = t.mem.as_deref().map(hex);
+        if let Some(m) = &mem {
+            args.push(m.as_str());
+        }
+        args.extend(["--engine", "interpreter"]);
+        let out = invoke(&bin, &args, &format!("{program}\n"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let got = stdout
+            .trim()
+            .strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok());
+        if !out.status.success() || got != t.result {
+            failures.push(format!(
+                "{}: status {}, stdout `{}`, stderr `{}`",
+                t.name,
+                out.status,
+                stdout.trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    println!(
+        "conformance (plugin, interpreter): {}/{} passed",
+        tests.len() - failures.len(),
+        tests.len()
+    );
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn plugin_error_paths() {
+    let bin = plugin();
+    let exit = "95 00 00 00 00 00 00 00\n";
+    // Decode error: non-zero exit, message on stderr, nothing on stdout.
+    let out = invoke(&bin, &[], "07 00 01 00 01 00 00 00 95 00 00 00 00 00 00 00");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("instruction 0"));
+    // The JIT is a clear error until it is wired in.
+    let out = invoke(&bin, &["--engine", "jit"], exit);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("JIT is not available"));
+    // Usage error.
+    let out = invoke(&bin, &["--bogus"], exit);
+    assert_eq!(out.status.code(), Some(2));
+    // Memory fault in checked mode: r1 points at 2 bytes, the program reads 8.
+    let out = invoke(
+        &bin,
+        &["aa bb"],
+        "79 10 00 00 00 00 00 00 95 00 00 00 00 00 00 00",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("outside every allowed memory region"));
+    // Success without memory; options in one argument, as older runners pass them.
+    let out = invoke(
+        &bin,
+        &["", "--engine interpreter"],
+        "b7 00 00 00 2a 00 00 00 95 00 00 00 00 00 00 00",
+    );
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0x2a");
+}
+
+/// `--elf`: an object compiled by clang runs its first program with the test's memory.
+#[test]
+fn plugin_runs_an_elf_object() {
+    let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("p.c");
+    let obj = dir.path().join("p.o");
+    std::fs::write(
+        &src,
+        "__attribute__((section(\"cuda/cuMemAlloc\"), used))\n\
+         unsigned long long prog(unsigned char *mem, unsigned long long len)\n\
+         { return (len << 8) | mem[1]; }\n",
+    )
+    .expect("source written");
+    let compiled = Command::new(&clang)
+        .args(["-target", "bpf", "-O2", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .status();
+    match compiled {
+        Ok(s) if s.success() => {}
+        other => {
+            eprintln!("skipped: `{clang} -target bpf` unavailable ({other:?})");
+            return;
+        }
+    }
+    let bytes = std::fs::read(&obj).expect("object read");
+    let out = invoke(&plugin(), &["aa bb cc", "--elf"], &hex(&bytes));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0x3bb");
+    // Not an object: a clear error.
+    let out = invoke(&plugin(), &["--elf"], "7f 45 4c 46");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!out.stderr.is_empty());
+}
