@@ -45,9 +45,15 @@ impl Op {
     }
 
     fn parse(s: &str) -> Option<Op> {
-        [Op::ArrayLookup, Op::HashHit, Op::HashMiss, Op::HashUpdate, Op::RingOutput]
-            .into_iter()
-            .find(|o| o.name() == s)
+        [
+            Op::ArrayLookup,
+            Op::HashHit,
+            Op::HashMiss,
+            Op::HashUpdate,
+            Op::RingOutput,
+        ]
+        .into_iter()
+        .find(|o| o.name() == s)
     }
 }
 
@@ -191,7 +197,10 @@ fn two_process_run(dir: &Path, map: &Map, op: Op, iters: u64) -> Duration {
         flag(&f, i).store(0, Ordering::SeqCst);
     }
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .env("GPUBPF_BENCH_CHILD", format!("{}:{}:{}", dir.display(), op.name(), iters))
+        .env(
+            "GPUBPF_BENCH_CHILD",
+            format!("{}:{}:{}", dir.display(), op.name(), iters),
+        )
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -224,7 +233,13 @@ fn two_process_run(dir: &Path, map: &Map, op: Op, iters: u64) -> Duration {
 
 fn bench_shared_maps(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    for op in [Op::ArrayLookup, Op::HashHit, Op::HashMiss, Op::HashUpdate, Op::RingOutput] {
+    for op in [
+        Op::ArrayLookup,
+        Op::HashHit,
+        Op::HashMiss,
+        Op::HashUpdate,
+        Op::RingOutput,
+    ] {
         let map = create(dir.path(), op);
         let mut g = c.benchmark_group(op.name());
         g.bench_function(BenchmarkId::new("gpubpf", "1t"), |b| {
@@ -260,8 +275,9 @@ fn multi_thread<T: Sync>(state: &T, iters: u64, f: impl Fn(&T, u64) + Sync) -> D
 }
 
 fn bench_baselines(c: &mut Criterion) {
-    let mutex: Arc<Mutex<HashMap<u32, u64>>> =
-        Arc::new(Mutex::new((0..ENTRIES).map(|k| (k, u64::from(k))).collect()));
+    let mutex: Arc<Mutex<HashMap<u32, u64>>> = Arc::new(Mutex::new(
+        (0..ENTRIES).map(|k| (k, u64::from(k))).collect(),
+    ));
     let dash: DashMap<u32, u64> = (0..ENTRIES).map(|k| (k, u64::from(k))).collect();
     let hit = |i: u64| (i.wrapping_mul(7919) % u64::from(ENTRIES)) as u32;
     let miss = |i: u64| ENTRIES + (i as u32 & 0xffff);
@@ -270,38 +286,56 @@ fn bench_baselines(c: &mut Criterion) {
         (
             "hash_lookup_hit",
             vec![
-                ("mutex_hashmap", Box::new(|i| {
-                    black_box(mutex.lock().unwrap().get(&hit(i)).copied());
-                })),
-                ("dashmap", Box::new(|i| {
-                    black_box(dash.get(&hit(i)).map(|v| *v));
-                })),
+                (
+                    "mutex_hashmap",
+                    Box::new(|i| {
+                        black_box(mutex.lock().unwrap().get(&hit(i)).copied());
+                    }),
+                ),
+                (
+                    "dashmap",
+                    Box::new(|i| {
+                        black_box(dash.get(&hit(i)).map(|v| *v));
+                    }),
+                ),
             ],
         ),
         (
             "hash_lookup_miss",
             vec![
-                ("mutex_hashmap", Box::new(|i| {
-                    black_box(mutex.lock().unwrap().get(&miss(i)).copied());
-                })),
-                ("dashmap", Box::new(|i| {
-                    black_box(dash.get(&miss(i)).map(|v| *v));
-                })),
+                (
+                    "mutex_hashmap",
+                    Box::new(|i| {
+                        black_box(mutex.lock().unwrap().get(&miss(i)).copied());
+                    }),
+                ),
+                (
+                    "dashmap",
+                    Box::new(|i| {
+                        black_box(dash.get(&miss(i)).map(|v| *v));
+                    }),
+                ),
             ],
         ),
         (
             "hash_update",
             vec![
-                ("mutex_hashmap", Box::new(|i| {
-                    if let Some(v) = mutex.lock().unwrap().get_mut(&hit(i)) {
-                        *v = i;
-                    }
-                })),
-                ("dashmap", Box::new(|i| {
-                    if let Some(mut v) = dash.get_mut(&hit(i)) {
-                        *v = i;
-                    }
-                })),
+                (
+                    "mutex_hashmap",
+                    Box::new(|i| {
+                        if let Some(v) = mutex.lock().unwrap().get_mut(&hit(i)) {
+                            *v = i;
+                        }
+                    }),
+                ),
+                (
+                    "dashmap",
+                    Box::new(|i| {
+                        if let Some(mut v) = dash.get_mut(&hit(i)) {
+                            *v = i;
+                        }
+                    }),
+                ),
             ],
         ),
     ];
