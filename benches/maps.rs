@@ -140,7 +140,7 @@ impl Runner {
 
 /// Drains the ring buffer now and then so that `RingOutput` measures successful outputs.
 fn drain_if_needed(map: &Map, op: Op, i: u64) {
-    if op == Op::RingOutput && i % 4096 == 0 {
+    if op == Op::RingOutput && i & 4095 == 0 {
         let _ = map.ringbuf_consume(|r| {
             black_box(r);
         });
@@ -253,6 +253,27 @@ fn two_process_run(dir: &Path, map: &Map, op: Op, iters: u64) -> Duration {
     });
     assert!(child.wait().unwrap().success());
     Duration::from_nanos(flag(&f, 3).load(Ordering::SeqCst) / total)
+}
+
+extern "C" fn noop_helper(a: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
+    a
+}
+
+/// The harness itself: key computation and a helper call through a function pointer that
+/// does nothing. Subtract it from the other figures for the cost of the map operation.
+fn bench_overhead(c: &mut Criterion) {
+    let f: HelperFn = black_box(noop_helper);
+    c.bench_function("call_overhead/noop_helper/1t", |b| {
+        b.iter_custom(|iters| {
+            let t0 = thread_cpu();
+            for i in 0..iters {
+                let key = (i.wrapping_mul(7919) % u64::from(ENTRIES)) as u32;
+                let k = key.to_ne_bytes();
+                black_box(f(0, black_box(k.as_ptr() as u64), 0, 0, 0));
+            }
+            thread_cpu() - t0
+        });
+    });
 }
 
 fn bench_shared_maps(c: &mut Criterion) {
@@ -404,6 +425,7 @@ fn main() {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .configure_from_args();
+    bench_overhead(&mut c);
     bench_shared_maps(&mut c);
     bench_baselines(&mut c);
     c.final_summary();
