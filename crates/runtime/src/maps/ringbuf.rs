@@ -164,7 +164,10 @@ impl RingBuf {
         if p < c || p - c > self.size {
             return Err(MapError::Corrupt {
                 path: self.name.clone().into(),
-                reason: format!("ring positions: producer {p}, consumer {c}, size {}", self.size),
+                reason: format!(
+                    "ring positions: producer {p}, consumer {c}, size {}",
+                    self.size
+                ),
             });
         }
         let mut n = 0;
