@@ -485,6 +485,7 @@ mod tests {
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod random_tests {
     //! Randomised soundness: every concrete pair satisfying a condition stays inside the
     //! refined values, and a branch is only declared impossible when no pair satisfies it.
