@@ -294,10 +294,10 @@ fn list(reg: &Registry, out: &Output) -> anyhow::Result<()> {
             "{:<24} {:<9} {:>5} {:>6} {:>9} {:>9}",
             text(&r["name"]),
             text(&r["type"]),
-            r["key_size"],
-            r["value_size"],
-            r["max_entries"],
-            r["entries"]
+            r["key_size"].as_u64().unwrap_or(0),
+            r["value_size"].as_u64().unwrap_or(0),
+            r["max_entries"].as_u64().unwrap_or(0),
+            r["entries"].as_u64().unwrap_or(0)
         );
     }
     Ok(())

@@ -161,6 +161,15 @@ impl RingBuf {
         let _g = self.lock_at(CONSUMER_LOCK)?;
         let mut c = self.word(CONSUMER_POS).load(Ordering::Relaxed);
         let p = self.word(PRODUCER_POS).load(Ordering::Acquire);
+        if p < c || p - c > self.size {
+            return Err(MapError::Corrupt {
+                path: self.name.clone().into(),
+                reason: format!(
+                    "ring positions: producer {p}, consumer {c}, size {}",
+                    self.size
+                ),
+            });
+        }
         let mut n = 0;
         while c < p {
             let h = self.header(c).load(Ordering::Acquire);
