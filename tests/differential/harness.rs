@@ -87,8 +87,9 @@ impl Harness {
         self.reset(mem);
         let args = self.args();
         let mut memory = Memory::new();
-        // SAFETY: `mem` is a live, exclusively owned buffer for the duration of the run.
         if !self.mem.is_empty() {
+            // SAFETY: `self.mem` is a live buffer owned by the harness and not otherwise
+            // accessed while the interpreter runs.
             unsafe {
                 memory.add_raw(
                     "mem",

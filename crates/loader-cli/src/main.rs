@@ -55,7 +55,19 @@ enum Command {
     AttachPoints(cmd::attach_points::Args),
 }
 
+/// Behave like other Unix filters when stdout is a closed pipe (`gpubpf maps dump m | head`):
+/// die quietly of SIGPIPE instead of panicking on the failed write (Rust ignores SIGPIPE by
+/// default, which turns every `println!` into a potential panic).
+fn restore_default_sigpipe() {
+    // SAFETY: called first thing in `main`, before any other thread exists; setting the
+    // disposition of SIGPIPE to its default has no other effect on Rust's runtime.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    restore_default_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -235,8 +235,12 @@ pub struct Diagnostic {
 }
 
 /// Finds the line info entry that covers `pc`.
+/// Entries with line 0 (compiler-generated code) are skipped, as bpftool does.
 pub fn line_for(line_info: Option<&[LineInfo]>, pc: usize) -> Option<&LineInfo> {
-    line_info?.iter().rev().find(|l| l.pc <= pc)
+    line_info?
+        .iter()
+        .rev()
+        .find(|l| l.pc <= pc && l.line != 0 && !l.source.trim().is_empty())
 }
 
 fn line_text(l: &LineInfo) -> String {

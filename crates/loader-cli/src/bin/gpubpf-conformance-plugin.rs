@@ -18,6 +18,13 @@
 //!
 //! Helper 5 (`unwind` in the suite's uBPF plugin, returning its argument) is registered
 //! because `call_unwind_fail.data` and `callx.data` call it.
+//!
+//! Engines: `jit` (the default) compiles the program with the Cranelift JIT and prints the
+//! JIT's `r0`. Conformance programs are not verified, and JIT code accesses memory
+//! unchecked, so the plugin first runs the program on the interpreter in checked mode as a
+//! memory-safety gate: a program that leaves its memory or stack is reported as the
+//! interpreter's error and never reaches native code. `interpreter` prints the
+//! interpreter's `r0`.
 
 use std::io::Read;
 use std::process::ExitCode;
@@ -67,7 +74,7 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
 fn parse_args(argv: &[String]) -> Result<Args> {
     let mut args = Args {
         memory: Vec::new(),
-        engine: Engine::Interpreter,
+        engine: Engine::Jit,
         elf: false,
         help: false,
     };
@@ -160,29 +167,46 @@ fn elf_program(bytes: &[u8]) -> Result<Vec<gpubpf_isa::Insn>> {
 
 /// Runs the program (hex text) with `args`; returns `r0`.
 fn run(args: &Args, program_hex: &str) -> Result<u64> {
-    if args.engine == Engine::Jit {
-        bail!("the JIT is not available in this build");
-    }
     let bytes = parse_hex(program_hex).context("program on stdin")?;
     if bytes.is_empty() {
         bail!("no program on stdin");
     }
-    let program = if args.elf {
-        Program::from_insns(&elf_program(&bytes)?)?
+    let insns = if args.elf {
+        elf_program(&bytes)?
     } else {
-        Program::from_bytes(&bytes)?
+        gpubpf_isa::slots_from_bytes(&bytes)?
     };
-    let vm = Interpreter::new(program, helpers());
+    // The interpreter in checked mode: the result for `--engine interpreter`, the
+    // memory-safety gate for `--engine jit`.
+    let vm = Interpreter::new(Program::from_insns(&insns)?, helpers());
     let mut mem = args.memory.clone();
     let len = mem.len() as u64;
-    let mut memory = Memory::new();
+    let mut stack = vec![0u8; STACK_SIZE];
+    let r0 = {
+        let mut memory = Memory::new();
+        let addr = if mem.is_empty() {
+            0
+        } else {
+            memory.add_mut("mem", &mut mem)
+        };
+        vm.execute(&[addr, len], &mut stack, &memory)?
+    };
+    if args.engine == Engine::Interpreter {
+        return Ok(r0);
+    }
+    let compiled = gpubpf_runtime::jit::compile(&insns, &helpers()).context("JIT compile")?;
+    let mut mem = args.memory.clone();
     let addr = if mem.is_empty() {
         0
     } else {
-        memory.add_mut("mem", &mut mem)
+        mem.as_mut_ptr() as u64
     };
-    let mut stack = vec![0u8; STACK_SIZE];
-    Ok(vm.execute(&[addr, len], &mut stack, &memory)?)
+    let mut stack = Box::new([0u8; STACK_SIZE]);
+    // SAFETY: the same program just ran on the interpreter in checked mode with the same
+    // memory contents and stayed inside its memory and stack; the JIT implements the same
+    // semantics, so it performs the same accesses on this copy.
+    let r0 = unsafe { compiled.execute_with_args([addr, len, 0, 0, 0], &mut stack) }?;
+    Ok(r0)
 }
 
 fn main() -> ExitCode {
@@ -262,9 +286,11 @@ mod tests {
         assert_eq!(r0, 4);
         let e = run(&args, "07 00 01 00 01 00 00 00 95 00 00 00 00 00 00 00").expect_err("bad");
         assert!(e.to_string().contains("instruction 0"), "{e}");
-        let jit = parse_args(&argv(&["--engine", "jit"])).expect("parses");
-        let e = run(&jit, "95 00 00 00 00 00 00 00").expect_err("no jit");
-        assert_eq!(e.to_string(), "the JIT is not available in this build");
+        let interp =
+            parse_args(&argv(&["11 22 33 44", "--engine", "interpreter"])).expect("parses");
+        assert_eq!(args.engine, Engine::Jit, "the JIT is the default");
+        let ldxw = "61 10 00 00 00 00 00 00 95 00 00 00 00 00 00 00";
+        assert_eq!(run(&interp, ldxw).expect("runs"), 0x4433_2211);
         let elf = parse_args(&argv(&["--elf"])).expect("parses");
         assert!(run(&elf, "7f 45 4c 46").is_err());
         assert!(run(&args, "").is_err());
