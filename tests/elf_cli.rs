@@ -60,7 +60,11 @@ fn build_policy(clang: &str, name: &str) -> PathBuf {
         clang,
     ]);
     assert_eq!(code(&o), 0, "{clang}: {}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("program(s)"), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains("program(s)"),
+        "{}",
+        text(&o.stdout)
+    );
     out
 }
 
@@ -98,7 +102,12 @@ fn inspect_json_with_set() {
         "--set",
         "min_latency_ns=10us",
     ]);
-    assert_eq!(code(&o), 1, "time suffixes are not sizes: {}", text(&o.stdout));
+    assert_eq!(
+        code(&o),
+        1,
+        "time suffixes are not sizes: {}",
+        text(&o.stdout)
+    );
     let o = run(&[
         "inspect",
         obj.to_str().unwrap(),
@@ -112,13 +121,21 @@ fn inspect_json_with_set() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let progs = v["programs"].as_array().unwrap();
     assert_eq!(progs.len(), 8);
-    let exit = progs.iter().find(|p| p["name"] == "trace_alloc_exit").unwrap();
+    let exit = progs
+        .iter()
+        .find(|p| p["name"] == "trace_alloc_exit")
+        .unwrap();
     assert_eq!(exit["phase"], "exit");
     assert_eq!(exit["attach"], "cuMemAlloc");
     assert_eq!(exit["subprograms"][0]["name"], "on_exit");
     assert!(exit["line_info"]["records"].as_u64().unwrap() > 10);
     assert_eq!(exit["line_info"]["covered_insns"], exit["insns"]);
-    let events = v["maps"].as_array().unwrap().iter().find(|m| m["name"] == "events").unwrap();
+    let events = v["maps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "events")
+        .unwrap();
     assert_eq!(events["type"], "ringbuf");
     assert_eq!(events["max_entries"], 262144);
     let g = |name: &str| {
@@ -182,10 +199,19 @@ fn build_reports_clang_diagnostics() {
     assert!(e.contains("undefined_thing"), "{e}");
     assert!(e.contains("clang failed to compile"), "{e}");
 
-    let o = run(&["build", src.to_str().unwrap(), "--clang", clangs()[0], "--json"]);
+    let o = run(&[
+        "build",
+        src.to_str().unwrap(),
+        "--clang",
+        clangs()[0],
+        "--json",
+    ]);
     assert_eq!(code(&o), 1);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(v["detail"]["diagnostics"].as_str().unwrap().contains("undefined_thing"));
+    assert!(v["detail"]["diagnostics"]
+        .as_str()
+        .unwrap()
+        .contains("undefined_thing"));
 }
 
 #[test]
@@ -199,7 +225,10 @@ fn build_rejects_objects_the_loader_rejects() {
     let o = run(&["build", src.to_str().unwrap(), "--clang", clangs()[0]]);
     assert_eq!(code(&o), 4, "{}", text(&o.stderr));
     let e = text(&o.stderr);
-    assert!(e.contains("unknown program section `kprobe/do_sys_open`"), "{e}");
+    assert!(
+        e.contains("unknown program section `kprobe/do_sys_open`"),
+        "{e}"
+    );
     assert!(e.contains("`cudaret/<api>`"), "{e}");
     // The default output name sits next to the source.
     assert!(scratch("cli").join("kprobe.o").is_file());
@@ -208,7 +237,12 @@ fn build_rejects_objects_the_loader_rejects() {
 #[test]
 fn build_without_clang_fails_clearly() {
     let src = repo_root().join("policies/quota.bpf.c");
-    let o = run(&["build", src.to_str().unwrap(), "--clang", "/nonexistent/clang-99"]);
+    let o = run(&[
+        "build",
+        src.to_str().unwrap(),
+        "--clang",
+        "/nonexistent/clang-99",
+    ]);
     assert_eq!(code(&o), 1);
     assert!(
         text(&o.stderr).contains("clang not found at `/nonexistent/clang-99`"),
@@ -244,7 +278,11 @@ fn build_json_reports_the_object() {
     assert_eq!(code(&o), 0, "{}", text(&o.stdout));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["output"], out.to_str().unwrap());
-    assert!(v["programs"].as_array().unwrap().iter().any(|p| p == "trace_alloc"));
+    assert!(v["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p == "trace_alloc"));
     assert!(v["maps"].as_array().unwrap().iter().any(|m| m == "events"));
     // The headers were materialised in the cache directory given by GPUBPF_CACHE_DIR.
     let include = PathBuf::from(v["include"].as_str().unwrap());

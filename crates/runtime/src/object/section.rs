@@ -144,15 +144,24 @@ mod tests {
         let SectionKind::Program(entry) = ok("cuda/cuMemAlloc", true, SHT_PROGBITS) else {
             panic!("not a program")
         };
-        assert_eq!((entry.phase, entry.api.as_str()), (Phase::Entry, "cuMemAlloc"));
+        assert_eq!(
+            (entry.phase, entry.api.as_str()),
+            (Phase::Entry, "cuMemAlloc")
+        );
         assert_eq!(entry.attach, "cuMemAlloc");
         // Runtime aliases and exported symbols resolve to the driver function.
-        for (sec, api) in [("cudaret/cudaMalloc", "cudaMalloc"), ("cudaret/cuMemAlloc_v2", "cuMemAlloc_v2")] {
+        for (sec, api) in [
+            ("cudaret/cudaMalloc", "cudaMalloc"),
+            ("cudaret/cuMemAlloc_v2", "cuMemAlloc_v2"),
+        ] {
             let SectionKind::Program(p) = ok(sec, true, SHT_PROGBITS) else {
                 panic!("not a program")
             };
             assert_eq!((p.phase, p.api.as_str()), (Phase::Exit, api));
-            assert_eq!((p.attach.as_str(), p.attach_id), ("cuMemAlloc", entry.attach_id));
+            assert_eq!(
+                (p.attach.as_str(), p.attach_id),
+                ("cuMemAlloc", entry.attach_id)
+            );
         }
         assert_eq!(ok(".text", true, SHT_PROGBITS), SectionKind::Text);
         assert_eq!(
