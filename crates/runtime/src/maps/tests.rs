@@ -292,4 +292,55 @@ mod model {
             prop_assert_eq!(got, want);
         }
     }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+        #[test]
+        fn lru_matches_model(ops in proptest::collection::vec(op(), 1..200)) {
+            let d = tempfile::tempdir().unwrap();
+            let m = make(&d, "l", spec(MapType::LruHash, 2, 8, 8));
+            // key -> (value, last use)
+            let mut model: StdMap<u16, (u64, u64)> = StdMap::new();
+            let mut clock = 0u64;
+            for op in ops {
+                clock += 1;
+                match op {
+                    Op::Update(k, v, f) => {
+                        let f = f.min(BPF_EXIST);
+                        let exists = model.contains_key(&k);
+                        let got = m.update(&k.to_ne_bytes(), &v.to_ne_bytes(), f).map_err(|e| e.errno());
+                        if f == BPF_NOEXIST && exists {
+                            prop_assert_eq!(got, Err(libc::EEXIST));
+                        } else if f == BPF_EXIST && !exists {
+                            prop_assert_eq!(got, Err(libc::ENOENT));
+                        } else {
+                            prop_assert_eq!(got, Ok(()));
+                            if !exists && model.len() == 8 {
+                                let oldest = *model.iter().min_by_key(|(_, (_, t))| *t).unwrap().0;
+                                model.remove(&oldest);
+                            }
+                            model.insert(k, (v, clock));
+                        }
+                    }
+                    Op::Delete(k) => {
+                        let got = m.delete(&k.to_ne_bytes()).map_err(|e| e.errno());
+                        prop_assert_eq!(got, model.remove(&k).map(|_| ()).ok_or(libc::ENOENT));
+                    }
+                    Op::Lookup(k) => {
+                        let got = m.lookup(&k.to_ne_bytes()).unwrap();
+                        let want = model.get_mut(&k).map(|e| {
+                            e.1 = clock;
+                            e.0.to_ne_bytes().to_vec()
+                        });
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Clear => {
+                        m.clear().unwrap();
+                        model.clear();
+                    }
+                }
+                prop_assert_eq!(m.len(), model.len() as u64);
+            }
+        }
+    }
 }
