@@ -37,6 +37,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the whole pipeline on a mock CUDA driver: build, load, enforce, replace, dump.
+    Demo(cmd::demo::Args),
     /// Compile a restricted-C policy with clang and the embedded SDK header.
     Build(cmd::build::Args),
     /// Show what the loader understood of an object file.
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         .init();
     let out = Output::new(cli.json || cli.pretty, cli.pretty);
     let result = match cli.command {
+        Command::Demo(a) => cmd::demo::run(a, &out),
         Command::Build(a) => cmd::build::run(a, &out),
         Command::Inspect(a) => cmd::inspect::run(a, &out),
         Command::Verify(a) => cmd::verify::run(a, &out),

@@ -117,7 +117,12 @@ int handle_exit(void *ctx)
 	if (verbose)
 		bpf_printk("exit pid %d after %llu ns (%llu)", pid, duration_ns, acc);
 
-	struct event e = { .pid = pid, .duration_ns = duration_ns, .exit_event = true };
+	struct event e;
+
+	__builtin_memset(&e, 0, sizeof(e)); /* no uninitialised padding reaches the helper */
+	e.pid = pid;
+	e.duration_ns = duration_ns;
+	e.exit_event = true;
 	bpf_get_current_comm(&e.comm, sizeof(e.comm));
 	bpf_ringbuf_output(&rb, &e, sizeof(e), 0);
 	return 0;
