@@ -311,6 +311,20 @@ fn untyped_maps_use_hex_and_ring_buffers_show_counters() {
     assert!(j["counters"]["pending"].as_u64().unwrap() > 100);
     let t = ok_stdout(&run(&home, &["maps", "dump", "events"]));
     assert!(t.contains("dropped:"), "{t}");
+    let recs = json(&run(&home, &["-j", "maps", "consume", "events"]));
+    let recs = recs.as_array().unwrap();
+    assert!(recs.len() >= 2);
+    assert_eq!(recs[0], gpubpf_runtime::maps::types::hex(&[1; 100]));
+    assert_eq!(ring.ringbuf_stats().unwrap().pending, 0);
+    // The trace ring: printable records come out as text.
+    reg.trace_ring()
+        .unwrap()
+        .ringbuf_output(b"app-1 [1] 0.1: n=42\n")
+        .unwrap();
+    let t = ok_stdout(&run(&home, &["maps", "consume", "trace"]));
+    assert_eq!(t, "app-1 [1] 0.1: n=42\n");
+    let out = run(&home, &["maps", "consume", "raw"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a ring buffer"));
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use gpubpf_runtime::registry::{Phase, Registry};
+use gpubpf_runtime::registry::{Phase, Registry, RegistryError};
 use serde_json::Value;
 
 fn gpubpf() -> PathBuf {
@@ -292,7 +292,10 @@ fn load_bind_reload_conflict_unload() {
         "{err}"
     );
     assert!(
-        matches!(reg.object("conflict"), Err(_)),
+        matches!(
+            reg.object("conflict"),
+            Err(RegistryError::NoSuchProgram { .. })
+        ),
         "nothing recorded on failure"
     );
 

@@ -184,7 +184,8 @@ mod tests {
             default_name(std::path::Path::new("/x/mem cap.o")),
             "mem_cap"
         );
-        assert_eq!(default_name(std::path::Path::new(".o")), "policy");
+        assert_eq!(default_name(std::path::Path::new("/")), "policy");
+        assert_eq!(default_name(std::path::Path::new("...")), "policy");
         assert_eq!(default_name(std::path::Path::new("a/..b.o")), "b");
     }
 }

@@ -113,7 +113,7 @@ impl RingBuf {
             self.word(DROPPED).fetch_add(1, Ordering::Relaxed);
             return Err(MapError::RingFull);
         }
-        let pid = u64::from(std::process::id());
+        let pid = u64::from(crate::helpers::current_pid());
         self.header(p)
             .store(len | BUSY | (pid << 32), Ordering::Release);
         self.word(PRODUCER_POS)

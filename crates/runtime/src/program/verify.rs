@@ -69,7 +69,11 @@ pub fn resolve_links(
 ) -> Result<Vec<(&'static AttachPoint, LinkRecord)>, AttachError> {
     let phase = attach_phase(p.phase);
     let requested: Vec<&str> = if overrides.is_empty() {
-        vec![p.attach.as_str()]
+        // The name as written in the section (`cudaMalloc`), else the loader's.
+        let written = attach::split_section(&p.section)
+            .map(|(_, n)| n)
+            .filter(|n| !n.is_empty());
+        vec![written.unwrap_or(p.attach.as_str())]
     } else {
         overrides.iter().map(String::as_str).collect()
     };
