@@ -1,7 +1,7 @@
 //! The exploration engine: depth-first over all paths, with stored states for pruning,
 //! exact-repeat detection of infinite loops, and the processed-instruction budget.
 //!
-//! Every path is a [`Path`]: a state, a program point, and the last checkpoint it passed.
+//! Every path is a `Path`: a state, a program point, and the last checkpoint it passed.
 //! Checkpoints form a tree (each points to the checkpoint its path passed before); a
 //! checkpoint is *in progress* while some path below it is still being explored. In a
 //! depth-first search every in-progress checkpoint is an ancestor of the current path, so:
