@@ -508,8 +508,9 @@ fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<Strin
             }
         }
         ErrorKind::UninitReg { .. } => {
-            "the register is not set on this path; calls clobber r1-r5 (keep values in r6-r9 \
-             or on the stack)"
+            "the register is not set on this path: calls clobber r1-r5 (keep values in r6-r9 \
+             or on the stack), and bpf_ringbuf_submit/discard invalidate every copy of the \
+             record pointer"
                 .into()
         }
         ErrorKind::TooComplex { .. } | ErrorKind::TooManyBranches { .. } => {
