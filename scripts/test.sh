@@ -27,5 +27,7 @@ echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "==> cargo build (binaries the end-to-end tests run)"
+cargo build --workspace --bins --locked
 echo "==> cargo test"
 cargo test --workspace --locked

@@ -109,3 +109,28 @@ fn every_cuda_symbol_pytorch_dlsyms_resolves() {
     }
     assert!(checked >= 100, "only {checked} symbols");
 }
+
+/// Measured on the real driver (580.159.04, CUDA 13.0; `tools/gen-catalog/probes/`): for
+/// every catalog variant it knows, `cuGetProcAddress(base, version, flags)` returned exactly
+/// the symbol `variant_for_request` derives. In-repo data, always runs.
+#[test]
+fn every_variant_resolves_like_the_real_driver() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tools/gen-catalog/probes/procaddr-driver580.tsv");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut checked = 0;
+    for row in rows(&text) {
+        let [request, version, fl, export] = row[..] else {
+            panic!("bad row {row:?}");
+        };
+        let point = attach::resolve(request).unwrap_or_else(|e| panic!("{request}: {e}"));
+        let version: u32 = version.parse().unwrap();
+        let per_thread = fl.parse::<u64>().unwrap() & 2 != 0;
+        let got = point
+            .variant_for_request(version, per_thread)
+            .map(|v| v.symbol);
+        assert_eq!(got, Some(export), "{request}@{version} flags {fl}");
+        checked += 1;
+    }
+    assert!(checked >= 650, "only {checked} rows");
+}

@@ -159,13 +159,13 @@ fn worker_churn() {
         // Mostly bucket-lock traffic on few keys, some ring and registry-lock traffic.
         let k = (i % 8).to_ne_bytes();
         let _ = map.update(&k, &u64::from(i).to_ne_bytes(), BPF_ANY);
-        if i % 3 == 0 {
+        if i % 3 == 1 {
             let _ = map.delete(&k);
         }
-        if i % 16 == 0 {
+        if i % 16 == 1 {
             let _ = ring.ringbuf_output(&[7; 24]);
         }
-        if i % 64 == 0 {
+        if i % 64 == 1 {
             drop(reg.writer().unwrap());
         }
         i = i.wrapping_add(1);

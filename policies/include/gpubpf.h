@@ -160,4 +160,24 @@ struct bpf_map_def {
 /* ---- ctx structures of the attach points (generated from the catalog) -------------- */
 #include "gpubpf_ctx.h"
 
+/*
+ * Typed program definitions (the gpubpf counterpart of libbpf's BPF_PROG): the program gets
+ * `ctx` typed for the hooked function, so the call's arguments are named fields.
+ *
+ *     GPUBPF_ENTRY(cuMemAlloc, deny_big)             // SEC("cuda/cuMemAlloc")
+ *     {
+ *             return ctx->args.bytesize > (1ULL << 30) ? CUDA_ERROR_OUT_OF_MEMORY : 0;
+ *     }
+ *
+ *     GPUBPF_EXIT(cuMemAlloc, account)               // SEC("cudaret/cuMemAlloc")
+ *     {
+ *             if (ctx->hdr.result == CUDA_SUCCESS) record(ctx->out.dptr, ctx->args.bytesize);
+ *             return 0;
+ *     }
+ */
+#define GPUBPF_ENTRY(api, name)                                                \
+	SEC("cuda/" #api) int name(struct gpubpf_##api##_entry *ctx)
+#define GPUBPF_EXIT(api, name)                                                 \
+	SEC("cudaret/" #api) int name(struct gpubpf_##api##_exit *ctx)
+
 #endif /* __GPUBPF_H__ */

@@ -928,6 +928,7 @@ struct gpubpf_cuCtxSetCacheConfig_exit {
 _Static_assert(sizeof(struct gpubpf_cuCtxSetCacheConfig_entry) == 40 && sizeof(struct gpubpf_cuCtxSetCacheConfig_exit) == 40, "gpubpf ctx ABI: cuCtxSetCacheConfig");
 
 /* cuCtxSetCurrent (id 47): cuCtxSetCurrent@4000 */
+/* runtime aliases: cudaSetDevice */
 #define GPUBPF_API_cuCtxSetCurrent 47
 struct gpubpf_cuCtxSetCurrent_args {
 	__u64 ctx; /* CUcontext (handle) */
@@ -1647,7 +1648,6 @@ struct gpubpf_cuDevicePrimaryCtxReset_exit {
 _Static_assert(sizeof(struct gpubpf_cuDevicePrimaryCtxReset_entry) == 40 && sizeof(struct gpubpf_cuDevicePrimaryCtxReset_exit) == 40, "gpubpf ctx ABI: cuDevicePrimaryCtxReset");
 
 /* cuDevicePrimaryCtxRetain (id 86): cuDevicePrimaryCtxRetain@7000 */
-/* runtime aliases: cudaSetDevice */
 #define GPUBPF_API_cuDevicePrimaryCtxRetain 86
 struct gpubpf_cuDevicePrimaryCtxRetain_args {
 	__u64 pctx; /* CUcontext * (out-pointer, value in out) */
@@ -2048,12 +2048,12 @@ _Static_assert(sizeof(struct gpubpf_cuEventDestroy_entry) == 40 && sizeof(struct
 /* runtime aliases: cudaEventElapsedTime */
 #define GPUBPF_API_cuEventElapsedTime 106
 struct gpubpf_cuEventElapsedTime_args {
-	__s64 pMilliseconds; /* float * (out-pointer, value in out) */
+	__u64 pMilliseconds; /* float * (out-pointer, value in out) */
 	__u64 hStart; /* CUevent (handle) */
 	__u64 hEnd; /* CUevent (handle) */
 };
 struct gpubpf_cuEventElapsedTime_out {
-	__s64 pMilliseconds; /* *pMilliseconds (float) */
+	__u64 pMilliseconds; /* *pMilliseconds (float) */
 };
 struct gpubpf_cuEventElapsedTime_entry {
 	struct gpubpf_ctx_header hdr;
@@ -2209,7 +2209,6 @@ struct gpubpf_cuFlushGPUDirectRDMAWrites_exit {
 _Static_assert(sizeof(struct gpubpf_cuFlushGPUDirectRDMAWrites_entry) == 48 && sizeof(struct gpubpf_cuFlushGPUDirectRDMAWrites_exit) == 48, "gpubpf ctx ABI: cuFlushGPUDirectRDMAWrites");
 
 /* cuFuncGetAttribute (id 115): cuFuncGetAttribute@2020 */
-/* runtime aliases: cudaFuncGetAttributes */
 #define GPUBPF_API_cuFuncGetAttribute 115
 struct gpubpf_cuFuncGetAttribute_args {
 	__s64 pi; /* int * (out-pointer, value in out) */
@@ -3153,6 +3152,7 @@ struct gpubpf_cuGraphDebugDotPrint_exit {
 _Static_assert(sizeof(struct gpubpf_cuGraphDebugDotPrint_entry) == 56 && sizeof(struct gpubpf_cuGraphDebugDotPrint_exit) == 56, "gpubpf ctx ABI: cuGraphDebugDotPrint");
 
 /* cuGraphDestroy (id 163): cuGraphDestroy@10000 */
+/* runtime aliases: cudaGraphDestroy */
 #define GPUBPF_API_cuGraphDestroy 163
 struct gpubpf_cuGraphDestroy_args {
 	__u64 hGraph; /* CUgraph (handle) */
@@ -3289,6 +3289,7 @@ struct gpubpf_cuGraphExecChildGraphNodeSetParams_exit {
 _Static_assert(sizeof(struct gpubpf_cuGraphExecChildGraphNodeSetParams_entry) == 56 && sizeof(struct gpubpf_cuGraphExecChildGraphNodeSetParams_exit) == 56, "gpubpf ctx ABI: cuGraphExecChildGraphNodeSetParams");
 
 /* cuGraphExecDestroy (id 171): cuGraphExecDestroy@10000 */
+/* runtime aliases: cudaGraphExecDestroy */
 #define GPUBPF_API_cuGraphExecDestroy 171
 struct gpubpf_cuGraphExecDestroy_args {
 	__u64 hGraphExec; /* CUgraphExec (handle) */
@@ -4776,6 +4777,7 @@ struct gpubpf_cuIpcOpenMemHandle_exit {
 _Static_assert(sizeof(struct gpubpf_cuIpcOpenMemHandle_entry) == 56 && sizeof(struct gpubpf_cuIpcOpenMemHandle_exit) == 64, "gpubpf ctx ABI: cuIpcOpenMemHandle");
 
 /* cuKernelGetAttribute (id 252): cuKernelGetAttribute@12000 */
+/* runtime aliases: cudaFuncGetAttributes */
 #define GPUBPF_API_cuKernelGetAttribute 252
 struct gpubpf_cuKernelGetAttribute_args {
 	__s64 pi; /* int * (out-pointer, value in out) */
@@ -8155,7 +8157,7 @@ _Static_assert(sizeof(struct gpubpf_cuParamSetTexRef_entry) == 56 && sizeof(stru
 struct gpubpf_cuParamSetf_args {
 	__u64 hfunc; /* CUfunction (handle) */
 	__s64 offset; /* int (scalar) */
-	__s64 value; /* float (scalar) */
+	__u64 value; /* float (scalar) */
 };
 struct gpubpf_cuParamSetf_entry {
 	struct gpubpf_ctx_header hdr;
@@ -9303,11 +9305,11 @@ _Static_assert(sizeof(struct gpubpf_cuTexRefGetArray_entry) == 48 && sizeof(stru
 /* cuTexRefGetBorderColor (id 488): cuTexRefGetBorderColor@8000 */
 #define GPUBPF_API_cuTexRefGetBorderColor 488
 struct gpubpf_cuTexRefGetBorderColor_args {
-	__s64 pBorderColor; /* float * (out-pointer, value in out) */
+	__u64 pBorderColor; /* float * (out-pointer, value in out) */
 	__u64 hTexRef; /* CUtexref (handle) */
 };
 struct gpubpf_cuTexRefGetBorderColor_out {
-	__s64 pBorderColor; /* *pBorderColor (float) */
+	__u64 pBorderColor; /* *pBorderColor (float) */
 };
 struct gpubpf_cuTexRefGetBorderColor_entry {
 	struct gpubpf_ctx_header hdr;
@@ -9425,11 +9427,11 @@ _Static_assert(sizeof(struct gpubpf_cuTexRefGetMipmapFilterMode_entry) == 48 && 
 /* cuTexRefGetMipmapLevelBias (id 494): cuTexRefGetMipmapLevelBias@5000 */
 #define GPUBPF_API_cuTexRefGetMipmapLevelBias 494
 struct gpubpf_cuTexRefGetMipmapLevelBias_args {
-	__s64 pbias; /* float * (out-pointer, value in out) */
+	__u64 pbias; /* float * (out-pointer, value in out) */
 	__u64 hTexRef; /* CUtexref (handle) */
 };
 struct gpubpf_cuTexRefGetMipmapLevelBias_out {
-	__s64 pbias; /* *pbias (float) */
+	__u64 pbias; /* *pbias (float) */
 };
 struct gpubpf_cuTexRefGetMipmapLevelBias_entry {
 	struct gpubpf_ctx_header hdr;
@@ -9445,13 +9447,13 @@ _Static_assert(sizeof(struct gpubpf_cuTexRefGetMipmapLevelBias_entry) == 48 && s
 /* cuTexRefGetMipmapLevelClamp (id 495): cuTexRefGetMipmapLevelClamp@5000 */
 #define GPUBPF_API_cuTexRefGetMipmapLevelClamp 495
 struct gpubpf_cuTexRefGetMipmapLevelClamp_args {
-	__s64 pminMipmapLevelClamp; /* float * (out-pointer, value in out) */
-	__s64 pmaxMipmapLevelClamp; /* float * (out-pointer, value in out) */
+	__u64 pminMipmapLevelClamp; /* float * (out-pointer, value in out) */
+	__u64 pmaxMipmapLevelClamp; /* float * (out-pointer, value in out) */
 	__u64 hTexRef; /* CUtexref (handle) */
 };
 struct gpubpf_cuTexRefGetMipmapLevelClamp_out {
-	__s64 pminMipmapLevelClamp; /* *pminMipmapLevelClamp (float) */
-	__s64 pmaxMipmapLevelClamp; /* *pmaxMipmapLevelClamp (float) */
+	__u64 pminMipmapLevelClamp; /* *pminMipmapLevelClamp (float) */
+	__u64 pmaxMipmapLevelClamp; /* *pmaxMipmapLevelClamp (float) */
 };
 struct gpubpf_cuTexRefGetMipmapLevelClamp_entry {
 	struct gpubpf_ctx_header hdr;
@@ -9562,10 +9564,10 @@ _Static_assert(sizeof(struct gpubpf_cuTexRefSetArray_entry) == 56 && sizeof(stru
 #define GPUBPF_API_cuTexRefSetBorderColor 501
 struct gpubpf_cuTexRefSetBorderColor_args {
 	__u64 hTexRef; /* CUtexref (handle) */
-	__s64 pBorderColor; /* float * (out-pointer, value in out) */
+	__u64 pBorderColor; /* float * (out-pointer, value in out) */
 };
 struct gpubpf_cuTexRefSetBorderColor_out {
-	__s64 pBorderColor; /* *pBorderColor (float) */
+	__u64 pBorderColor; /* *pBorderColor (float) */
 };
 struct gpubpf_cuTexRefSetBorderColor_entry {
 	struct gpubpf_ctx_header hdr;
@@ -9663,7 +9665,7 @@ _Static_assert(sizeof(struct gpubpf_cuTexRefSetMipmapFilterMode_entry) == 48 && 
 #define GPUBPF_API_cuTexRefSetMipmapLevelBias 507
 struct gpubpf_cuTexRefSetMipmapLevelBias_args {
 	__u64 hTexRef; /* CUtexref (handle) */
-	__s64 bias; /* float (scalar) */
+	__u64 bias; /* float (scalar) */
 };
 struct gpubpf_cuTexRefSetMipmapLevelBias_entry {
 	struct gpubpf_ctx_header hdr;
@@ -9679,8 +9681,8 @@ _Static_assert(sizeof(struct gpubpf_cuTexRefSetMipmapLevelBias_entry) == 48 && s
 #define GPUBPF_API_cuTexRefSetMipmapLevelClamp 508
 struct gpubpf_cuTexRefSetMipmapLevelClamp_args {
 	__u64 hTexRef; /* CUtexref (handle) */
-	__s64 minMipmapLevelClamp; /* float (scalar) */
-	__s64 maxMipmapLevelClamp; /* float (scalar) */
+	__u64 minMipmapLevelClamp; /* float (scalar) */
+	__u64 maxMipmapLevelClamp; /* float (scalar) */
 };
 struct gpubpf_cuTexRefSetMipmapLevelClamp_entry {
 	struct gpubpf_ctx_header hdr;

@@ -85,7 +85,8 @@ BUILTIN_SCALARS = {
     "size_t": (8, False, "int"), "uint32_t": (4, False, "int"), "uint64_t": (8, False, "int"),
     "int32_t": (4, True, "int"), "int64_t": (8, True, "int"),
     "unsigned __int32": (4, False, "int"), "unsigned __int64": (8, False, "int"),
-    "float": (4, True, "float"), "double": (8, True, "float"),
+    # Floats travel as their IEEE bits, zero-extended: not "signed" in the slot sense.
+    "float": (4, False, "float"), "double": (8, False, "float"),
 }
 # Types of the graphics headers that the wheel's headers include but do not ship (GL, EGL,
 # VDPAU), and of cudaProfiler.h.
@@ -408,13 +409,16 @@ def build_functions(typedefs, declared: set[str]) -> list[Func]:
 # Writing Rust
 
 
-def previous_ids(path: Path) -> dict[str, int]:
-    if not path.exists():
-        return {}
+def previous_ids_from_text(text: str) -> dict[str, int]:
+    """API ids of an earlier generated file, to keep them stable."""
     return {
         m.group(2): int(m.group(1))
-        for m in re.finditer(r'id: (\d+),\s*name: "(\w+)"', path.read_text())
+        for m in re.finditer(r'id: (\d+),\s*name: "(\w+)"', text)
     }
+
+
+def previous_ids(path: Path) -> dict[str, int]:
+    return previous_ids_from_text(path.read_text()) if path.exists() else {}
 
 
 def rust_str(s: str) -> str:
@@ -475,7 +479,7 @@ def render(funcs: list[Func], ids: dict[str, int]) -> str:
         "use super::catalog::{GenPoint, Param, ParamClass, PerThread, Variant};\n\n"
         f"/// CUDA version of the headers this table was generated from.\n"
         f"pub const CUDA_HEADERS_VERSION: &str = {rust_str(WHEEL_VERSION)};\n\n"
-        f"/// Number of exported symbols (variants) in [`POINTS`].\n"
+        f"/// Number of exported symbols (variants) in the catalog.\n"
         f"pub const VARIANT_COUNT: usize = {nvariants};\n\n"
         + "\n".join(sig_lines)
         + "\n\n/// Every driver entry point, sorted by base name.\n"

@@ -37,6 +37,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the whole pipeline on a mock CUDA driver: build, load, enforce, replace, dump.
+    Demo(cmd::demo::Args),
     /// Compile a restricted-C policy with clang and the embedded SDK header.
     Build(cmd::build::Args),
     /// Show what the loader understood of an object file.
@@ -55,7 +57,19 @@ enum Command {
     AttachPoints(cmd::attach_points::Args),
 }
 
+/// Behave like other Unix filters when stdout is a closed pipe (`gpubpf maps dump m | head`):
+/// die quietly of SIGPIPE instead of panicking on the failed write (Rust ignores SIGPIPE by
+/// default, which turns every `println!` into a potential panic).
+fn restore_default_sigpipe() {
+    // SAFETY: called first thing in `main`, before any other thread exists; setting the
+    // disposition of SIGPIPE to its default has no other effect on Rust's runtime.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    restore_default_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -77,6 +91,7 @@ fn main() -> ExitCode {
         .init();
     let out = Output::new(cli.json || cli.pretty, cli.pretty);
     let result = match cli.command {
+        Command::Demo(a) => cmd::demo::run(a, &out),
         Command::Build(a) => cmd::build::run(a, &out),
         Command::Inspect(a) => cmd::inspect::run(a, &out),
         Command::Verify(a) => cmd::verify::run(a, &out),

@@ -4,6 +4,17 @@ use serde::Serialize;
 
 use crate::exit::CliError;
 
+/// Writes one line to stdout. A closed pipe (`gpubpf -j maps list | head`) is not an error:
+/// the reader has what it wanted, so the rest is dropped quietly.
+pub fn print_line(s: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{s}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
 /// Where and how results are printed.
 #[derive(Debug, Clone, Copy)]
 pub struct Output {
@@ -28,8 +39,7 @@ impl Output {
         } else {
             serde_json::to_string(value)?
         };
-        println!("{s}");
-        Ok(())
+        print_line(&s)
     }
 
     /// Reports an error: `{"error": …}` on stdout in JSON mode, `error: …` on stderr otherwise.

@@ -12,6 +12,7 @@
 //! - [`sdk`]: the restricted-C SDK headers, embedded, and their generation.
 
 pub mod attach;
+pub mod dispatch;
 pub mod helper_table;
 pub mod helpers;
 pub mod interp;

@@ -134,6 +134,8 @@ pub enum ErrorKind {
     },
     #[error("r0 leaks addr as return value")]
     ReturnPointer,
+    #[error("program is too complex: more than {limit} branches pending exploration")]
+    TooManyBranches { limit: usize },
     #[error("the log exceeds its limit")]
     LogOverflow,
 }
@@ -186,6 +188,7 @@ impl ErrorKind {
             ErrorKind::TooComplex { .. } => "too_complex",
             ErrorKind::ReturnValue { .. } => "return_value",
             ErrorKind::ReturnPointer => "return_pointer",
+            ErrorKind::TooManyBranches { .. } => "too_many_branches",
             ErrorKind::LogOverflow => "log_overflow",
         }
     }
@@ -235,8 +238,12 @@ pub struct Diagnostic {
 }
 
 /// Finds the line info entry that covers `pc`.
+/// Entries with line 0 (compiler-generated code) are skipped, as bpftool does.
 pub fn line_for(line_info: Option<&[LineInfo]>, pc: usize) -> Option<&LineInfo> {
-    line_info?.iter().rev().find(|l| l.pc <= pc)
+    line_info?
+        .iter()
+        .rev()
+        .find(|l| l.pc <= pc && l.line != 0 && !l.source.trim().is_empty())
 }
 
 fn line_text(l: &LineInfo) -> String {

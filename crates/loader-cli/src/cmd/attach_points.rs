@@ -166,7 +166,7 @@ fn point_json(p: &AttachPoint) -> Value {
         "aliases": aliases,
         "params": params,
         "stream_param": p.stream_param(),
-        "launch_source": p.launch_source().map(|s| format!("{s:?}").to_lowercase()),
+        "launch_source": p.launch_source().map(|s| s.as_str()),
         "ctx": { "size": p.ctx_size, "fields": fields },
         "returns": { "entry": ret(Phase::Entry), "exit": ret(Phase::Exit) },
         "c_structs": {
@@ -189,7 +189,19 @@ fn list_text(points: &[&AttachPoint]) -> String {
             .iter()
             .map(|v| format!("{}@{}", v.symbol, v.version))
             .collect();
-        let aliases: Vec<&str> = p.aliases.iter().map(|a| a.name).collect();
+        // Related aliases (the runtime call may reach this function, but resolves elsewhere)
+        // are marked with `~`.
+        let aliases: Vec<String> = p
+            .aliases
+            .iter()
+            .map(|a| {
+                if a.target == p.name {
+                    a.name.to_string()
+                } else {
+                    format!("~{}", a.name)
+                }
+            })
+            .collect();
         let _ = write!(
             s,
             "{:>4}  {:<44} {:<8} {:>4} B  {}",

@@ -60,6 +60,15 @@ pub enum Command {
         #[arg(long)]
         key: String,
     },
+    /// Ring buffers: print and consume pending records (text when printable, else hex).
+    /// The registry's `trace` ring holds `bpf_trace_printk` lines.
+    Consume {
+        /// Map name.
+        name: String,
+        /// Keep polling for new records until interrupted.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
     /// Remove every entry (arrays: zero every value; ring buffers: drop pending records).
     Clear {
         /// Map name.
@@ -208,6 +217,7 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                 .with_context(|| format!("delete from `{name}`"))?;
             done(out, "deleted")
         }
+        Command::Consume { name, follow } => consume(&reg, &name, follow, out),
         Command::Clear { name } => {
             let map = open_map(&reg, &name)?;
             map.clear().with_context(|| format!("clear of `{name}`"))?;
@@ -294,10 +304,10 @@ fn list(reg: &Registry, out: &Output) -> anyhow::Result<()> {
             "{:<24} {:<9} {:>5} {:>6} {:>9} {:>9}",
             text(&r["name"]),
             text(&r["type"]),
-            r["key_size"],
-            r["value_size"],
-            r["max_entries"],
-            r["entries"]
+            r["key_size"].as_u64().unwrap_or(0),
+            r["value_size"].as_u64().unwrap_or(0),
+            r["max_entries"].as_u64().unwrap_or(0),
+            r["entries"].as_u64().unwrap_or(0)
         );
     }
     Ok(())
@@ -382,5 +392,46 @@ fn dump(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {
         rows.len(),
         if rows.len() == 1 { "" } else { "s" }
     );
+    Ok(())
+}
+
+/// A record as text when it is printable UTF-8, else hex.
+fn record_text(r: &[u8]) -> String {
+    match std::str::from_utf8(r) {
+        Ok(s) if s.chars().all(|c| !c.is_control() || c == '\n' || c == '\t') => {
+            s.trim_end_matches('\n').to_string()
+        }
+        _ => gpubpf_runtime::maps::types::hex(r),
+    }
+}
+
+fn consume(reg: &Registry, name: &str, follow: bool, out: &Output) -> anyhow::Result<()> {
+    let map = open_map(reg, name)?;
+    if map.ringbuf_stats().is_none() {
+        bail!(
+            "map `{name}` is a {} map, not a ring buffer",
+            map.spec().map_type
+        );
+    }
+    let mut records = Vec::new();
+    loop {
+        let mut batch = Vec::new();
+        map.ringbuf_consume(|r| batch.push(record_text(r)))
+            .with_context(|| format!("consume from `{name}`"))?;
+        if out.json() {
+            records.extend(batch);
+        } else {
+            for r in &batch {
+                println!("{r}");
+            }
+        }
+        if !follow {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if out.json() {
+        out.print_json(&records)?;
+    }
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 pub mod attach_points;
 pub mod build;
+pub mod demo;
 pub mod inspect;
 pub mod load;
 pub mod maps;

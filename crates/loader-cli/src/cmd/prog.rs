@@ -1,14 +1,121 @@
-//! `gpubpf prog` (scaffold: implemented by its issue).
+//! `gpubpf prog list|show|unload`: programs recorded in the registry.
+
+use anyhow::Context as _;
+use gpubpf_runtime::registry::{ObjectRecord, Registry};
+use serde_json::json;
 
 use crate::output::Output;
 
 /// Subcommands of `gpubpf prog`.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// List.
+    /// List loaded programs with their links.
     List,
+    /// Show one loaded program: object, programs, links, maps, globals.
+    Show {
+        /// Registry name given at load time.
+        name: String,
+    },
+    /// Unload a program (its links go with it; its maps stay until `gpubpf maps rm`).
+    Unload {
+        /// Registry name given at load time.
+        name: String,
+    },
 }
 
-pub fn run(cmd: Command, _out: &Output) -> anyhow::Result<()> {
-    anyhow::bail!("`gpubpf prog {cmd:?}` is not available in this build")
+fn summary(o: &ObjectRecord) -> serde_json::Value {
+    json!({
+        "name": o.name,
+        "programs": o.programs.iter().map(|p| &p.name).collect::<Vec<_>>(),
+        "links": o.programs.iter().flat_map(|p| p.links.iter().map(move |l| json!({
+            "program": p.name,
+            "attach_point": l.attach_point,
+            "phase": l.phase,
+            "priority": l.priority,
+        }))).collect::<Vec<_>>(),
+        "maps": o.maps.iter().map(|m| &m.registry_name).collect::<Vec<_>>(),
+        "object_sha256": o.object_sha256,
+        "loaded_at_unix": o.loaded_at_unix,
+    })
+}
+
+pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
+    let reg = Registry::open_default().context("cannot open the registry")?;
+    match cmd {
+        Command::List => {
+            let snap = reg.snapshot().context("cannot read the registry")?;
+            for (name, why) in &snap.problems {
+                tracing::warn!(program = %name, "skipped: {why}");
+            }
+            if out.json() {
+                let v: Vec<_> = snap.objects.iter().map(summary).collect();
+                return out.print_json(&v);
+            }
+            println!(
+                "{:<20} {:<24} {:<28} {:>5} {:>8}",
+                "NAME", "PROGRAM", "ATTACH", "PHASE", "PRIORITY"
+            );
+            for o in &snap.objects {
+                for p in &o.programs {
+                    for l in &p.links {
+                        println!(
+                            "{:<20} {:<24} {:<28} {:>5} {:>8}",
+                            o.name,
+                            p.name,
+                            l.attach_point,
+                            l.phase.to_string(),
+                            l.priority
+                        );
+                    }
+                }
+            }
+            Ok(())
+        }
+        Command::Show { name } => {
+            let o = reg
+                .object(&name)
+                .with_context(|| format!("cannot read program `{name}`"))?;
+            if out.json() {
+                return out.print_json(&o);
+            }
+            println!(
+                "{}: sha256 {} ({} bytes)",
+                o.name, o.object_sha256, o.object_size
+            );
+            if let Some(src) = &o.source_path {
+                println!("  loaded from {src}");
+            }
+            for p in &o.programs {
+                println!(
+                    "  program {} ({}, {} insns)",
+                    p.name, p.section, p.insn_count
+                );
+                for l in &p.links {
+                    println!(
+                        "    -> {} ({}, priority {}, requested as {})",
+                        l.attach_point, l.phase, l.priority, l.requested
+                    );
+                }
+            }
+            for m in &o.maps {
+                println!("  map {} = {} ({})", m.object_name, m.registry_name, m.spec);
+            }
+            for (k, v) in &o.globals {
+                println!("  global {k} = {v}");
+            }
+            Ok(())
+        }
+        Command::Unload { name } => {
+            let o = reg
+                .writer()
+                .context("cannot lock the registry")?
+                .remove_object(&name)
+                .with_context(|| format!("cannot unload `{name}`"))?;
+            if out.json() {
+                return out.print_json(&json!({ "status": "unloaded", "name": o.name, "maps_kept": o.maps.iter().map(|m| &m.registry_name).collect::<Vec<_>>() }));
+            }
+            println!("unloaded {name}; its maps stay (remove with `gpubpf maps rm`)");
+            Ok(())
+        }
+    }
 }

@@ -1,18 +1,203 @@
-//! `gpubpf verify` (scaffold: implemented by its issue).
+//! `gpubpf verify OBJ [--prog NAME] [--attach API] [--log]`: verifies the programs of an
+//! object without loading them.
+//!
+//! Exit codes: 0 when every selected program is accepted, [`exit::VERIFIER_REJECTED`] when one
+//! is rejected (diagnostic on stderr, or as `{"error": …, "detail": …}` with `--json`),
+//! [`exit::BAD_OBJECT`] when the object cannot be read or parsed.
 
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use gpubpf_runtime::attach::{self, Phase as AttachPhase};
+use gpubpf_runtime::object::{self, Object, Phase as ObjPhase, BPF_F_RDONLY_PROG};
+use gpubpf_verifier::{
+    LineInfo, LogLevel, MapInfo, MapKind, Verifier, VerifierConfig, VerifyInput,
+};
+use serde_json::{json, Value};
+
+use crate::exit::{self, CliError};
 use crate::output::Output;
 
 /// Arguments of `gpubpf verify`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Arguments, not yet parsed.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    rest: Vec<String>,
+    /// The object file (`clang -target bpf` output).
+    pub object: PathBuf,
+    /// Verify only this program (function name).
+    #[arg(long = "prog", value_name = "NAME")]
+    pub prog: Option<String>,
+    /// Verify as if attached to this API instead of the one in the section name
+    /// (`cudaMalloc`, `cuMemAlloc`, …); the phase still comes from the section.
+    #[arg(long = "attach", value_name = "API")]
+    pub attach: Option<String>,
+    /// Print the verifier's per-instruction log (kernel style) to stderr.
+    #[arg(long = "log")]
+    pub log: bool,
+    /// Set a global before verifying, as `gpubpf load` would (`--set limit=8GiB`).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    /// Instruction budget (instructions processed over all paths).
+    #[arg(long = "budget", value_name = "N", default_value_t = 1_000_000)]
+    pub budget: u64,
 }
 
-pub fn run(args: Args, _out: &Output) -> anyhow::Result<()> {
-    anyhow::bail!(
-        "`gpubpf verify` is not available in this build (args: {:?})",
-        args.rest
-    )
+/// The verifier's view of an object's maps (same order as the object's map list, which is
+/// what `lddw` map indices refer to).
+pub fn map_infos(obj: &Object) -> Vec<MapInfo> {
+    obj.maps
+        .iter()
+        .map(|m| MapInfo {
+            name: m.name.clone(),
+            kind: match m.kind {
+                object::MapKind::Array => MapKind::Array,
+                object::MapKind::Hash => MapKind::Hash,
+                object::MapKind::LruHash => MapKind::LruHash,
+                object::MapKind::RingBuf => MapKind::Ringbuf,
+            },
+            key_size: m.key_size,
+            value_size: m.value_size,
+            max_entries: m.max_entries,
+            read_only: m.flags & BPF_F_RDONLY_PROG != 0,
+        })
+        .collect()
+}
+
+fn line_infos(p: &object::Program) -> Vec<LineInfo> {
+    p.line_info
+        .iter()
+        .map(|l| LineInfo {
+            pc: l.pc,
+            file: l.file.clone(),
+            line: l.line,
+            column: l.column,
+            source: l.source.clone(),
+        })
+        .collect()
+}
+
+fn phase(p: ObjPhase) -> AttachPhase {
+    match p {
+        ObjPhase::Entry => AttachPhase::Entry,
+        ObjPhase::Exit => AttachPhase::Exit,
+    }
+}
+
+pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
+    let mut obj = crate::cmd::inspect::load_object(&args.object)?;
+    obj.apply_sets(&args.set)
+        .with_context(|| format!("`{}`: --set", args.object.display()))?;
+    let maps = map_infos(&obj);
+    let selected: Vec<&object::Program> = obj
+        .programs
+        .iter()
+        .filter(|p| args.prog.as_ref().is_none_or(|n| &p.name == n))
+        .collect();
+    if selected.is_empty() {
+        let names: Vec<&str> = obj.programs.iter().map(|p| p.name.as_str()).collect();
+        anyhow::bail!(match &args.prog {
+            Some(n) => format!(
+                "`{}` has no program named `{n}` (programs: {})",
+                args.object.display(),
+                names.join(", ")
+            ),
+            None => format!("`{}` contains no programs", args.object.display()),
+        });
+    }
+    let config = VerifierConfig {
+        budget: args.budget,
+        log_level: if args.log {
+            LogLevel::Verbose
+        } else {
+            LogLevel::Off
+        },
+        ..VerifierConfig::default()
+    };
+    let verifier = Verifier::new(&config);
+    let mut reports = Vec::new();
+    let mut rejected: Vec<String> = Vec::new();
+    let mut text = String::new();
+    for p in selected {
+        let name = args.attach.as_deref().unwrap_or(&p.attach);
+        let point = attach::resolve(name)
+            .with_context(|| format!("program `{}`: attach point `{name}`", p.name))?;
+        let pctx = point.program_context(phase(p.phase));
+        let lines = line_infos(p);
+        let input = VerifyInput {
+            insns: &p.insns,
+            maps: &maps,
+            ctx: &pctx,
+            line_info: (!lines.is_empty()).then_some(lines.as_slice()),
+        };
+        match verifier.verify(&input) {
+            Ok(stats) => {
+                if args.log && !out.json() {
+                    eprint!("{}", stats.log);
+                }
+                text.push_str(&format!(
+                    "{}: accepted ({}; {} insns, {} processed, {} states, {:.3} ms)\n",
+                    p.name,
+                    pctx.description,
+                    p.insns.len(),
+                    stats.insns_processed,
+                    stats.states_stored,
+                    stats.duration.as_secs_f64() * 1e3
+                ));
+                reports.push(json!({
+                    "name": p.name,
+                    "section": p.section,
+                    "attach": pctx.description,
+                    "accepted": true,
+                    "stats": stats_json(&stats),
+                }));
+            }
+            Err(e) => {
+                if args.log && !out.json() {
+                    eprint!("{}", e.log);
+                }
+                text.push_str(&format!(
+                    "{}: rejected ({})\n{}",
+                    p.name,
+                    pctx.description,
+                    e.render()
+                ));
+                rejected.push(p.name.clone());
+                reports.push(json!({
+                    "name": p.name,
+                    "section": p.section,
+                    "attach": pctx.description,
+                    "accepted": false,
+                    "error": e.diagnostic(),
+                    "stats": stats_json(&e.stats),
+                }));
+            }
+        }
+    }
+    let report = json!({ "object": args.object.display().to_string(), "programs": reports });
+    if rejected.is_empty() {
+        if out.json() {
+            return out.print_json(&report);
+        }
+        print!("{text}");
+        return Ok(());
+    }
+    if !out.json() {
+        eprint!("{text}");
+    }
+    Err(CliError {
+        code: exit::VERIFIER_REJECTED,
+        message: format!("verifier rejected {}", rejected.join(", ")),
+        json: Some(report),
+    }
+    .into())
+}
+
+fn stats_json(s: &gpubpf_verifier::VerifyStats) -> Value {
+    json!({
+        "insns_processed": s.insns_processed,
+        "states_stored": s.states_stored,
+        "peak_states": s.peak_states,
+        "states_pruned": s.states_pruned,
+        "stack_depth": s.stack_depth,
+        "time_ms": s.duration.as_secs_f64() * 1e3,
+    })
 }

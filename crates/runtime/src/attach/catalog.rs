@@ -106,8 +106,10 @@ pub(crate) struct GenPoint {
 }
 
 /// A hookable driver entry point: everything the verifier, the loader, the CLI, the SDK
-/// header and the shim need to know about it.
+/// header and the shim need to know about it. Only the catalog constructs these (so that
+/// `current` is always a valid index and `fields` match the ABI).
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct AttachPoint {
     /// Stable API id (`hdr.api_id` in the ctx, `GPUBPF_API_<name>` in C).
     pub id: u32,
@@ -131,7 +133,8 @@ pub struct AttachPoint {
 impl AttachPoint {
     /// The current variant (defines the argument slots).
     pub fn current_variant(&self) -> &'static Variant {
-        // `current` is computed by `build` as a valid index of a non-empty slice.
+        // `current` is computed by `build` as a valid index of the generated, non-empty
+        // variant slice (checked by the unit tests), and the struct is `non_exhaustive`.
         &self.variants[self.current]
     }
 

@@ -66,6 +66,16 @@ pub enum LaunchSource {
     Config,
 }
 
+impl LaunchSource {
+    /// `"args"` or `"config"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaunchSource::Args => "args",
+            LaunchSource::Config => "config",
+        }
+    }
+}
+
 /// Enrichment of one attach point.
 #[derive(Debug)]
 pub struct Enrichment {

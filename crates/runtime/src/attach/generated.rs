@@ -9,7 +9,7 @@ use super::catalog::{GenPoint, Param, ParamClass, PerThread, Variant};
 /// CUDA version of the headers this table was generated from.
 pub const CUDA_HEADERS_VERSION: &str = "13.5.37";
 
-/// Number of exported symbols (variants) in [`POINTS`].
+/// Number of exported symbols (variants) in the catalog.
 pub const VARIANT_COUNT: usize = 723;
 
 const SIG_0: &[Param] = &[
@@ -443,7 +443,7 @@ const SIG_99: &[Param] = &[
     Param { name: "hEvent", c_type: "CUevent", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_100: &[Param] = &[
-    Param { name: "pMilliseconds", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: true },
+    Param { name: "pMilliseconds", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: false },
     Param { name: "hStart", c_type: "CUevent", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "hEnd", c_type: "CUevent", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
@@ -2294,7 +2294,7 @@ const SIG_448: &[Param] = &[
 const SIG_449: &[Param] = &[
     Param { name: "hfunc", c_type: "CUfunction", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "offset", c_type: "int", class: ParamClass::Scalar, value_size: 4, signed: true },
-    Param { name: "value", c_type: "float", class: ParamClass::Scalar, value_size: 4, signed: true },
+    Param { name: "value", c_type: "float", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_450: &[Param] = &[
     Param { name: "hfunc", c_type: "CUfunction", class: ParamClass::Handle, value_size: 8, signed: false },
@@ -2638,7 +2638,7 @@ const SIG_512: &[Param] = &[
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_513: &[Param] = &[
-    Param { name: "pBorderColor", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: true },
+    Param { name: "pBorderColor", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: false },
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_514: &[Param] = &[
@@ -2659,12 +2659,12 @@ const SIG_517: &[Param] = &[
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_518: &[Param] = &[
-    Param { name: "pbias", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: true },
+    Param { name: "pbias", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: false },
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_519: &[Param] = &[
-    Param { name: "pminMipmapLevelClamp", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: true },
-    Param { name: "pmaxMipmapLevelClamp", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: true },
+    Param { name: "pminMipmapLevelClamp", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "pmaxMipmapLevelClamp", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: false },
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_520: &[Param] = &[
@@ -2707,7 +2707,7 @@ const SIG_526: &[Param] = &[
 ];
 const SIG_527: &[Param] = &[
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
-    Param { name: "pBorderColor", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: true },
+    Param { name: "pBorderColor", c_type: "float *", class: ParamClass::OutPointer, value_size: 4, signed: false },
 ];
 const SIG_528: &[Param] = &[
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
@@ -2728,12 +2728,12 @@ const SIG_531: &[Param] = &[
 ];
 const SIG_532: &[Param] = &[
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
-    Param { name: "bias", c_type: "float", class: ParamClass::Scalar, value_size: 4, signed: true },
+    Param { name: "bias", c_type: "float", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_533: &[Param] = &[
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
-    Param { name: "minMipmapLevelClamp", c_type: "float", class: ParamClass::Scalar, value_size: 4, signed: true },
-    Param { name: "maxMipmapLevelClamp", c_type: "float", class: ParamClass::Scalar, value_size: 4, signed: true },
+    Param { name: "minMipmapLevelClamp", c_type: "float", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "maxMipmapLevelClamp", c_type: "float", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_534: &[Param] = &[
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },

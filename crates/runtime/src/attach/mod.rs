@@ -77,6 +77,20 @@ impl Phase {
     }
 }
 
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The verifier's view of a program in `section` (`cuda/<name>` or `cudaret/<name>`):
+/// shorthand for [`parse_section`] then [`AttachPoint::program_context`].
+pub fn program_context_for_section(
+    section: &str,
+) -> Result<gpubpf_verifier::ctx::ProgramContext, AttachError> {
+    parse_section(section).map(|(point, phase)| point.program_context(phase))
+}
+
 /// Errors of attach-point resolution.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AttachError {

@@ -105,7 +105,7 @@ pub fn parse_section(section: &str) -> Result<(&'static AttachPoint, Phase), Att
 }
 
 /// The known name closest to `name`: a case-insensitive exact match, else the smallest edit
-/// distance within a third of the length (at least 2), else the shortest name containing
+/// distance within a third of the length (at least 2, at most 5), else the shortest name containing
 /// it (case-insensitively, for queries of 4+ characters).
 pub(crate) fn suggest(name: &str) -> Option<String> {
     let c = catalog();
@@ -114,10 +114,11 @@ pub(crate) fn suggest(name: &str) -> Option<String> {
     if let Some(exact) = candidates().find(|k| k.eq_ignore_ascii_case(name)) {
         return Some(exact.to_string());
     }
-    let limit = (wanted.chars().count() / 3).max(2);
+    let limit = (wanted.chars().count() / 3).clamp(2, 5);
     let best = candidates()
-        .map(|k| (edit_distance(&wanted, &k.to_ascii_lowercase()), k))
-        .filter(|(d, _)| *d <= limit)
+        // The distance is at least the length difference: skip hopeless candidates.
+        .filter(|k| k.len().abs_diff(wanted.len()) <= limit)
+        .filter_map(|k| Some((edit_distance(&wanted, &k.to_ascii_lowercase(), limit)?, k)))
         .min_by(|a, b| {
             a.0.cmp(&b.0)
                 .then(a.1.len().cmp(&b.1.len()))
@@ -135,8 +136,9 @@ pub(crate) fn suggest(name: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Levenshtein distance over bytes (names are ASCII identifiers).
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Levenshtein distance over bytes (names are ASCII identifiers), `None` when it exceeds
+/// `limit` (stops as soon as a whole row exceeds it).
+fn edit_distance(a: &str, b: &str, limit: usize) -> Option<usize> {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     let mut cur = vec![0; b.len() + 1];
@@ -147,8 +149,11 @@ fn edit_distance(a: &str, b: &str) -> usize {
             cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
         }
         std::mem::swap(&mut prev, &mut cur);
+        if prev.iter().all(|&d| d > limit) {
+            return None;
+        }
     }
-    prev[b.len()]
+    prev.last().copied().filter(|&d| d <= limit)
 }
 
 #[cfg(test)]
@@ -157,11 +162,14 @@ mod tests {
 
     #[test]
     fn edit_distance_basics() {
-        assert_eq!(edit_distance("", ""), 0);
-        assert_eq!(edit_distance("abc", "abc"), 0);
-        assert_eq!(edit_distance("abc", "abd"), 1);
-        assert_eq!(edit_distance("abc", ""), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "", 9), Some(0));
+        assert_eq!(edit_distance("abc", "abc", 9), Some(0));
+        assert_eq!(edit_distance("abc", "abd", 9), Some(1));
+        assert_eq!(edit_distance("abc", "", 9), Some(3));
+        assert_eq!(edit_distance("kitten", "sitting", 9), Some(3));
+        assert_eq!(edit_distance("kitten", "sitting", 3), Some(3));
+        assert_eq!(edit_distance("kitten", "sitting", 2), None);
+        assert_eq!(edit_distance("abcdef", "uvwxyz", 2), None);
     }
 
     #[test]

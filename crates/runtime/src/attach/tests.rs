@@ -17,6 +17,10 @@ fn field<'a>(p: &'a AttachPoint, name: &str) -> &'a CtxFieldInfo {
 fn catalog_is_large_and_consistent() {
     let points = all();
     assert!(points.len() >= 400, "{} points", points.len());
+    assert_eq!(
+        points.iter().map(|p| p.variants.len()).sum::<usize>(),
+        generated::VARIANT_COUNT
+    );
     let mut ids = HashSet::new();
     let mut symbols = HashSet::new();
     for p in points {
@@ -268,4 +272,64 @@ fn proc_address_requests_pick_the_right_symbol() {
             .variant_for_request(10000, false),
         None
     );
+}
+
+#[test]
+fn program_context_for_sections() {
+    let pc = program_context_for_section("cudaret/cudaMalloc").unwrap();
+    assert_eq!(pc.description, "cudaret/cuMemAlloc (exit)");
+    assert_eq!(pc.ctx.size, 56);
+    assert!(matches!(
+        program_context_for_section("xdp/foo"),
+        Err(AttachError::BadSection { .. })
+    ));
+    assert_eq!(Phase::Exit.to_string(), "exit");
+    assert_eq!(Phase::Entry.ctx_value(), abi::PHASE_ENTRY);
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Arbitrary names and sections never panic; what resolves is a known name.
+        #[test]
+        fn resolution_is_total(name in "[ -~]{0,40}") {
+            match resolve(&name) {
+                Ok(p) => prop_assert!(
+                    p.name == name
+                        || p.variants.iter().any(|v| v.symbol == name)
+                        || p.aliases.iter().any(|a| a.name == name)
+                ),
+                Err(AttachError::UnknownName { suggestion, .. }) => {
+                    if let Some(s) = suggestion {
+                        prop_assert!(resolve(&s).is_ok());
+                    }
+                }
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+            let _ = parse_section(&format!("cuda/{name}"));
+            let _ = parse_section(&name);
+        }
+
+        /// Near-misses of real names get a suggestion.
+        #[test]
+        fn typos_get_suggestions(index in 0usize..516, cut in 0usize..64) {
+            let points = all();
+            let p = &points[index % points.len()];
+            let mut typo: Vec<char> = p.name.chars().collect();
+            let at = cut % typo.len();
+            typo.remove(at);
+            let typo: String = typo.into_iter().collect();
+            match resolve(&typo) {
+                Ok(_) => {} // removing a character can yield another real name
+                Err(AttachError::UnknownName { suggestion, .. }) => {
+                    prop_assert!(suggestion.is_some(), "no suggestion for {typo}");
+                }
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+    }
 }

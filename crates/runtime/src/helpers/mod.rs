@@ -62,6 +62,12 @@ pub fn missing_implementations() -> Vec<i32> {
         .collect()
 }
 
+/// The calling process's pid, without a system call (cached per thread, refreshed after
+/// `fork`).
+pub fn current_pid() -> u32 {
+    (misc::get_current_pid_tgid(0, 0, 0, 0, 0) >> 32) as u32
+}
+
 /// A negative errno as helpers return it in `r0`.
 pub(crate) fn neg_errno(e: i32) -> u64 {
     (-i64::from(e)) as u64

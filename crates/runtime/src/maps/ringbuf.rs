@@ -113,7 +113,7 @@ impl RingBuf {
             self.word(DROPPED).fetch_add(1, Ordering::Relaxed);
             return Err(MapError::RingFull);
         }
-        let pid = u64::from(std::process::id());
+        let pid = u64::from(crate::helpers::current_pid());
         self.header(p)
             .store(len | BUSY | (pid << 32), Ordering::Release);
         self.word(PRODUCER_POS)
@@ -161,6 +161,15 @@ impl RingBuf {
         let _g = self.lock_at(CONSUMER_LOCK)?;
         let mut c = self.word(CONSUMER_POS).load(Ordering::Relaxed);
         let p = self.word(PRODUCER_POS).load(Ordering::Acquire);
+        if p < c || p - c > self.size {
+            return Err(MapError::Corrupt {
+                path: self.name.clone().into(),
+                reason: format!(
+                    "ring positions: producer {p}, consumer {c}, size {}",
+                    self.size
+                ),
+            });
+        }
         let mut n = 0;
         while c < p {
             let h = self.header(c).load(Ordering::Acquire);

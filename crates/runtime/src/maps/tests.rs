@@ -213,3 +213,134 @@ fn create_refuses_existing_and_open_detects_corruption() {
     std::fs::write(&p, &orig).unwrap();
     Map::open(&p).unwrap();
 }
+
+mod model {
+    //! Random operation sequences against `std::collections::HashMap` with Linux's rules.
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap as StdMap;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Update(u16, u64, u64),
+        Delete(u16),
+        Lookup(u16),
+        Clear,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0u16..48, any::<u64>(), 0u64..4).prop_map(|(k, v, f)| Op::Update(k, v, f)),
+            3 => (0u16..48).prop_map(Op::Delete),
+            3 => (0u16..48).prop_map(Op::Lookup),
+            1 => Just(Op::Clear),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+        #[test]
+        fn hash_matches_model(ops in proptest::collection::vec(op(), 1..200)) {
+            let d = tempfile::tempdir().unwrap();
+            let m = make(&d, "m", spec(MapType::Hash, 2, 8, 32));
+            let mut model: StdMap<u16, u64> = StdMap::new();
+            for op in ops {
+                match op {
+                    Op::Update(k, v, f) => {
+                        let exists = model.contains_key(&k);
+                        let want = if f > BPF_EXIST {
+                            Err(libc::EINVAL)
+                        } else if f == BPF_NOEXIST && exists {
+                            Err(libc::EEXIST)
+                        } else if f == BPF_EXIST && !exists {
+                            Err(libc::ENOENT)
+                        } else if !exists && model.len() == 32 {
+                            Err(libc::E2BIG)
+                        } else {
+                            Ok(())
+                        };
+                        let got = m.update(&k.to_ne_bytes(), &v.to_ne_bytes(), f).map_err(|e| e.errno());
+                        prop_assert_eq!(got, want);
+                        if want.is_ok() {
+                            model.insert(k, v);
+                        }
+                    }
+                    Op::Delete(k) => {
+                        let got = m.delete(&k.to_ne_bytes()).map_err(|e| e.errno());
+                        let want = model.remove(&k).map(|_| ()).ok_or(libc::ENOENT);
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Lookup(k) => {
+                        let got = m.lookup(&k.to_ne_bytes()).unwrap();
+                        prop_assert_eq!(got, model.get(&k).map(|v| v.to_ne_bytes().to_vec()));
+                    }
+                    Op::Clear => {
+                        m.clear().unwrap();
+                        model.clear();
+                    }
+                }
+                prop_assert_eq!(m.len(), model.len() as u64);
+            }
+            let mut got: Vec<(Vec<u8>, Vec<u8>)> =
+                m.entries().unwrap().into_iter().map(|e| (e.key, e.value)).collect();
+            got.sort();
+            let mut want: Vec<(Vec<u8>, Vec<u8>)> = model
+                .iter()
+                .map(|(k, v)| (k.to_ne_bytes().to_vec(), v.to_ne_bytes().to_vec()))
+                .collect();
+            want.sort();
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+        #[test]
+        fn lru_matches_model(ops in proptest::collection::vec(op(), 1..200)) {
+            let d = tempfile::tempdir().unwrap();
+            let m = make(&d, "l", spec(MapType::LruHash, 2, 8, 8));
+            // key -> (value, last use)
+            let mut model: StdMap<u16, (u64, u64)> = StdMap::new();
+            let mut clock = 0u64;
+            for op in ops {
+                clock += 1;
+                match op {
+                    Op::Update(k, v, f) => {
+                        let f = f.min(BPF_EXIST);
+                        let exists = model.contains_key(&k);
+                        let got = m.update(&k.to_ne_bytes(), &v.to_ne_bytes(), f).map_err(|e| e.errno());
+                        if f == BPF_NOEXIST && exists {
+                            prop_assert_eq!(got, Err(libc::EEXIST));
+                        } else if f == BPF_EXIST && !exists {
+                            prop_assert_eq!(got, Err(libc::ENOENT));
+                        } else {
+                            prop_assert_eq!(got, Ok(()));
+                            if !exists && model.len() == 8 {
+                                let oldest = *model.iter().min_by_key(|(_, (_, t))| *t).unwrap().0;
+                                model.remove(&oldest);
+                            }
+                            model.insert(k, (v, clock));
+                        }
+                    }
+                    Op::Delete(k) => {
+                        let got = m.delete(&k.to_ne_bytes()).map_err(|e| e.errno());
+                        prop_assert_eq!(got, model.remove(&k).map(|_| ()).ok_or(libc::ENOENT));
+                    }
+                    Op::Lookup(k) => {
+                        let got = m.lookup(&k.to_ne_bytes()).unwrap();
+                        let want = model.get_mut(&k).map(|e| {
+                            e.1 = clock;
+                            e.0.to_ne_bytes().to_vec()
+                        });
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Clear => {
+                        m.clear().unwrap();
+                        model.clear();
+                    }
+                }
+                prop_assert_eq!(m.len(), model.len() as u64);
+            }
+        }
+    }
+}

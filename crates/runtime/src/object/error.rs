@@ -23,6 +23,8 @@ pub enum ObjectError {
     BadSectionData { section: String, reason: String },
     #[error("unknown program section `{section}`: accepted forms are {accepted}", accepted = ACCEPTED_PROGRAM_SECTIONS)]
     UnknownProgramSection { section: String },
+    #[error("section `{section}`: {reason}")]
+    UnknownAttachPoint { section: String, reason: String },
     #[error("section `{section}`: size {size} is not a multiple of 8 bytes")]
     CodeSize { section: String, size: u64 },
     #[error("symbol table: {reason}")]

@@ -7,6 +7,9 @@ use super::error::ObjectError;
 use super::reader::u32_at;
 use super::section::{DataKind, SectionKind};
 
+/// Largest global-data section accepted (its bytes are copied into the map definition).
+pub const MAX_GLOBAL_DATA: u64 = 256 << 20;
+
 /// `BPF_F_RDONLY_PROG`: programs may only read the map.
 pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
 /// `BPF_F_MMAPABLE`: the map's memory is mapped by user space.
@@ -184,10 +187,15 @@ fn global_map(
     if size == 0 {
         return Ok(None);
     }
-    let value_size = u32::try_from(size).map_err(|_| ObjectError::BadSectionData {
-        section: name.clone(),
-        reason: format!("size {size} is too large for a global-data map"),
-    })?;
+    let value_size = u32::try_from(size)
+        .ok()
+        .filter(|_| size <= MAX_GLOBAL_DATA)
+        .ok_or_else(|| ObjectError::BadSectionData {
+            section: name.clone(),
+            reason: format!(
+                "size {size} exceeds the {MAX_GLOBAL_DATA}-byte limit of a global-data map"
+            ),
+        })?;
     let initial = match kind {
         DataKind::Bss => vec![0u8; value_size as usize],
         DataKind::Rodata | DataKind::Data => {

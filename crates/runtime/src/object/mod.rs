@@ -50,7 +50,9 @@ mod value;
 
 pub use error::{GlobalError, ObjectError, ACCEPTED_PROGRAM_SECTIONS};
 pub use globals::{render_value, Global};
-pub use maps::{BtfTypeRef, MapDef, MapKind, MapOrigin, BPF_F_MMAPABLE, BPF_F_RDONLY_PROG};
+pub use maps::{
+    BtfTypeRef, MapDef, MapKind, MapOrigin, BPF_F_MMAPABLE, BPF_F_RDONLY_PROG, MAX_GLOBAL_DATA,
+};
 pub use program::{LineInfo, Program, Subprogram};
 pub use section::{DataKind, Phase, ProgramSection, SectionKind};
 

@@ -18,7 +18,8 @@ const R_BPF_64_64: u32 = 1;
 /// `R_BPF_64_32`: the 32-bit immediate of a call.
 const R_BPF_64_32: u32 = 10;
 
-/// A source position of one instruction (from `.BTF.ext` line info).
+/// A source position of one instruction (from `.BTF.ext` line info; records with line 0,
+/// which mark compiler-generated code, are dropped).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LineInfo {
     /// Instruction index in [`Program::insns`].
@@ -47,8 +48,12 @@ pub struct Program {
     pub name: String,
     /// ELF section (`cuda/cuMemAlloc`).
     pub section: String,
-    /// The API named by the section, as written (`cuMemAlloc`, `cudaMalloc`, …).
+    /// The attach point: the driver function the section names, resolved through the
+    /// catalog (`cuMemAlloc` for `cuda/cuMemAlloc`, `cuda/cudaMalloc` and
+    /// `cuda/cuMemAlloc_v2`).
     pub attach: String,
+    /// The attach point's catalog id (`hdr.api_id`).
+    pub attach_id: u32,
     pub phase: Phase,
     /// Slots: the entry function first, then [`Program::subprograms`]. Map references are
     /// `lddw` with `LddwKind::MapIdx`/`MapIdxValue`, calls are `CallTarget::Local`.
@@ -177,7 +182,8 @@ pub(crate) fn link_programs(
             let mut p = linker.link(idx, fi)?;
             p.name = f.name.clone();
             p.section = c.name.clone();
-            p.attach = ps.api.clone();
+            p.attach = ps.attach.clone();
+            p.attach_id = ps.attach_id;
             p.phase = ps.phase;
             programs.push(p);
         }
@@ -373,7 +379,11 @@ impl Linker<'_, '_> {
                             section: c.name.clone(),
                             offset,
                             r_type: r.r_type,
-                            what: format!(" on an instruction with opcode {:#04x}", insn.opc),
+                            what: format!(
+                                " ({}) on an instruction with opcode {:#04x}",
+                                reloc_name(r.r_type),
+                                insn.opc
+                            ),
                         });
                     }
                 }
@@ -515,7 +525,9 @@ impl Linker<'_, '_> {
                 let f = &c.funcs[p.func];
                 for rec in ext.lines_of(&c.name) {
                     let slot = (rec.insn_off / 8) as usize;
-                    if rec.insn_off % 8 == 0 && slot >= f.start && slot < f.start + f.len {
+                    // Line 0 marks compiler-generated code: no source position.
+                    let inside = slot >= f.start && slot < f.start + f.len;
+                    if rec.insn_off % 8 == 0 && rec.line != 0 && inside {
                         line_info.push(LineInfo {
                             pc: p.base + slot - f.start,
                             file: rec.file.clone(),
@@ -532,12 +544,26 @@ impl Linker<'_, '_> {
             name: String::new(),
             section: String::new(),
             attach: String::new(),
+            attach_id: 0,
             phase: Phase::Entry,
             insns,
             entry_len,
             subprograms,
             line_info,
         })
+    }
+}
+
+/// The name of a BPF ELF relocation type.
+fn reloc_name(r_type: u32) -> &'static str {
+    match r_type {
+        0 => "R_BPF_NONE",
+        R_BPF_64_64 => "R_BPF_64_64",
+        2 => "R_BPF_64_ABS64",
+        3 => "R_BPF_64_ABS32",
+        4 => "R_BPF_64_NODYLD32",
+        R_BPF_64_32 => "R_BPF_64_32",
+        _ => "unknown",
     }
 }
 

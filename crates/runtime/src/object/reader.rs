@@ -52,6 +52,6 @@ mod tests {
         assert_eq!(cstr_at(&d, 4).as_deref(), Some("a"));
         assert_eq!(cstr_at(&d, 5).as_deref(), Some(""));
         assert_eq!(cstr_at(&d, 6), None);
-        assert_eq!(cstr_at(&[b'x'], 0), None);
+        assert_eq!(cstr_at(b"x", 0), None);
     }
 }

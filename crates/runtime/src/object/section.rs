@@ -6,42 +6,19 @@ use std::str::FromStr;
 
 use super::error::ObjectError;
 
-/// When a program runs relative to the hooked driver call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    /// Before the call (`cuda/<api>`); the return value is the verdict.
-    Entry,
-    /// After the call (`cudaret/<api>`).
-    Exit,
-}
+pub use crate::attach::Phase;
 
-impl Phase {
-    /// The section prefix of this phase (`cuda` or `cudaret`).
-    pub const fn section_prefix(self) -> &'static str {
-        match self {
-            Phase::Entry => "cuda",
-            Phase::Exit => "cudaret",
-        }
-    }
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Phase::Entry => "entry",
-            Phase::Exit => "exit",
-        })
-    }
-}
-
-/// A parsed program section name.
+/// A parsed program section name, resolved against the attach-point catalog.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ProgramSection {
     /// Entry or exit.
     pub phase: Phase,
-    /// The API as written after the prefix (e.g. `cuMemAlloc`, `cudaMalloc`).
+    /// The API as written after the prefix (e.g. `cuMemAlloc`, `cudaMalloc`, `cuMemAlloc_v2`).
     pub api: String,
+    /// The attach point's driver base name (`cuMemAlloc` for all three above).
+    pub attach: String,
+    /// The attach point's catalog id (`hdr.api_id`).
+    pub attach_id: u32,
 }
 
 impl FromStr for ProgramSection {
@@ -63,16 +40,22 @@ impl FromStr for ProgramSection {
         if !ident {
             return Err(bad());
         }
+        let point = crate::attach::resolve(api).map_err(|e| ObjectError::UnknownAttachPoint {
+            section: s.to_string(),
+            reason: e.to_string(),
+        })?;
         Ok(ProgramSection {
             phase,
             api: api.to_string(),
+            attach: point.name.to_string(),
+            attach_id: point.id,
         })
     }
 }
 
 impl fmt::Display for ProgramSection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.phase.section_prefix(), self.api)
+        write!(f, "{}{}", self.phase.section_prefix(), self.api)
     }
 }
 
@@ -158,20 +141,28 @@ mod tests {
     #[test]
     fn classify_table() {
         let ok = |n: &str, x: bool, t: u32| SectionKind::classify(n, x, t).unwrap();
+        let SectionKind::Program(entry) = ok("cuda/cuMemAlloc", true, SHT_PROGBITS) else {
+            panic!("not a program")
+        };
         assert_eq!(
-            ok("cuda/cuMemAlloc", true, SHT_PROGBITS),
-            SectionKind::Program(ProgramSection {
-                phase: Phase::Entry,
-                api: "cuMemAlloc".into()
-            })
+            (entry.phase, entry.api.as_str()),
+            (Phase::Entry, "cuMemAlloc")
         );
-        assert_eq!(
-            ok("cudaret/cudaMalloc", true, SHT_PROGBITS),
-            SectionKind::Program(ProgramSection {
-                phase: Phase::Exit,
-                api: "cudaMalloc".into()
-            })
-        );
+        assert_eq!(entry.attach, "cuMemAlloc");
+        // Runtime aliases and exported symbols resolve to the driver function.
+        for (sec, api) in [
+            ("cudaret/cudaMalloc", "cudaMalloc"),
+            ("cudaret/cuMemAlloc_v2", "cuMemAlloc_v2"),
+        ] {
+            let SectionKind::Program(p) = ok(sec, true, SHT_PROGBITS) else {
+                panic!("not a program")
+            };
+            assert_eq!((p.phase, p.api.as_str()), (Phase::Exit, api));
+            assert_eq!(
+                (p.attach.as_str(), p.attach_id),
+                ("cuMemAlloc", entry.attach_id)
+            );
+        }
         assert_eq!(ok(".text", true, SHT_PROGBITS), SectionKind::Text);
         assert_eq!(
             ok(".rodata.str1.1", false, SHT_PROGBITS),
@@ -217,6 +208,14 @@ mod tests {
     fn program_section_round_trips() {
         let p: ProgramSection = "cudaret/cuLaunchKernel".parse().unwrap();
         assert_eq!(p.to_string(), "cudaret/cuLaunchKernel");
-        assert_eq!(p.phase.to_string(), "exit");
+        assert_eq!(p.phase.as_str(), "exit");
+    }
+
+    #[test]
+    fn unknown_api_gets_a_suggestion() {
+        let e = SectionKind::classify("cuda/cuMemAloc", true, SHT_PROGBITS).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("section `cuda/cuMemAloc`"), "{msg}");
+        assert!(msg.contains("did you mean `cuMemAlloc`"), "{msg}");
     }
 }

@@ -241,7 +241,7 @@ mod tests {
             ("18446744073709551615", u64::MAX as i128),
         ];
         for (text, want) in cases {
-            assert_eq!(parse_scalar(&text, &u64t), Ok(*want), "{text}");
+            assert_eq!(parse_scalar(text, &u64t), Ok(*want), "{text}");
         }
     }
 

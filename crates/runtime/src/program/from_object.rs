@@ -30,6 +30,22 @@ pub fn map_defs(obj: &Object) -> Vec<MapDef> {
                 r.as_ref()
                     .and_then(|t| btf.and_then(|b| type_desc(b, t.id, 0)))
             };
+            let mut key_type = resolve(&m.key_type);
+            let mut value_type = resolve(&m.value_type);
+            if m.kind == MapKind::Array && key_type.is_none() {
+                // Array keys are always a u32 index.
+                key_type = Some(TypeDesc::Int {
+                    name: "__u32".into(),
+                    size: 4,
+                    signed: false,
+                });
+            }
+            // clang leaves DATASEC sizes 0 (libbpf fixes them up from the section size).
+            if let Some(TypeDesc::Struct { size, .. }) = &mut value_type {
+                if *size == 0 && m.is_global() {
+                    *size = m.value_size;
+                }
+            }
             MapDef {
                 name: m.name.clone(),
                 spec: MapSpec {
@@ -41,8 +57,8 @@ pub fn map_defs(obj: &Object) -> Vec<MapDef> {
                 },
                 meta: MapMeta {
                     name: m.name.clone(),
-                    key_type: resolve(&m.key_type),
-                    value_type: resolve(&m.value_type),
+                    key_type,
+                    value_type,
                     global_section: m.is_global().then(|| m.name.clone()),
                 },
                 initial: m.initial.clone(),

@@ -12,7 +12,9 @@
 mod bind;
 mod from_object;
 mod prepare;
+mod verify;
 
 pub use bind::{bind_maps, global_map_name, BindError, BoundMap, MapDef};
 pub use from_object::{map_defs, map_type, type_desc};
 pub use prepare::{prepare, PrepareError, PreparedProgram};
+pub use verify::{attach_phase, line_infos, map_infos, record_phase, resolve_links, verify_at};

@@ -31,6 +31,11 @@ pub use record::{
 use crate::maps::lock::SharedMutexGuard;
 use crate::maps::{Map, MapError, MapMeta, MapSpec};
 
+/// Name of the trace ring map.
+pub const TRACE_RING: &str = "trace";
+/// Size of the trace ring in bytes.
+pub const TRACE_RING_SIZE: u32 = 256 * 1024;
+
 /// Errors of the registry.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
@@ -286,6 +291,34 @@ impl Registry {
             return Err(RegistryError::HashMismatch { name: name.into() });
         }
         Ok(bytes)
+    }
+
+    /// The registry's trace ring (map `trace`, a ring buffer of [`TRACE_RING_SIZE`] bytes
+    /// that `bpf_trace_printk` lines go to when the shim sets
+    /// `helpers::trace::set_sink(TraceSink::Ring(..))`); created on first use.
+    pub fn trace_ring(&self) -> Result<Arc<Map>, RegistryError> {
+        match self.open_map(TRACE_RING) {
+            Err(RegistryError::NoSuchMap { .. }) => {}
+            other => return other,
+        }
+        let spec = MapSpec {
+            map_type: crate::maps::MapType::RingBuf,
+            key_size: 0,
+            value_size: 0,
+            max_entries: TRACE_RING_SIZE,
+            flags: 0,
+        };
+        let created = self
+            .writer()?
+            .create_map(TRACE_RING, &spec, &MapMeta::default());
+        match created {
+            // Another process created it first.
+            Err(RegistryError::Map {
+                source: MapError::AlreadyExists { .. },
+                ..
+            }) => self.open_map(TRACE_RING),
+            other => other,
+        }
     }
 
     /// Registers the calling process in the process table; unregistered on drop.

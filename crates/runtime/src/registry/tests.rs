@@ -179,3 +179,17 @@ fn process_table_and_generation_wait() {
         assert_eq!(g2, g + 1);
     });
 }
+
+#[test]
+fn trace_ring_is_created_once_and_receives_trace_lines() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Registry::open(&d.path().join("reg")).unwrap();
+    let ring = r.trace_ring().unwrap();
+    assert_eq!(r.trace_ring().unwrap().path(), ring.path());
+    assert_eq!(ring.spec().map_type, MapType::RingBuf);
+    ring.ringbuf_output(b"hello\n").unwrap();
+    let again = r.trace_ring().unwrap();
+    let mut got = Vec::new();
+    again.ringbuf_consume(|rec| got.push(rec.to_vec())).unwrap();
+    assert_eq!(got, vec![b"hello\n".to_vec()]);
+}

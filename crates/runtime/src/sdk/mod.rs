@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 pub use helpers_header::{generate_helpers_header, HELPERS_HEADER_PATH};
 
-/// `(file name, contents)` of every SDK header, in include order.
+/// `(path relative to the include directory, contents)` of every SDK header.
 pub const HEADERS: &[(&str, &str)] = &[
     (
         "gpubpf.h",
@@ -30,6 +30,19 @@ pub const HEADERS: &[(&str, &str)] = &[
     (
         "gpubpf_ctx.h",
         include_str!("../../../../policies/include/gpubpf_ctx.h"),
+    ),
+    // libbpf compatibility: `#include <linux/bpf.h>` / `<bpf/bpf_helpers.h>` get gpubpf.h.
+    (
+        "bpf/bpf_helpers.h",
+        include_str!("../../../../policies/include/bpf/bpf_helpers.h"),
+    ),
+    (
+        "linux/bpf.h",
+        include_str!("../../../../policies/include/linux/bpf.h"),
+    ),
+    (
+        "linux/types.h",
+        include_str!("../../../../policies/include/linux/types.h"),
     ),
 ];
 
@@ -99,7 +112,16 @@ pub fn materialize(cache_root: &Path) -> Result<PathBuf, SdkError> {
         if std::fs::read(&path).is_ok_and(|cur| cur == text.as_bytes()) {
             continue;
         }
-        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let parent = path.parent().unwrap_or(&dir).to_path_buf();
+        std::fs::create_dir_all(&parent).map_err(|source| SdkError::CreateDir {
+            path: parent.clone(),
+            source,
+        })?;
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = parent.join(format!(".{file_name}.{}.tmp", std::process::id()));
         let write = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path));
         if let Err(source) = write {
             let _ = std::fs::remove_file(&tmp);
@@ -142,6 +164,33 @@ mod tests {
                 std::fs::read_to_string(repo_root().join("policies/include").join(name)).unwrap();
             assert_eq!(&on_disk, text, "{name}");
         }
+    }
+
+    /// Every header under `policies/include` is embedded (so `gpubpf build` has it).
+    #[test]
+    fn every_checked_in_header_is_embedded() {
+        fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let e = e.unwrap();
+                let name = e.file_name().to_string_lossy().into_owned();
+                let rel = if rel.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{rel}/{name}")
+                };
+                if e.file_type().unwrap().is_dir() {
+                    walk(&e.path(), &rel, out);
+                } else if name.ends_with(".h") {
+                    out.push(rel);
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(&repo_root().join("policies/include"), "", &mut found);
+        found.sort();
+        let mut embedded: Vec<String> = HEADERS.iter().map(|(n, _)| n.to_string()).collect();
+        embedded.sort();
+        assert_eq!(found, embedded);
     }
 
     #[test]

@@ -1,0 +1,246 @@
+//! Runnable programs built from the registry, grouped per attach point.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use gpubpf_verifier::VerifyStats;
+
+use crate::attach::{AttachPoint, Phase};
+use crate::helper_table::{HelperTable, STACK_SIZE};
+use crate::jit::{self, CompiledProgram};
+use crate::maps::Map;
+use crate::object::Object;
+use crate::program::{attach_phase, prepare, verify_at, PreparedProgram};
+use crate::registry::{Phase as RecordPhase, Registry};
+
+use super::ctx::CtxBuf;
+use super::DispatchError;
+
+/// One verified, JIT-compiled program attached to one attach point.
+#[derive(Debug)]
+pub struct AttachedProgram {
+    /// Registry name of the object it came from.
+    pub object: String,
+    /// Program (function) name.
+    pub name: String,
+    /// Entry or exit.
+    pub phase: Phase,
+    /// Lower runs first.
+    pub priority: i32,
+    /// What the verifier reported when this process re-verified it.
+    pub stats: VerifyStats,
+    compiled: CompiledProgram,
+    /// Keeps the maps the code addresses alive as long as the code may run.
+    prepared: PreparedProgram,
+}
+
+impl AttachedProgram {
+    /// Machine-code size in bytes.
+    pub fn code_size(&self) -> usize {
+        self.compiled.code_size()
+    }
+
+    /// Number of instruction slots executed by the engines.
+    pub fn insn_count(&self) -> usize {
+        self.prepared.insns.len()
+    }
+
+    /// Runs the program on `ctx`.
+    pub fn run(
+        &self,
+        ctx: &mut CtxBuf,
+        stack: &mut [u8; STACK_SIZE],
+    ) -> Result<u64, jit::ExecError> {
+        debug_assert_eq!(ctx.phase(), self.phase);
+        // SAFETY: the program was accepted by the verifier (in `PolicySet::load`) for the
+        // ctx layout of `ctx.point()` in `self.phase`; `CtxBuf` allocates exactly that
+        // layout (8-byte aligned, `ctx_size` bytes). The maps it addresses are kept alive by
+        // `self.prepared`, and `stack` is a full `STACK_SIZE` frame area.
+        unsafe { self.compiled.execute(ctx.as_mut_ptr(), stack) }
+    }
+}
+
+/// Entry and exit programs of one attach point, each sorted by priority.
+#[derive(Debug, Default)]
+pub struct Chain {
+    /// Entry programs.
+    pub entry: Vec<AttachedProgram>,
+    /// Exit programs.
+    pub exit: Vec<AttachedProgram>,
+}
+
+/// What happened to one call that went through a [`Chain`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallOutcome {
+    /// The result the caller gets (possibly set by a verdict or overridden on exit).
+    pub result: u32,
+    /// `(object, program)` whose non-zero verdict skipped the real call, if any.
+    pub denied_by: Option<(String, String)>,
+    /// Whether the real call ran.
+    pub called: bool,
+    /// Programs that failed at run time (they count as verdict 0: fail open).
+    pub faults: Vec<String>,
+}
+
+impl Chain {
+    /// Runs a call: entry programs in priority order (the first non-zero verdict wins and
+    /// skips `real`), then `real` (which performs the call, fills `out.*` fields and returns
+    /// the `CUresult`), then exit programs (they also run after a veto, seeing the verdict as
+    /// `hdr.result`, so accounting policies observe refusals). Returns the final result,
+    /// which an exit program may have overridden through `hdr.result`.
+    pub fn call(
+        &self,
+        ctx: &mut CtxBuf,
+        stack: &mut [u8; STACK_SIZE],
+        real: impl FnOnce(&mut CtxBuf) -> u32,
+    ) -> CallOutcome {
+        let mut outcome = CallOutcome {
+            result: 0,
+            denied_by: None,
+            called: false,
+            faults: Vec::new(),
+        };
+        ctx.set_phase(Phase::Entry);
+        for p in &self.entry {
+            match p.run(ctx, stack) {
+                Ok(0) => {}
+                Ok(verdict) => {
+                    // The verifier bounds entry verdicts to small CUresult values.
+                    outcome.result = u32::try_from(verdict).unwrap_or(u32::MAX);
+                    outcome.denied_by = Some((p.object.clone(), p.name.clone()));
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(program = %p.name, error = %e, "entry program failed; ignored");
+                    outcome.faults.push(p.name.clone());
+                }
+            }
+        }
+        if outcome.denied_by.is_none() {
+            outcome.result = real(ctx);
+            outcome.called = true;
+        }
+        ctx.set_phase(Phase::Exit);
+        ctx.set_result(outcome.result);
+        for p in &self.exit {
+            if let Err(e) = p.run(ctx, stack) {
+                tracing::warn!(program = %p.name, error = %e, "exit program failed; ignored");
+                outcome.faults.push(p.name.clone());
+            }
+        }
+        outcome.result = ctx.result();
+        outcome
+    }
+}
+
+/// Every program of a registry, re-verified and compiled, by attach point id.
+#[derive(Debug, Default)]
+pub struct PolicySet {
+    /// Registry generation the set was built from.
+    pub generation: u64,
+    chains: BTreeMap<u32, Chain>,
+}
+
+impl PolicySet {
+    /// Reads the registry, re-verifies every program at every link (never trusting that the
+    /// CLI did), binds the maps the object recorded, prepares and JIT-compiles.
+    pub fn load(reg: &Registry, helpers: &HelperTable) -> Result<Self, DispatchError> {
+        let snap = reg.snapshot()?;
+        let mut set = PolicySet {
+            generation: snap.generation,
+            chains: BTreeMap::new(),
+        };
+        for rec in &snap.objects {
+            let bytes = reg.object_bytes(&rec.name)?;
+            let mut obj = Object::parse(&bytes).map_err(|e| DispatchError::Object {
+                object: rec.name.clone(),
+                message: e.to_string(),
+            })?;
+            let sets: Vec<String> = rec
+                .globals
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            obj.apply_sets(&sets).map_err(|e| DispatchError::Object {
+                object: rec.name.clone(),
+                message: e.to_string(),
+            })?;
+            let mut maps: Vec<Arc<Map>> = Vec::with_capacity(rec.maps.len());
+            for b in &rec.maps {
+                let map = reg.open_map(&b.registry_name)?;
+                if map.spec() != &b.spec {
+                    return Err(DispatchError::MapChanged {
+                        object: rec.name.clone(),
+                        map: b.registry_name.clone(),
+                    });
+                }
+                maps.push(map);
+            }
+            for prec in &rec.programs {
+                let p = obj
+                    .programs
+                    .iter()
+                    .find(|p| p.name == prec.name)
+                    .ok_or_else(|| DispatchError::Object {
+                        object: rec.name.clone(),
+                        message: format!("program `{}` is missing from the object", prec.name),
+                    })?;
+                for link in &prec.links {
+                    let point = crate::attach::resolve(&link.attach_point)?;
+                    let stats = verify_at(&obj, p, point).map_err(|e| DispatchError::Rejected {
+                        object: rec.name.clone(),
+                        program: p.name.clone(),
+                        message: e.to_string(),
+                    })?;
+                    let prepared = prepare(&p.insns, &maps)?;
+                    let compiled = jit::compile(&prepared.insns, helpers)?;
+                    let phase = attach_phase(p.phase);
+                    let expected = match link.phase {
+                        RecordPhase::Entry => Phase::Entry,
+                        RecordPhase::Exit => Phase::Exit,
+                    };
+                    if phase != expected {
+                        return Err(DispatchError::Object {
+                            object: rec.name.clone(),
+                            message: format!(
+                                "program `{}` changed phase since it was loaded",
+                                p.name
+                            ),
+                        });
+                    }
+                    let attached = AttachedProgram {
+                        object: rec.name.clone(),
+                        name: p.name.clone(),
+                        phase,
+                        priority: link.priority,
+                        stats,
+                        compiled,
+                        prepared,
+                    };
+                    let chain = set.chains.entry(point.id).or_default();
+                    match phase {
+                        Phase::Entry => chain.entry.push(attached),
+                        Phase::Exit => chain.exit.push(attached),
+                    }
+                }
+            }
+        }
+        for chain in set.chains.values_mut() {
+            chain.entry.sort_by_key(|p| p.priority);
+            chain.exit.sort_by_key(|p| p.priority);
+        }
+        Ok(set)
+    }
+
+    /// The chain of `point`, if any program is attached to it.
+    pub fn chain(&self, point: &AttachPoint) -> Option<&Chain> {
+        self.chains.get(&point.id)
+    }
+
+    /// Every attached program.
+    pub fn programs(&self) -> impl Iterator<Item = &AttachedProgram> {
+        self.chains
+            .values()
+            .flat_map(|c| c.entry.iter().chain(c.exit.iter()))
+    }
+}

@@ -1,0 +1,44 @@
+//! Running policies at an attach point: what the shim does on every hooked call.
+//!
+//! - [`PolicySet::load`] reads the registry, **re-verifies** every program at every link (a
+//!   process never trusts that the CLI verified), binds the recorded maps, prepares and
+//!   JIT-compiles, and groups the programs per attach point into [`Chain`]s sorted by
+//!   priority.
+//! - [`CtxBuf`] is the ctx of one call, laid out as `attach` describes (header, argument
+//!   slots, out-values).
+//! - [`Chain::call`] runs entry programs (first non-zero verdict wins and skips the real
+//!   call), the real call, then exit programs (which may override `hdr.result`).
+//!
+//! The `gpubpf demo` command drives a mock CUDA driver through this module; the shim's
+//! wrappers will do the same around the real driver.
+
+mod chain;
+mod ctx;
+
+pub use chain::{AttachedProgram, CallOutcome, Chain, PolicySet};
+pub use ctx::CtxBuf;
+
+/// Errors building or running policies.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error("attach point `{point}` has no ctx field `{field}`")]
+    NoSuchField { point: &'static str, field: String },
+    #[error("registry")]
+    Registry(#[from] crate::registry::RegistryError),
+    #[error("loaded object `{object}`: {message}")]
+    Object { object: String, message: String },
+    #[error("loaded object `{object}`: map `{map}` no longer matches the recorded definition")]
+    MapChanged { object: String, map: String },
+    #[error("program `{program}` of `{object}` was rejected when re-verified: {message}")]
+    Rejected {
+        object: String,
+        program: String,
+        message: String,
+    },
+    #[error("attach point")]
+    Attach(#[from] crate::attach::AttachError),
+    #[error("prepare")]
+    Prepare(#[from] crate::program::PrepareError),
+    #[error("jit")]
+    Jit(#[from] crate::jit::JitError),
+}

@@ -1,0 +1,115 @@
+//! Resolving where an object's programs attach and verifying them there: shared by
+//! `gpubpf load` and by the shim, which re-verifies every program it runs from the
+//! registry's record rather than trusting the CLI.
+
+use gpubpf_verifier::{MapInfo, MapKind, VerifyInput, VerifyStats};
+
+use crate::attach::{self, AttachError, AttachPoint, Phase};
+use crate::maps::{MapType, BPF_F_RDONLY_PROG};
+use crate::object::{self, Object, Program};
+use crate::registry::{LinkRecord, Phase as RecordPhase};
+
+/// The verifier's view of the object's maps (same order as `Object::maps`).
+pub fn map_infos(obj: &Object) -> Vec<MapInfo> {
+    obj.maps
+        .iter()
+        .map(|m| MapInfo {
+            name: m.name.clone(),
+            kind: match super::map_type(m.kind) {
+                MapType::Array => MapKind::Array,
+                MapType::Hash => MapKind::Hash,
+                MapType::LruHash => MapKind::LruHash,
+                MapType::RingBuf => MapKind::Ringbuf,
+            },
+            key_size: m.key_size,
+            value_size: m.value_size,
+            max_entries: m.max_entries,
+            read_only: m.flags & BPF_F_RDONLY_PROG != 0,
+        })
+        .collect()
+}
+
+/// The program's C line info in the verifier's form.
+pub fn line_infos(p: &Program) -> Vec<gpubpf_verifier::LineInfo> {
+    p.line_info
+        .iter()
+        .map(|l| gpubpf_verifier::LineInfo {
+            pc: l.pc,
+            file: l.file.clone(),
+            line: l.line,
+            column: l.column,
+            source: l.source.clone(),
+        })
+        .collect()
+}
+
+/// The registry's phase of an attach phase.
+pub fn record_phase(p: Phase) -> RecordPhase {
+    match p {
+        Phase::Entry => RecordPhase::Entry,
+        Phase::Exit => RecordPhase::Exit,
+    }
+}
+
+/// The attach phase of a program section's phase.
+pub fn attach_phase(p: object::Phase) -> Phase {
+    match p {
+        object::Phase::Entry => Phase::Entry,
+        object::Phase::Exit => Phase::Exit,
+    }
+}
+
+/// Where a program attaches: the section's API, or each of `overrides` (`--attach`), in
+/// the program's phase. A runtime alias that covers several driver functions attaches to
+/// each of them.
+pub fn resolve_links(
+    p: &Program,
+    overrides: &[String],
+    priority: i32,
+) -> Result<Vec<(&'static AttachPoint, LinkRecord)>, AttachError> {
+    let phase = attach_phase(p.phase);
+    let requested: Vec<&str> = if overrides.is_empty() {
+        // The name as written in the section (`cudaMalloc`), else the loader's.
+        let written = attach::split_section(&p.section)
+            .map(|(_, n)| n)
+            .filter(|n| !n.is_empty());
+        vec![written.unwrap_or(p.attach.as_str())]
+    } else {
+        overrides.iter().map(String::as_str).collect()
+    };
+    let mut out: Vec<(&'static AttachPoint, LinkRecord)> = Vec::new();
+    for name in requested {
+        for point in attach::resolve_alias_targets(name)? {
+            if out.iter().any(|(q, _)| q.name == point.name) {
+                continue;
+            }
+            out.push((
+                point,
+                LinkRecord {
+                    attach_point: point.name.to_string(),
+                    requested: name.to_string(),
+                    phase: record_phase(phase),
+                    priority,
+                },
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Verifies program `p` of `obj` for `point` in the program's phase.
+pub fn verify_at(
+    obj: &Object,
+    p: &Program,
+    point: &AttachPoint,
+) -> Result<VerifyStats, Box<gpubpf_verifier::VerifierError>> {
+    let maps = map_infos(obj);
+    let lines = line_infos(p);
+    let ctx = point.program_context(attach_phase(p.phase));
+    gpubpf_verifier::verify(&VerifyInput {
+        insns: &p.insns,
+        maps: &maps,
+        ctx: &ctx,
+        line_info: Some(&lines),
+    })
+}

@@ -1,0 +1,387 @@
+//! End-to-end tests of `gpubpf maps …` against a registry in a temporary `GPUBPF_HOME`,
+//! with maps created and kept live (updated concurrently) by this test process.
+//!
+//! The binary belongs to another package, so `CARGO_BIN_EXE_*` is not available: the test
+//! builds it with `cargo build -p gpubpf-loader-cli --bin gpubpf` (a no-op when it is up to
+//! date) into the target directory of this test executable.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use gpubpf_runtime::maps::{mapping, FieldDesc, MapMeta, MapSpec, MapType, TypeDesc};
+use gpubpf_runtime::registry::Registry;
+use serde_json::Value;
+
+fn gpubpf() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args([
+                "build",
+                "--quiet",
+                "-p",
+                "gpubpf-loader-cli",
+                "--bin",
+                "gpubpf",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            if let Some(t) = profile_dir.parent() {
+                cmd.env("CARGO_TARGET_DIR", t);
+            }
+            assert!(
+                cmd.status().unwrap().success(),
+                "cargo build of gpubpf failed"
+            );
+            profile_dir.join("gpubpf")
+        })
+        .clone()
+}
+
+fn run(home: &Path, args: &[&str]) -> Output {
+    Command::new(gpubpf())
+        .args(args)
+        .env("GPUBPF_HOME", home)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn ok_stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_str(&ok_stdout(out)).unwrap()
+}
+
+fn u(name: &str, size: u32) -> TypeDesc {
+    TypeDesc::Int {
+        name: name.into(),
+        size,
+        signed: false,
+    }
+}
+
+/// `struct stats { __u64 calls; __u64 bytes; char comm[8]; }`, keyed by `__u32`.
+fn stats_meta() -> MapMeta {
+    MapMeta {
+        name: "stats".into(),
+        key_type: Some(u("__u32", 4)),
+        value_type: Some(TypeDesc::Struct {
+            name: "stats".into(),
+            size: 24,
+            fields: vec![
+                FieldDesc {
+                    name: "calls".into(),
+                    bit_offset: 0,
+                    bit_size: 0,
+                    ty: u("__u64", 8),
+                },
+                FieldDesc {
+                    name: "bytes".into(),
+                    bit_offset: 64,
+                    bit_size: 0,
+                    ty: u("__u64", 8),
+                },
+                FieldDesc {
+                    name: "comm".into(),
+                    bit_offset: 128,
+                    bit_size: 0,
+                    ty: TypeDesc::Array {
+                        elem: Box::new(TypeDesc::Int {
+                            name: "char".into(),
+                            size: 1,
+                            signed: true,
+                        }),
+                        len: 8,
+                    },
+                },
+            ],
+        }),
+        global_section: None,
+    }
+}
+
+fn stats_spec() -> MapSpec {
+    MapSpec {
+        map_type: MapType::Hash,
+        key_size: 4,
+        value_size: 24,
+        max_entries: 32,
+        flags: 0,
+    }
+}
+
+#[test]
+fn dump_of_a_live_map_is_typed_in_text_and_json() {
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("reg");
+    let reg = Registry::open(&home).unwrap();
+    let map = reg
+        .writer()
+        .unwrap()
+        .create_map("stats", &stats_spec(), &stats_meta())
+        .unwrap();
+    for k in 1u32..=3 {
+        let mut v = [0u8; 24];
+        v[16..19].copy_from_slice(b"app");
+        map.update(&k.to_ne_bytes(), &v, 0).unwrap();
+    }
+    // Keep the map live: another thread counts calls with atomics while the CLI reads.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (map, stop) = (map.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for k in 1u32..=3 {
+                    // SAFETY: a 4-byte key.
+                    let p = unsafe { map.lookup_ptr(k.to_ne_bytes().as_ptr()) };
+                    // SAFETY: the value is 24 bytes, 8-aligned, in the shared mapping.
+                    let v = unsafe { &*(p as *const [AtomicU64; 2]) };
+                    v[0].fetch_add(1, Ordering::Relaxed);
+                    v[1].fetch_add(4096, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let text = ok_stdout(&run(&home, &["maps", "dump", "stats"]));
+    assert!(text.contains("Found 3 elements"), "{text}");
+    assert!(text.contains("\"comm\":\"app\""), "{text}");
+    assert!(text.contains("key: 1 "), "{text}");
+    let j = json(&run(&home, &["-j", "maps", "dump", "stats"]));
+    let rows = j.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    let mut keys: Vec<u64> = rows.iter().map(|r| r["key"].as_u64().unwrap()).collect();
+    keys.sort();
+    assert_eq!(keys, vec![1, 2, 3]);
+    for r in rows {
+        let calls = r["value"]["calls"].as_u64().expect("calls is a number");
+        let bytes = r["value"]["bytes"].as_u64().expect("bytes is a number");
+        assert!(calls > 0, "{r}");
+        assert!(bytes >= calls * 4096 - 4096 * 2, "{r}");
+        assert_eq!(r["value"]["comm"], "app");
+    }
+    // Pretty JSON is JSON too.
+    let p = ok_stdout(&run(&home, &["-p", "maps", "dump", "stats"]));
+    assert!(p.contains("\n  {"));
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+
+    // Typed lookup/update/delete.
+    ok_stdout(&run(
+        &home,
+        &[
+            "maps",
+            "update",
+            "stats",
+            "--key",
+            "9",
+            "--value",
+            "calls=5,bytes=0x10,comm=cli",
+        ],
+    ));
+    let v = json(&run(
+        &home,
+        &["-j", "maps", "lookup", "stats", "--key", "9"],
+    ));
+    assert_eq!(
+        v["value"],
+        serde_json::json!({"calls": 5, "bytes": 16, "comm": "cli"})
+    );
+    ok_stdout(&run(
+        &home,
+        &[
+            "maps",
+            "update",
+            "stats",
+            "--key",
+            "9",
+            "--value",
+            r#"{"calls": 6}"#,
+            "--flags",
+            "exist",
+        ],
+    ));
+    assert_eq!(map.lookup(&9u32.to_ne_bytes()).unwrap().unwrap()[0], 6);
+    let out = run(
+        &home,
+        &[
+            "maps", "update", "stats", "--key", "9", "--value", "calls=1", "--flags", "noexist",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("key already exists"));
+    let out = run(
+        &home,
+        &["maps", "update", "stats", "--key", "9", "--value", "nope=1"],
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no field `nope`"));
+    ok_stdout(&run(&home, &["maps", "delete", "stats", "--key", "9"]));
+    let out = run(&home, &["-j", "maps", "lookup", "stats", "--key", "9"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(e["error"].as_str().unwrap().contains("not found"), "{e}");
+
+    // list / show / clear / rm.
+    let l = json(&run(&home, &["-j", "maps", "list"]));
+    assert_eq!(l[0]["name"], "stats");
+    assert_eq!(l[0]["type"], "hash");
+    assert_eq!(l[0]["value_type"], "struct stats");
+    let s = json(&run(&home, &["-j", "maps", "show", "stats"]));
+    assert_eq!(s["entries"], 3);
+    ok_stdout(&run(&home, &["maps", "clear", "stats"]));
+    assert!(map.is_empty());
+    ok_stdout(&run(&home, &["maps", "rm", "stats"]));
+    assert!(json(&run(&home, &["-j", "maps", "list"]))
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn untyped_maps_use_hex_and_ring_buffers_show_counters() {
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("reg");
+    ok_stdout(&run(
+        &home,
+        &[
+            "maps",
+            "create",
+            "raw",
+            "--type",
+            "hash",
+            "--key-size",
+            "3",
+            "--value-size",
+            "2",
+            "--max-entries",
+            "4",
+        ],
+    ));
+    ok_stdout(&run(
+        &home,
+        &[
+            "maps", "update", "raw", "--key", "01 02 03", "--value", "hex:beef",
+        ],
+    ));
+    let j = json(&run(&home, &["-j", "maps", "dump", "raw"]));
+    assert_eq!(
+        j,
+        serde_json::json!([{"key": "01 02 03", "value": "be ef"}])
+    );
+    let out = run(&home, &["maps", "lookup", "raw", "--key", "7"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("without BTF"));
+
+    let page = mapping::page_size().to_string();
+    ok_stdout(&run(
+        &home,
+        &[
+            "maps",
+            "create",
+            "events",
+            "--type",
+            "ringbuf",
+            "--max-entries",
+            &page,
+        ],
+    ));
+    let reg = Registry::open(&home).unwrap();
+    let ring = reg.open_map("events").unwrap();
+    ring.ringbuf_output(&[1; 100]).unwrap();
+    while ring.ringbuf_output(&[1; 1000]).is_ok() {}
+    let j = json(&run(&home, &["-j", "maps", "dump", "events"]));
+    assert_eq!(j["type"], "ringbuf");
+    assert!(j["counters"]["dropped"].as_u64().unwrap() >= 1);
+    assert!(j["counters"]["pending"].as_u64().unwrap() > 100);
+    let t = ok_stdout(&run(&home, &["maps", "dump", "events"]));
+    assert!(t.contains("dropped:"), "{t}");
+    let recs = json(&run(&home, &["-j", "maps", "consume", "events"]));
+    let recs = recs.as_array().unwrap();
+    assert!(recs.len() >= 2);
+    assert_eq!(recs[0], gpubpf_runtime::maps::types::hex(&[1; 100]));
+    assert_eq!(ring.ringbuf_stats().unwrap().pending, 0);
+    // The trace ring: printable records come out as text.
+    reg.trace_ring()
+        .unwrap()
+        .ringbuf_output(b"app-1 [1] 0.1: n=42\n")
+        .unwrap();
+    let t = ok_stdout(&run(&home, &["maps", "consume", "trace"]));
+    assert_eq!(t, "app-1 [1] 0.1: n=42\n");
+    let out = run(&home, &["maps", "consume", "raw"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a ring buffer"));
+}
+
+#[test]
+fn corrupted_maps_and_insecure_registries_are_reported() {
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("reg");
+    ok_stdout(&run(
+        &home,
+        &[
+            "maps",
+            "create",
+            "good",
+            "--type",
+            "array",
+            "--value-size",
+            "8",
+            "--max-entries",
+            "4",
+        ],
+    ));
+    ok_stdout(&run(
+        &home,
+        &[
+            "maps",
+            "create",
+            "bad",
+            "--type",
+            "array",
+            "--value-size",
+            "8",
+            "--max-entries",
+            "4",
+        ],
+    ));
+    let bad = home.join("maps/bad");
+    let mut bytes = std::fs::read(&bad).unwrap();
+    bytes[20] ^= 0xff; // value_size
+    std::fs::write(&bad, &bytes).unwrap();
+    let l = json(&run(&home, &["-j", "maps", "list"]));
+    let rows = l.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let bad_row = rows.iter().find(|r| r["name"] == "bad").unwrap();
+    assert!(
+        bad_row["error"].as_str().unwrap().contains("corrupted"),
+        "{bad_row}"
+    );
+    let out = run(&home, &["maps", "dump", "bad"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("checksum"));
+
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = run(&home, &["maps", "list"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to use registry directory"), "{err}");
+    assert!(err.contains("writable by group or others"), "{err}");
+    let out = run(&home, &["-j", "maps", "list"]);
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(e["error"].as_str().unwrap().contains("mode 0777"), "{e}");
+}

@@ -1,0 +1,292 @@
+//! End to end: the real `gpubpf` binary's `build` and `inspect` commands.
+//!
+//! The binary is built once per test run with `cargo build -p gpubpf-loader-cli --bin
+//! gpubpf` (a no-op when fresh) and run from the target directory of this test.
+
+mod elf_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use elf_support::{clangs, repo_root, scratch};
+use serde_json::Value;
+
+fn gpubpf() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-q", "-p", "gpubpf-loader-cli", "--bin", "gpubpf"])
+            .current_dir(repo_root())
+            .status()
+            .expect("run cargo build");
+        assert!(st.success(), "cargo build -p gpubpf-loader-cli failed");
+        // target/debug/deps/elf_cli-… → target/debug/gpubpf
+        let exe = std::env::current_exe().unwrap();
+        let bin = exe.parent().unwrap().parent().unwrap().join("gpubpf");
+        assert!(bin.is_file(), "{} missing", bin.display());
+        bin
+    })
+}
+
+/// Runs `gpubpf ARGS` with the SDK cache in a scratch directory.
+fn run(args: &[&str]) -> Output {
+    Command::new(gpubpf())
+        .args(args)
+        .env("GPUBPF_CACHE_DIR", scratch("cli-cache"))
+        .output()
+        .expect("run gpubpf")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// Builds `policies/<name>.bpf.c` with `clang`; returns the object path.
+fn build_policy(clang: &str, name: &str) -> PathBuf {
+    let out = scratch("cli").join(format!("{name}-{clang}.o"));
+    let src = repo_root().join(format!("policies/{name}.bpf.c"));
+    let o = run(&[
+        "build",
+        src.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--clang",
+        clang,
+    ]);
+    assert_eq!(code(&o), 0, "{clang}: {}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("program(s)"),
+        "{}",
+        text(&o.stdout)
+    );
+    out
+}
+
+#[test]
+fn build_then_inspect_text() {
+    for clang in clangs() {
+        let obj = build_policy(clang, "quota");
+        let o = run(&["inspect", obj.to_str().unwrap()]);
+        assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+        let s = text(&o.stdout);
+        for want in [
+            "license: Dual MIT/GPL",
+            "quota_alloc: section cuda/cuMemAlloc, attach cuMemAlloc, phase entry,",
+            "subprograms: over_limit (pc ",
+            "quota_free_done: section cudaret/cuMemFree, attach cuMemFree, phase exit,",
+            "proc_usage: hash, key 4 (__u32), value 32 (struct usage), max_entries 4096, flags 0x0",
+            "allocations: lru_hash, key 8 (__u64), value 16 (struct allocation)",
+            ".rodata: array, key 4 (-), value ",
+            "limit_bytes: const volatile __u64, .rodata+0, 8 bytes, default 4294967296 (settable)",
+            "log_denials: const volatile bool, .rodata+16, 1 bytes, default true (settable)",
+            "line info: ",
+        ] {
+            assert!(s.contains(want), "{clang}: missing `{want}` in:\n{s}");
+        }
+    }
+}
+
+#[test]
+fn inspect_json_with_set() {
+    let obj = build_policy(clangs()[0], "trace");
+    let o = run(&[
+        "inspect",
+        obj.to_str().unwrap(),
+        "--json",
+        "--set",
+        "min_latency_ns=10us",
+    ]);
+    assert_eq!(
+        code(&o),
+        1,
+        "time suffixes are not sizes: {}",
+        text(&o.stdout)
+    );
+    let o = run(&[
+        "inspect",
+        obj.to_str().unwrap(),
+        "--json",
+        "--set",
+        "min_latency_ns=16KiB",
+        "--set",
+        "emit_events=no",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let progs = v["programs"].as_array().unwrap();
+    assert_eq!(progs.len(), 8);
+    let exit = progs
+        .iter()
+        .find(|p| p["name"] == "trace_alloc_exit")
+        .unwrap();
+    assert_eq!(exit["phase"], "exit");
+    assert_eq!(exit["attach"], "cuMemAlloc");
+    assert_eq!(exit["subprograms"][0]["name"], "on_exit");
+    assert!(exit["line_info"]["records"].as_u64().unwrap() > 10);
+    assert_eq!(exit["line_info"]["covered_insns"], exit["insns"]);
+    let events = v["maps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "events")
+        .unwrap();
+    assert_eq!(events["type"], "ringbuf");
+    assert_eq!(events["max_entries"], 262144);
+    let g = |name: &str| {
+        v["globals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(g("min_latency_ns")["default"], "0");
+    assert_eq!(g("min_latency_ns")["value"], "16384");
+    assert_eq!(g("emit_events")["value"], "false");
+    assert_eq!(g("emit_events")["type"], "const volatile bool");
+    assert_eq!(v["license"], "Dual MIT/GPL");
+
+    // -p pretty-prints the same document.
+    let p = run(&["inspect", obj.to_str().unwrap(), "-p"]);
+    assert!(text(&p.stdout).contains("\n  \"programs\": ["));
+}
+
+#[test]
+fn inspect_bad_object_exits_4() {
+    let bad = repo_root().join("tests/data/crafted/reloc_bad_symbol.o");
+    let o = run(&["inspect", bad.to_str().unwrap()]);
+    assert_eq!(code(&o), 4);
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("section `cuda/cuMemAlloc`, offset 32: relocation refers to symbol 65535"),
+        "{e}"
+    );
+    let o = run(&["inspect", bad.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&o), 4);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("symbol 65535"));
+    assert_eq!(v["detail"]["kind"], "object");
+
+    let o = run(&["inspect", "/nonexistent/x.o"]);
+    assert_eq!(code(&o), 4);
+    assert!(text(&o.stderr).contains("cannot read `/nonexistent/x.o`"));
+
+    let good = repo_root().join("tests/data/crafted/min.o");
+    let o = run(&["inspect", good.to_str().unwrap(), "--set", "nope=1"]);
+    assert_eq!(code(&o), 1);
+    assert!(text(&o.stderr).contains("no global named `nope`; settable globals: limit"));
+}
+
+#[test]
+fn build_reports_clang_diagnostics() {
+    let src = scratch("cli").join("broken.bpf.c");
+    std::fs::write(
+        &src,
+        "#include \"gpubpf.h\"\nSEC(\"cuda/cuMemAlloc\") int p(void *ctx) { return undefined_thing; }\n",
+    )
+    .unwrap();
+    let o = run(&["build", src.to_str().unwrap(), "--clang", clangs()[0]]);
+    assert_eq!(code(&o), 1);
+    let e = text(&o.stderr);
+    assert!(e.contains("broken.bpf.c:2:"), "{e}");
+    assert!(e.contains("undefined_thing"), "{e}");
+    assert!(e.contains("clang failed to compile"), "{e}");
+
+    let o = run(&[
+        "build",
+        src.to_str().unwrap(),
+        "--clang",
+        clangs()[0],
+        "--json",
+    ]);
+    assert_eq!(code(&o), 1);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["detail"]["diagnostics"]
+        .as_str()
+        .unwrap()
+        .contains("undefined_thing"));
+}
+
+#[test]
+fn build_rejects_objects_the_loader_rejects() {
+    let src = scratch("cli").join("kprobe.bpf.c");
+    std::fs::write(
+        &src,
+        "#include \"gpubpf.h\"\nSEC(\"kprobe/do_sys_open\") int p(void *ctx) { return 0; }\n",
+    )
+    .unwrap();
+    let o = run(&["build", src.to_str().unwrap(), "--clang", clangs()[0]]);
+    assert_eq!(code(&o), 4, "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("unknown program section `kprobe/do_sys_open`"),
+        "{e}"
+    );
+    assert!(e.contains("`cudaret/<api>`"), "{e}");
+    // The default output name sits next to the source.
+    assert!(scratch("cli").join("kprobe.o").is_file());
+}
+
+#[test]
+fn build_without_clang_fails_clearly() {
+    let src = repo_root().join("policies/quota.bpf.c");
+    let o = run(&[
+        "build",
+        src.to_str().unwrap(),
+        "--clang",
+        "/nonexistent/clang-99",
+    ]);
+    assert_eq!(code(&o), 1);
+    assert!(
+        text(&o.stderr).contains("clang not found at `/nonexistent/clang-99`"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = Command::new(gpubpf())
+        .args(["build", src.to_str().unwrap()])
+        .env("PATH", scratch("empty-path"))
+        .env_remove("GPUBPF_CLANG")
+        .env("GPUBPF_CACHE_DIR", scratch("cli-cache"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 1);
+    let e = text(&o.stderr);
+    assert!(e.contains("clang not found on PATH"), "{e}");
+    assert!(e.contains("--clang PATH"), "{e}");
+}
+
+#[test]
+fn build_json_reports_the_object() {
+    let out = scratch("cli").join("trace-json.o");
+    let src = repo_root().join("policies/trace.bpf.c");
+    let o = run(&[
+        "build",
+        src.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--clang",
+        clangs()[0],
+        "-j",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stdout));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["output"], out.to_str().unwrap());
+    assert!(v["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p == "trace_alloc"));
+    assert!(v["maps"].as_array().unwrap().iter().any(|m| m == "events"));
+    // The headers were materialised in the cache directory given by GPUBPF_CACHE_DIR.
+    let include = PathBuf::from(v["include"].as_str().unwrap());
+    assert!(include.starts_with(scratch("cli-cache")));
+    assert!(include.join("gpubpf.h").is_file());
+    assert!(include.join("bpf/bpf_helpers.h").is_file());
+}

@@ -1,0 +1,79 @@
+//! The policies in `policies/` and the libbpf-style program pass the verifier, with the maps
+//! and line info the loader produced and the ctx of the attach point their section names.
+
+mod elf_support;
+
+use elf_support::{built_policies, clangs, compile, load_checked, repo_root};
+use gpubpf_runtime::attach;
+use gpubpf_runtime::object::{MapKind, Object, BPF_F_RDONLY_PROG};
+use gpubpf_verifier::{ctx::ProgramContext, LineInfo, MapInfo, VerifyInput};
+
+fn map_infos(obj: &Object) -> Vec<MapInfo> {
+    obj.maps
+        .iter()
+        .map(|m| MapInfo {
+            name: m.name.clone(),
+            kind: match m.kind {
+                MapKind::Array => gpubpf_verifier::MapKind::Array,
+                MapKind::Hash => gpubpf_verifier::MapKind::Hash,
+                MapKind::LruHash => gpubpf_verifier::MapKind::LruHash,
+                MapKind::RingBuf => gpubpf_verifier::MapKind::Ringbuf,
+            },
+            key_size: m.key_size,
+            value_size: m.value_size,
+            max_entries: m.max_entries,
+            read_only: m.flags & BPF_F_RDONLY_PROG != 0,
+        })
+        .collect()
+}
+
+fn verify_all(label: &str, obj: &Object, ctx_of: impl Fn(&str, attach::Phase) -> ProgramContext) {
+    let maps = map_infos(obj);
+    for p in &obj.programs {
+        let lines: Vec<LineInfo> = p
+            .line_info
+            .iter()
+            .map(|l| LineInfo {
+                pc: l.pc,
+                file: l.file.clone(),
+                line: l.line,
+                column: l.column,
+                source: l.source.clone(),
+            })
+            .collect();
+        let ctx = ctx_of(&p.attach, p.phase);
+        let input = VerifyInput {
+            insns: &p.insns,
+            maps: &maps,
+            ctx: &ctx,
+            line_info: Some(&lines),
+        };
+        if let Err(e) = gpubpf_verifier::verify(&input) {
+            panic!("{label}: program `{}` rejected:\n{e}", p.name);
+        }
+    }
+}
+
+fn catalog_ctx(api: &str, phase: attach::Phase) -> ProgramContext {
+    attach::resolve(api).unwrap().program_context(phase)
+}
+
+#[test]
+fn policies_pass_the_verifier() {
+    for clang in clangs() {
+        for name in ["quota", "trace"] {
+            let path = built_policies(clang).join(format!("{name}.o"));
+            let obj = load_checked(&std::fs::read(path).unwrap());
+            verify_all(&format!("{clang} {name}"), &obj, catalog_ctx);
+        }
+    }
+}
+
+#[test]
+fn libbpf_style_program_passes_the_verifier() {
+    let src = repo_root().join("tests/data/libbpf/exec_tracker.bpf.c");
+    for clang in clangs() {
+        let obj = load_checked(&compile(clang, &src, &[]));
+        verify_all(&format!("{clang} exec_tracker"), &obj, catalog_ctx);
+    }
+}
