@@ -359,9 +359,9 @@ fn bench_workload(
         cpu_iter(b, || vm.execute_program(black_box(&mut m)).expect("rbpf"))
     });
     if rbpf_jit {
-        // SAFETY: rbpf's JIT runs the same memory-safe bench program on `m`.
         g.bench_function("rbpf_jit", |b| {
             cpu_iter(b, || {
+                // SAFETY: rbpf's JIT runs the same bench program, which stays inside `m`.
                 unsafe { vm.execute_program_jit(black_box(&mut m)) }.expect("rbpf jit")
             })
         });
