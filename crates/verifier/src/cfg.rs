@@ -371,25 +371,41 @@ fn uses_defs(ins: &Instruction) -> (u16, u16) {
     }
 }
 
+/// Backward liveness with a worklist: each slot's set only grows (at most 10 times), so
+/// the analysis is linear in the program size whatever its jump structure.
 fn liveness(slot: &[Option<Instruction>], decoded: &[(usize, Instruction)]) -> Vec<u16> {
     let n = slot.len();
     let mut live = vec![0u16; n];
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for (pc, ins) in decoded.iter().rev() {
-            let (a, b) = successors(ins, *pc);
-            let mut out = 0u16;
-            for t in [a, b].into_iter().flatten() {
-                if t >= 0 && (t as usize) < n {
-                    out |= live[t as usize];
-                }
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (pc, ins) in decoded {
+        let (a, b) = successors(ins, *pc);
+        for t in [a, b].into_iter().flatten() {
+            if t >= 0 && (t as usize) < n {
+                preds[t as usize].push(*pc);
             }
-            let (u, d) = uses_defs(ins);
-            let v = u | (out & !d);
-            if v != live[*pc] {
-                live[*pc] = v;
-                changed = true;
+        }
+    }
+    let mut queued = vec![true; n];
+    let mut work: Vec<usize> = decoded.iter().map(|(pc, _)| *pc).collect();
+    while let Some(pc) = work.pop() {
+        queued[pc] = false;
+        let Some(ins) = slot[pc] else { continue };
+        let (a, b) = successors(&ins, pc);
+        let mut out = 0u16;
+        for t in [a, b].into_iter().flatten() {
+            if t >= 0 && (t as usize) < n {
+                out |= live[t as usize];
+            }
+        }
+        let (u, d) = uses_defs(&ins);
+        let v = u | (out & !d);
+        if v != live[pc] {
+            live[pc] = v;
+            for &p in &preds[pc] {
+                if !queued[p] {
+                    queued[p] = true;
+                    work.push(p);
+                }
             }
         }
     }

@@ -26,6 +26,9 @@ use crate::error::{build_listing, line_for, ErrorKind, RegNote, VerifierError};
 use crate::state::{Frame, FrameKind, Reg, RegType, State};
 use crate::{LogLevel, MapInfo, VerifierConfig, VerifyInput, VerifyStats};
 
+/// Most paths queued for exploration at once (the kernel's `BPF_COMPLEXITY_LIMIT_JMP_SEQ`).
+pub const MAX_PENDING: usize = 8192;
+
 /// A program point: an instruction, or the iteration point of a `bpf_loop` call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Point {
@@ -381,6 +384,10 @@ impl Engine<'_> {
                             let text = format!("from {pc} to {nb}: {}", self.render_frame(&sb));
                             self.log.line(LogLevel::Basic, || text);
                         }
+                        if stack.len() >= MAX_PENDING {
+                            let r = rej(ErrorKind::TooManyBranches { limit: MAX_PENDING }, &[]);
+                            return Err(Box::new((pc, r, path.st)));
+                        }
                         if let Some(p) = path.parent {
                             self.cps[p].branches += 1;
                         }
@@ -505,7 +512,7 @@ fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<Strin
              or on the stack)"
                 .into()
         }
-        ErrorKind::TooComplex { .. } => {
+        ErrorKind::TooComplex { .. } | ErrorKind::TooManyBranches { .. } => {
             "the loop bound must be a constant or checked against one (or use bpf_loop); \
              simplify the program"
                 .into()
@@ -715,25 +722,29 @@ fn max_chain(
         }
     }
     let _ = insns;
-    // The call graph is acyclic (checked in cfg): a depth-first walk terminates.
-    fn walk(
+    // The call graph is acyclic (checked in cfg). Deepest chain from each subprogram,
+    // memoised so that shared callees are visited once: (bytes, frames, first call site).
+    fn deepest(
         sp: usize,
-        acc: u32,
-        frames: usize,
-        site: usize,
         callees: &[Vec<(usize, usize)>],
         depth: &dyn Fn(usize) -> u32,
-    ) -> Option<(usize, usize, u32)> {
-        let total = acc + depth(sp);
-        if total > 512 {
-            return Some((site, frames, total));
+        memo: &mut Vec<Option<(u32, usize, usize)>>,
+    ) -> (u32, usize, usize) {
+        if let Some(m) = memo[sp] {
+            return m;
         }
+        let mut best = (0u32, 0usize, usize::MAX);
         for &(c, pc) in &callees[sp] {
-            if let Some(x) = walk(c, total, frames + 1, pc, callees, depth) {
-                return Some(x);
+            let (b, f, _) = deepest(c, callees, depth, memo);
+            if b > best.0 {
+                best = (b, f, pc);
             }
         }
-        None
+        let r = (depth(sp).saturating_add(best.0), best.1 + 1, best.2);
+        memo[sp] = Some(r);
+        r
     }
-    walk(0, 0, 1, 0, &callees, depth)
+    let mut memo = vec![None; n];
+    let (bytes, frames, site) = deepest(0, &callees, depth, &mut memo);
+    (bytes > 512).then_some((if site == usize::MAX { 0 } else { site }, frames, bytes))
 }

@@ -134,6 +134,8 @@ pub enum ErrorKind {
     },
     #[error("r0 leaks addr as return value")]
     ReturnPointer,
+    #[error("program is too complex: more than {limit} branches pending exploration")]
+    TooManyBranches { limit: usize },
     #[error("the log exceeds its limit")]
     LogOverflow,
 }
@@ -186,6 +188,7 @@ impl ErrorKind {
             ErrorKind::TooComplex { .. } => "too_complex",
             ErrorKind::ReturnValue { .. } => "return_value",
             ErrorKind::ReturnPointer => "return_pointer",
+            ErrorKind::TooManyBranches { .. } => "too_many_branches",
             ErrorKind::LogOverflow => "log_overflow",
         }
     }

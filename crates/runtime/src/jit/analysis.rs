@@ -8,7 +8,7 @@
 //! fall through into the next one. These are structural rules the verifier also enforces;
 //! the JIT re-checks them because it must never build malformed IR from any input.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use gpubpf_isa::{decode_program, CallTarget, Insn, Instruction, LddwKind};
 
@@ -34,9 +34,13 @@ pub(crate) struct Analysis {
     pub funcs: Vec<FuncInfo>,
     /// Function index by start slot.
     pub func_at: BTreeMap<usize, usize>,
-    /// Slots at which a new basic block starts (function starts, jump targets and the
-    /// instruction after every jump, exit or call that may end a block).
-    pub block_starts: BTreeSet<usize>,
+    /// Per slot: whether a new basic block starts there (function starts, jump targets and
+    /// the instruction after every jump or exit).
+    block_start: Vec<bool>,
+    /// Per slot: the slot of the last predecessor in slot order (a jump to it or the
+    /// instruction falling through into it), if any. Translation seals a block once that
+    /// instruction is done, so SSA construction never has to guess.
+    last_pred: Vec<Option<usize>>,
     /// Number of slots.
     pub slot_count: usize,
 }
@@ -113,7 +117,18 @@ impl Analysis {
             .collect();
 
         // Jumps, fall-through and block starts.
-        let mut block_starts: BTreeSet<usize> = func_at.keys().copied().collect();
+        let mut block_start = vec![false; slot_count];
+        for f in &funcs {
+            if let Some(b) = block_start.get_mut(f.start) {
+                *b = true;
+            }
+        }
+        let mut last_pred: Vec<Option<usize>> = vec![None; slot_count];
+        let mut note_pred = |target: usize, from: usize| {
+            if let Some(e) = last_pred.get_mut(target) {
+                *e = Some(e.map_or(from, |p| p.max(from)));
+            }
+        };
         let mut func_idx = 0usize;
         for (pc, ins) in &insns {
             while funcs.get(func_idx).is_some_and(|f| *pc >= f.end) {
@@ -136,23 +151,41 @@ impl Analysis {
                         pc: *pc,
                         offset: off,
                     })?;
-                block_starts.insert(target);
+                if let Some(b) = block_start.get_mut(target) {
+                    *b = true;
+                }
+                note_pred(target, *pc);
+            }
+            if falls_through {
+                note_pred(next, *pc);
             }
             if matches!(
                 ins,
                 Instruction::Exit | Instruction::Ja { .. } | Instruction::Jump { .. }
-            ) && next < slot_count
-            {
-                block_starts.insert(next);
+            ) {
+                if let Some(b) = block_start.get_mut(next) {
+                    *b = true;
+                }
             }
         }
         Ok(Self {
             insns,
             funcs,
             func_at,
-            block_starts,
+            block_start,
+            last_pred,
             slot_count,
         })
+    }
+
+    /// Whether a basic block starts at slot `pc`.
+    pub fn is_block_start(&self, pc: usize) -> bool {
+        self.block_start.get(pc).copied().unwrap_or(false)
+    }
+
+    /// The last predecessor (in slot order) of the block starting at `pc`.
+    pub fn last_pred(&self, pc: usize) -> Option<usize> {
+        self.last_pred.get(pc).copied().flatten()
     }
 
     /// The instructions of function `idx`.

@@ -25,6 +25,9 @@ pub struct JitCompiler {
     isa: OwnedTargetIsa,
     ctx: Context,
     fb_ctx: FunctionBuilderContext,
+    /// The entry trampoline, identical for every program (it calls function 0), compiled
+    /// once; its relocation target is resolved at link time.
+    trampoline: Option<CompiledFunc>,
 }
 
 impl std::fmt::Debug for JitCompiler {
@@ -37,6 +40,7 @@ impl std::fmt::Debug for JitCompiler {
 }
 
 /// Relocation of one compiled function, target still symbolic.
+#[derive(Clone)]
 struct FuncReloc {
     offset: u32,
     kind: Reloc,
@@ -46,6 +50,7 @@ struct FuncReloc {
     addend: i64,
 }
 
+#[derive(Clone)]
 struct CompiledFunc {
     code: Vec<u8>,
     relocs: Vec<FuncReloc>,
@@ -88,6 +93,7 @@ impl JitCompiler {
             isa,
             ctx: Context::new(),
             fb_ctx: FunctionBuilderContext::new(),
+            trampoline: None,
         })
     }
 
@@ -96,7 +102,42 @@ impl JitCompiler {
     }
 
     /// Compiles a prepared, verified program (map `lddw`s already rewritten to immediates).
+    ///
+    /// Any input yields a program or an error value. The translator only emits IR the
+    /// pre-pass proved well-formed; as a second line of defence a panic inside Cranelift is
+    /// caught here, the reused contexts are reset, and it becomes [`JitError::Internal`].
     pub fn compile(
+        &mut self,
+        slots: &[Insn],
+        helpers: &HelperTable,
+    ) -> Result<CompiledProgram, JitError> {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.compile_unguarded(slots, helpers)
+        }));
+        match result {
+            Ok(Ok(p)) => Ok(p),
+            Ok(Err(e)) => {
+                // Translation may have stopped half-way through a function: start the next
+                // compilation from clean contexts.
+                self.reset();
+                Err(e)
+            }
+            Err(_) => {
+                tracing::error!("panic while compiling a program; contexts reset");
+                self.reset();
+                Err(JitError::Internal {
+                    what: "panic in code generation",
+                })
+            }
+        }
+    }
+
+    fn reset(&mut self) {
+        self.ctx = Context::new();
+        self.fb_ctx = FunctionBuilderContext::new();
+    }
+
+    fn compile_unguarded(
         &mut self,
         slots: &[Insn],
         helpers: &HelperTable,
@@ -120,16 +161,22 @@ impl JitCompiler {
             compiled.push(self.codegen(idx)?);
         }
         // The trampoline comes last.
-        self.ctx.clear();
-        self.ctx.func.name = UserFuncName::user(0, nfuncs as u32);
-        build_trampoline(
-            &mut self.ctx.func,
-            &mut self.fb_ctx,
-            cc,
-            self.isa.frontend_config(),
-        )?;
-        compiled.push(self.codegen(nfuncs)?);
+        compiled.push(self.trampoline()?);
         link(compiled, nfuncs)
+    }
+
+    /// The compiled entry trampoline (cached).
+    fn trampoline(&mut self) -> Result<CompiledFunc, JitError> {
+        if let Some(t) = &self.trampoline {
+            return Ok(t.clone());
+        }
+        let (cc, frontend) = (self.call_conv(), self.isa.frontend_config());
+        self.ctx.clear();
+        self.ctx.func.name = UserFuncName::user(0, u32::MAX);
+        build_trampoline(&mut self.ctx.func, &mut self.fb_ctx, cc, frontend)?;
+        let t = self.codegen(usize::MAX)?;
+        self.trampoline = Some(t.clone());
+        Ok(t)
     }
 
     /// Compiles the function in `self.ctx` to machine code.

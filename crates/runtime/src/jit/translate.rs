@@ -18,7 +18,7 @@
 //! write is rejected by the verifier; zero keeps unverified input deterministic).
 //!
 //! ## Blocks
-//! One Cranelift block per slot in `block_starts`: function starts, jump targets and the
+//! One Cranelift block per block start of the pre-pass: function starts, jump targets and the
 //! instruction after every jump or exit. When translation reaches a block start while the
 //! current block is still open, it emits the fall-through `jump`. Unreachable code (after an
 //! `exit`, with no jump into it) still gets a block; Cranelift removes it. Every instruction
@@ -250,6 +250,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
+        b.seal_block(entry);
         let params = b.block_params(entry).to_vec();
         let [r1, r2, r3, r4, r5, fp, depth] = params[..] else {
             return Err(JitError::Internal {
@@ -305,14 +306,24 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         };
         let first = self.block_at(start);
         self.b.ins().jump(first, &[]);
+        // Blocks whose last predecessor comes later in slot order (loop headers), keyed by
+        // the slot after whose translation they are sealed.
+        let mut seal_after: BTreeMap<usize, Vec<Block>> = BTreeMap::new();
         let mut open = false;
         for &(pc, ins) in insns {
-            if analysis.block_starts.contains(&pc) {
+            if analysis.is_block_start(pc) {
                 let blk = self.block_at(pc);
                 if open {
                     self.b.ins().jump(blk, &[]);
                 }
                 self.b.switch_to_block(blk);
+                // Seal as early as possible: every predecessor is known once the last one
+                // (in slot order) has been translated. Sealed blocks get exactly the block
+                // parameters they need; unsealed ones make SSA construction slow.
+                match analysis.last_pred(pc) {
+                    Some(last) if last >= pc => seal_after.entry(last).or_default().push(blk),
+                    _ => self.b.seal_block(blk),
+                }
             } else if !open {
                 return Err(JitError::Internal {
                     what: "instruction outside a block",
@@ -322,6 +333,16 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
                 u32::try_from(pc).map_err(|_| JitError::TooManyFunctions)?,
             ));
             open = self.insn(pc, &ins)?;
+            if let Some(blocks) = seal_after.remove(&pc) {
+                for blk in blocks {
+                    self.b.seal_block(blk);
+                }
+            }
+        }
+        if !seal_after.is_empty() {
+            return Err(JitError::Internal {
+                what: "block left unsealed",
+            });
         }
         if open {
             return Err(JitError::FallsOffEnd {
@@ -758,6 +779,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         let cont = self.b.create_block();
         self.b.ins().brif(ok, cont, &[], err, &[]);
         self.b.switch_to_block(cont);
+        self.b.seal_block(cont);
     }
 
     fn call_checked(
@@ -786,6 +808,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             .ins()
             .brif(st, prop, &[BlockArg::Value(st)], cont, &[]);
         self.b.switch_to_block(cont);
+        self.b.seal_block(cont);
         Ok(r0)
     }
 
@@ -816,6 +839,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         let cont = self.b.create_block();
         self.b.ins().brif(ok, cont, &[], err, &[]);
         self.b.switch_to_block(cont);
+        self.b.seal_block(cont);
         Ok(())
     }
 
@@ -833,6 +857,8 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             let next = self.b.create_block();
             let eq = self.b.ins().icmp_imm_s(IntCC::Equal, target, i64::from(id));
             self.b.ins().brif(eq, hit, &[], next, &[]);
+            self.b.seal_block(hit);
+            self.b.seal_block(next);
             self.b.switch_to_block(hit);
             let v = if id == BPF_LOOP_ID {
                 self.bpf_loop(pc)?
@@ -857,6 +883,8 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             let next = self.b.create_block();
             let eq = self.b.ins().icmp(IntCC::Equal, target, addr);
             self.b.ins().brif(eq, hit, &[], next, &[]);
+            self.b.seal_block(hit);
+            self.b.seal_block(next);
             self.b.switch_to_block(hit);
             let args: [Value; 5] = std::array::from_fn(|i| self.get(i as u8 + 1));
             let v = self.local_call(pc, Callee::Direct(f), args)?;
@@ -865,6 +893,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         }
         let err = self.error_block(STATUS_BAD_CALLX, pc);
         self.b.ins().jump(err, &[]);
+        self.b.seal_block(done);
         self.b.switch_to_block(done);
         self.set(pc, 0, r0)
     }
@@ -918,6 +947,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             .brif(more, body, &[], done, &[BlockArg::Value(i)]);
 
         self.b.switch_to_block(body);
+        self.b.seal_block(body);
         let z = self.b.ins().iconst(I64, 0);
         let ret = self.call_checked(Callee::Indirect(cb), [i, cb_ctx, z, z, z], nfp, nd)?;
         let next = self.b.ins().iadd_imm_s(i, 1);
@@ -929,6 +959,8 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             &[BlockArg::Value(next)],
         );
 
+        self.b.seal_block(header);
+        self.b.seal_block(done);
         self.b.switch_to_block(done);
         Ok(count)
     }
