@@ -110,3 +110,22 @@ fn random_programs_with_rbpf() {
         })
         .unwrap();
 }
+
+/// Random programs longer than `LARGE_FUNCTION_INSNS`, which the JIT compiles without the
+/// egraph optimiser: interpreter vs JIT.
+#[test]
+fn random_large_programs_full_isa() {
+    let len = gpubpf_runtime::jit::LARGE_FUNCTION_INSNS + 20;
+    let mut runner = random::runner(12);
+    let helpers = HelperTable::new();
+    let h = std::cell::RefCell::new(Harness::new());
+    runner
+        .run(&random::case_sized(true, len..len + 200), |case| {
+            let n =
+                h.borrow_mut()
+                    .check("large program", &case.slots(), &case.mem, &helpers, false);
+            assert_eq!(n, 2, "random programs stay in bounds");
+            Ok(())
+        })
+        .unwrap();
+}

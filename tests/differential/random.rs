@@ -175,6 +175,11 @@ pub struct Case {
 
 /// A case over the full ISA (`full`) or rbpf's subset.
 pub fn case(full: bool) -> impl Strategy<Value = Case> {
+    case_sized(full, 1..48)
+}
+
+/// A case with a number of operations in `len`.
+pub fn case_sized(full: bool, len: std::ops::Range<usize>) -> impl Strategy<Value = Case> {
     let op = if full {
         full_op().boxed()
     } else {
@@ -182,7 +187,7 @@ pub fn case(full: bool) -> impl Strategy<Value = Case> {
     };
     (
         prop::collection::vec(any::<u64>(), DATA_REGS.len()),
-        prop::collection::vec(op, 1..48),
+        prop::collection::vec(op, len),
         prop::collection::vec(any::<u8>(), MEM_SIZE),
     )
         .prop_map(|(regs, ops, mem)| Case { regs, ops, mem })

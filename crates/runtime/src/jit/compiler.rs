@@ -19,10 +19,20 @@ use crate::helper_table::HelperTable;
 /// Function alignment in the code image.
 const FUNC_ALIGN: usize = 16;
 
+/// BPF functions with more instructions than this are compiled without Cranelift's egraph
+/// optimiser (`opt_level = "none"`). On clang-generated BPF the egraph changes little (the
+/// benchmark loops come out identical or one instruction longer), while it costs about 40 %
+/// of compile time; large functions keep compile time under budget, small ones (every hot
+/// policy we know of) get the full pipeline. See docs/jit.md.
+pub const LARGE_FUNCTION_INSNS: usize = 256;
+
 /// Compiles programs for the host. Reuses its Cranelift contexts between functions and
 /// programs, so keep one per compiling thread.
 pub struct JitCompiler {
+    /// `opt_level = "speed"`.
     isa: OwnedTargetIsa,
+    /// `opt_level = "none"`, for functions above [`LARGE_FUNCTION_INSNS`].
+    isa_fast: OwnedTargetIsa,
     ctx: Context,
     fb_ctx: FunctionBuilderContext,
     /// The entry trampoline, identical for every program (it calls function 0), compiled
@@ -67,30 +77,9 @@ pub fn compile(slots: &[Insn], helpers: &HelperTable) -> Result<CompiledProgram,
 impl JitCompiler {
     /// A compiler for the host CPU (optimising, no frame-pointer or unwind overhead).
     pub fn new() -> Result<Self, JitError> {
-        let host = |e: &dyn std::fmt::Display| JitError::HostIsa {
-            message: e.to_string(),
-        };
-        let mut flags = settings::builder();
-        let verifier = if cfg!(debug_assertions) {
-            "true"
-        } else {
-            "false"
-        };
-        for (k, v) in [
-            ("opt_level", "speed"),
-            ("enable_verifier", verifier),
-            ("enable_probestack", "false"),
-            ("unwind_info", "false"),
-            ("is_pic", "false"),
-        ] {
-            flags.set(k, v).map_err(|e| host(&e))?;
-        }
-        let isa = cranelift_native::builder()
-            .map_err(|e| host(&e))?
-            .finish(settings::Flags::new(flags))
-            .map_err(|e| host(&e))?;
         Ok(Self {
-            isa,
+            isa: host_isa("speed")?,
+            isa_fast: host_isa("none")?,
             ctx: Context::new(),
             fb_ctx: FunctionBuilderContext::new(),
             trampoline: None,
@@ -158,7 +147,8 @@ impl JitCompiler {
                 cc,
                 self.isa.frontend_config(),
             )?;
-            compiled.push(self.codegen(idx)?);
+            let large = analysis.func_insns(idx).len() > LARGE_FUNCTION_INSNS;
+            compiled.push(self.codegen(idx, large)?);
         }
         // The trampoline comes last.
         compiled.push(self.trampoline()?);
@@ -174,17 +164,20 @@ impl JitCompiler {
         self.ctx.clear();
         self.ctx.func.name = UserFuncName::user(0, u32::MAX);
         build_trampoline(&mut self.ctx.func, &mut self.fb_ctx, cc, frontend)?;
-        let t = self.codegen(usize::MAX)?;
+        let t = self.codegen(usize::MAX, false)?;
         self.trampoline = Some(t.clone());
         Ok(t)
     }
 
-    /// Compiles the function in `self.ctx` to machine code.
-    fn codegen(&mut self, func: usize) -> Result<CompiledFunc, JitError> {
+    /// Compiles the function in `self.ctx` to machine code (`large`: without the egraph).
+    fn codegen(&mut self, func: usize, large: bool) -> Result<CompiledFunc, JitError> {
         let names = self.ctx.func.params.user_named_funcs().clone();
         let code = self
             .ctx
-            .compile(&*self.isa, &mut ControlPlane::default())
+            .compile(
+                if large { &*self.isa_fast } else { &*self.isa },
+                &mut ControlPlane::default(),
+            )
             .map_err(|e| JitError::Codegen {
                 func,
                 message: format!("{:?}", e.inner),
@@ -233,6 +226,32 @@ impl JitCompiler {
             explicit_traps,
         })
     }
+}
+
+/// The host ISA with the given Cranelift `opt_level`.
+fn host_isa(opt_level: &str) -> Result<OwnedTargetIsa, JitError> {
+    let host = |e: &dyn std::fmt::Display| JitError::HostIsa {
+        message: e.to_string(),
+    };
+    let mut flags = settings::builder();
+    let verifier = if cfg!(debug_assertions) {
+        "true"
+    } else {
+        "false"
+    };
+    for (k, v) in [
+        ("opt_level", opt_level),
+        ("enable_verifier", verifier),
+        ("enable_probestack", "false"),
+        ("unwind_info", "false"),
+        ("is_pic", "false"),
+    ] {
+        flags.set(k, v).map_err(|e| host(&e))?;
+    }
+    cranelift_native::builder()
+        .map_err(|e| host(&e))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| host(&e))
 }
 
 /// Lays the functions out in one image, applies relocations and makes it executable.

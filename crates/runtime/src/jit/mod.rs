@@ -29,7 +29,7 @@ use std::fmt;
 
 use gpubpf_isa::{DecodeError, LddwKind};
 
-pub use compiler::{compile, JitCompiler};
+pub use compiler::{compile, JitCompiler, LARGE_FUNCTION_INSNS};
 
 use crate::helper_table::STACK_SIZE;
 use code_memory::ExecutableCode;
