@@ -30,4 +30,4 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "==> cargo build (binaries the end-to-end tests run)"
 cargo build --workspace --bins --locked
 echo "==> cargo test"
-cargo test --workspace --locked
+cargo test --workspace --locked --no-fail-fast
