@@ -47,15 +47,27 @@ struct {
 const volatile unsigned long long min_duration_ns = 0;
 const volatile bool verbose = false;
 
+/* From libbpf-tools' bits.bpf.h. */
+static __always_inline __u64 log2(__u32 v)
+{
+	__u32 shift, r;
+
+	r = (v > 0xFFFF) << 4; v >>= r;
+	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
 static __always_inline __u64 log2l(__u64 v)
 {
-	__u64 r = 0;
+	__u32 hi = v >> 32;
 
-	while (v > 1 && r < MAX_SLOTS - 1) {
-		v >>= 1;
-		r++;
-	}
-	return r;
+	if (hi)
+		return log2(hi) + 32;
+	else
+		return log2(v);
 }
 
 static int count_slot(__u32 index, void *ctx)
