@@ -262,3 +262,105 @@ fn sigkilled_lock_holders_never_block_survivors() {
         assert_eq!(map.lookup(&k.to_ne_bytes()).unwrap(), Some(vec![2; 8]));
     }
 }
+
+const RECORDS: u64 = 5_000;
+
+#[test]
+#[ignore = "worker process of ring_buffer_many_producers_one_consumer"]
+fn worker_producer() {
+    let ring = Map::open(&env_path(ENV_MAP)).unwrap();
+    let drops = Map::open(&env_path(ENV_AUX)).unwrap();
+    let pid = u64::from(std::process::id());
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let (ring, drops) = (&ring, &drops);
+            s.spawn(move || {
+                let mut rejected = 0u64;
+                for seq in 0..RECORDS {
+                    // Variable sizes so that records wrap at every offset.
+                    let mut rec = vec![0u8; 16 + (seq % 5) as usize * 8];
+                    rec[..8].copy_from_slice(&(pid << 8 | t).to_ne_bytes());
+                    rec[8..16].copy_from_slice(&seq.to_ne_bytes());
+                    while ring.ringbuf_output(&rec).is_err() {
+                        rejected += 1;
+                        std::thread::yield_now();
+                    }
+                }
+                let p = drops.array_value_ptr(0).unwrap();
+                // SAFETY: an 8-byte, 8-aligned array value in the shared mapping.
+                unsafe { &*(p as *const AtomicU64) }.fetch_add(rejected, Ordering::SeqCst);
+            });
+        }
+    });
+}
+
+#[test]
+fn ring_buffer_many_producers_one_consumer() {
+    let d = tempfile::tempdir().unwrap();
+    let ring_path = d.path().join("ring");
+    let drops_path = d.path().join("drops");
+    let mut small = ring_spec();
+    small.max_entries *= 4;
+    let ring = Map::create(&ring_path, &small, &MapMeta::default()).unwrap();
+    let drops_spec = MapSpec {
+        map_type: MapType::Array,
+        key_size: 4,
+        value_size: 8,
+        max_entries: 1,
+        flags: 0,
+    };
+    let drops = Map::create(&drops_path, &drops_spec, &MapMeta::default()).unwrap();
+    let mut kids: Vec<Child> = (0..2)
+        .map(|_| {
+            spawn_worker(
+                "worker_producer",
+                &[(ENV_MAP, &ring_path), (ENV_AUX, &drops_path)],
+                None,
+            )
+        })
+        .collect();
+    let mut next: std::collections::HashMap<u64, u64> = Default::default();
+    let mut received = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut consume = |ring: &Map| {
+        ring.ringbuf_consume(|r| {
+            assert!(
+                r.len() >= 16 && r.len() % 8 == 0,
+                "record of {} bytes",
+                r.len()
+            );
+            let who = u64::from_ne_bytes(r[..8].try_into().unwrap());
+            let seq = u64::from_ne_bytes(r[8..16].try_into().unwrap());
+            let want = next.entry(who).or_insert(0);
+            assert_eq!(seq, *want, "producer {who:#x}: out of order or lost");
+            assert_eq!(r.len(), 16 + (seq % 5) as usize * 8);
+            *want += 1;
+            received += 1;
+        })
+        .unwrap();
+    };
+    while kids.iter_mut().any(|k| k.try_wait().unwrap().is_none()) {
+        assert!(Instant::now() < deadline, "producers did not finish");
+        consume(&ring);
+    }
+    for k in &mut kids {
+        assert!(k.wait().unwrap().success());
+    }
+    consume(&ring);
+    assert_eq!(received, 2 * 2 * RECORDS);
+    assert_eq!(next.len(), 4);
+    let st = ring.ringbuf_stats().unwrap();
+    let rejected = u64::from_ne_bytes(
+        drops
+            .lookup(&0u32.to_ne_bytes())
+            .unwrap()
+            .unwrap()
+            .try_into()
+            .unwrap(),
+    );
+    assert_eq!(
+        st.dropped, rejected,
+        "every rejected output is counted as a drop"
+    );
+    assert_eq!(st.pending, 0);
+}

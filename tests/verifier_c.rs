@@ -6,11 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gpubpf_runtime::attach::{self, Phase as AttachPhase};
-use gpubpf_runtime::object::{self, Object, Phase as ObjPhase, BPF_F_RDONLY_PROG};
-use gpubpf_verifier::{
-    LineInfo, MapInfo, MapKind, Verifier, VerifierConfig, VerifierError, VerifyInput, VerifyStats,
-};
+use gpubpf_runtime::attach;
+use gpubpf_runtime::object::Object;
+use gpubpf_runtime::program::{attach_phase, line_infos, map_infos};
+use gpubpf_verifier::{Verifier, VerifierConfig, VerifierError, VerifyInput, VerifyStats};
 
 fn clang() -> Option<&'static str> {
     ["clang", "clang-19", "clang-14"]
@@ -43,43 +42,13 @@ type Verdict = Result<VerifyStats, Box<VerifierError>>;
 /// Verifies every program of an object as the CLI does.
 fn verify_object(bytes: &[u8]) -> Vec<(String, Verdict)> {
     let obj = Object::parse(bytes).expect("object parses");
-    let maps: Vec<MapInfo> = obj
-        .maps
-        .iter()
-        .map(|m| MapInfo {
-            name: m.name.clone(),
-            kind: match m.kind {
-                object::MapKind::Array => MapKind::Array,
-                object::MapKind::Hash => MapKind::Hash,
-                object::MapKind::LruHash => MapKind::LruHash,
-                object::MapKind::RingBuf => MapKind::Ringbuf,
-            },
-            key_size: m.key_size,
-            value_size: m.value_size,
-            max_entries: m.max_entries,
-            read_only: m.flags & BPF_F_RDONLY_PROG != 0,
-        })
-        .collect();
+    let maps = map_infos(&obj);
     obj.programs
         .iter()
         .map(|p| {
             let point = attach::resolve(&p.attach).expect("attach point");
-            let phase = match p.phase {
-                ObjPhase::Entry => AttachPhase::Entry,
-                ObjPhase::Exit => AttachPhase::Exit,
-            };
-            let ctx = point.program_context(phase);
-            let lines: Vec<LineInfo> = p
-                .line_info
-                .iter()
-                .map(|l| LineInfo {
-                    pc: l.pc,
-                    file: l.file.clone(),
-                    line: l.line,
-                    column: l.column,
-                    source: l.source.clone(),
-                })
-                .collect();
+            let ctx = point.program_context(attach_phase(p.phase));
+            let lines = line_infos(p);
             // A smaller budget than the default keeps the "too complex" case fast in debug
             // builds; every accepted case needs far less.
             let v = Verifier::new(&VerifierConfig {

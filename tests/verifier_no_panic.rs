@@ -112,7 +112,7 @@ fn random_bytes_never_panic() {
 
 #[test]
 fn biased_instruction_streams_never_panic() {
-    runner(3000)
+    runner(1500)
         .run(&prop::collection::vec(biased_insn(), 1..60), |mut insns| {
             // End with `exit` most of the time so that exploration gets going.
             insns.push(Insn::new(0x95, 0, 0, 0, 0));

@@ -1,7 +1,7 @@
 //! The exploration engine: depth-first over all paths, with stored states for pruning,
 //! exact-repeat detection of infinite loops, and the processed-instruction budget.
 //!
-//! Every path is a [`Path`]: a state, a program point, and the last checkpoint it passed.
+//! Every path is a `Path`: a state, a program point, and the last checkpoint it passed.
 //! Checkpoints form a tree (each points to the checkpoint its path passed before); a
 //! checkpoint is *in progress* while some path below it is still being explored. In a
 //! depth-first search every in-progress checkpoint is an ancestor of the current path, so:
@@ -508,8 +508,9 @@ fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<Strin
             }
         }
         ErrorKind::UninitReg { .. } => {
-            "the register is not set on this path; calls clobber r1-r5 (keep values in r6-r9 \
-             or on the stack)"
+            "the register is not set on this path: calls clobber r1-r5 (keep values in r6-r9 \
+             or on the stack), and bpf_ringbuf_submit/discard invalidate every copy of the \
+             record pointer"
                 .into()
         }
         ErrorKind::TooComplex { .. } | ErrorKind::TooManyBranches { .. } => {

@@ -2,10 +2,40 @@
 //!
 //! A JIT-compiled policy runs inside the user's CUDA process without runtime checks, so every
 //! program this verifier accepts must be memory-safe and terminate. The design follows the
-//! Linux verifier: structural checks ([`cfg`]), then a path-sensitive abstract interpretation
-//! ([`engine`]) over register types ([`state`]) with scalar ranges and known bits
-//! ([`scalar`], [`tnum`]), memory checks ([`mem`]), branch refinement ([`branch`]), helper
-//! signatures ([`helpers`], [`call`]), state pruning and a processed-instruction budget.
+//! Linux verifier:
+//!
+//! 1. [`cfg`](mod@cfg): strict decoding (reserved fields zero, valid registers), jump targets inside
+//!    the program, inside the same subprogram and never into the second slot of `lddw`; no
+//!    unreachable instruction; every subprogram ends in `exit` or `ja`; no writes to r10;
+//!    no recursion (bpf-to-bpf calls and `bpf_loop` callbacks) and call chains of at most 8
+//!    frames; a backward register-liveness analysis used by pruning.
+//! 2. [`engine`]: depth-first exploration of every path over abstract states ([`state`]):
+//!    per register uninitialised / scalar ([`scalar`]: s64/u64/s32/u32 ranges and known
+//!    bits, [`tnum`]) / pointer to ctx, stack (per frame), map value, map value or NULL, map
+//!    handle, ring-buffer record (or NULL), function, each with a fixed and a variable
+//!    offset; per stack byte uninitialised / data / zero / spilled register (full state).
+//!    States are stored at jump targets; a state covered by a finished one is pruned; a
+//!    state *equal* to one still on the current path is an infinite loop; exploration stops
+//!    at a processed-instruction budget (default 1 000 000) and 8 192 pending branches.
+//! 3. [`mem`]: every load, store, atomic and helper memory argument is checked against its
+//!    region (stack frame `[-512, 0)`, map value size, ring-buffer record size, ctx fields
+//!    with per-field read/write permission from [`ctx::ProgramContext`]), with natural
+//!    alignment on the stack, ctx and atomics; stack reads only of initialised bytes;
+//!    variable offsets only when bounded; pointers spilled only as whole 8-byte slots.
+//! 4. [`exec`], [`scalar_alu`]: ALU transfer functions; pointers allow only `+`/`-` of a
+//!    bounded scalar (64-bit), never on map handles, or-NULL pointers or functions, never
+//!    pointer ± pointer; a 32-bit copy of a pointer is a leak.
+//! 5. [`branch`]: comparisons refine both operands on both branches (64- and 32-bit,
+//!    signed and unsigned, `jset`), propagate to copies sharing a scalar id (registers and
+//!    spills), prune impossible branches; a NULL check turns every copy of an or-NULL
+//!    pointer into a pointer (or NULL, releasing a ring-buffer reference); other pointer
+//!    comparisons are rejected unless both point into the same object at constant offsets.
+//! 6. [`call`]: helper arguments against [`helpers::HELPERS`], r1–r5 clobbered, return
+//!    types; ring-buffer records tracked as references that must be submitted or discarded
+//!    on every path; bpf-to-bpf frames; `bpf_loop` callbacks re-entered until a fixpoint;
+//!    return rules at program exit; no pointer in r0.
+//! 7. [`error`], [`print`](mod@print): errors as data with a bpftool-style listing, C lines, register
+//!    states and a hint; a kernel-style verbose log; [`VerifyStats`].
 //!
 //! ```no_run
 //! use gpubpf_verifier::{ctx::*, Verifier, VerifierConfig, VerifyInput};

@@ -8,11 +8,10 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use gpubpf_runtime::attach::{self, Phase as AttachPhase};
-use gpubpf_runtime::object::{self, Object, Phase as ObjPhase, BPF_F_RDONLY_PROG};
-use gpubpf_verifier::{
-    LineInfo, LogLevel, MapInfo, MapKind, Verifier, VerifierConfig, VerifyInput,
-};
+use gpubpf_runtime::attach;
+use gpubpf_runtime::object;
+use gpubpf_runtime::program::{attach_phase, line_infos, map_infos};
+use gpubpf_verifier::{LogLevel, Verifier, VerifierConfig, VerifyInput};
 use serde_json::{json, Value};
 
 use crate::exit::{self, CliError};
@@ -39,47 +38,6 @@ pub struct Args {
     /// Instruction budget (instructions processed over all paths).
     #[arg(long = "budget", value_name = "N", default_value_t = 1_000_000)]
     pub budget: u64,
-}
-
-/// The verifier's view of an object's maps (same order as the object's map list, which is
-/// what `lddw` map indices refer to).
-pub fn map_infos(obj: &Object) -> Vec<MapInfo> {
-    obj.maps
-        .iter()
-        .map(|m| MapInfo {
-            name: m.name.clone(),
-            kind: match m.kind {
-                object::MapKind::Array => MapKind::Array,
-                object::MapKind::Hash => MapKind::Hash,
-                object::MapKind::LruHash => MapKind::LruHash,
-                object::MapKind::RingBuf => MapKind::Ringbuf,
-            },
-            key_size: m.key_size,
-            value_size: m.value_size,
-            max_entries: m.max_entries,
-            read_only: m.flags & BPF_F_RDONLY_PROG != 0,
-        })
-        .collect()
-}
-
-fn line_infos(p: &object::Program) -> Vec<LineInfo> {
-    p.line_info
-        .iter()
-        .map(|l| LineInfo {
-            pc: l.pc,
-            file: l.file.clone(),
-            line: l.line,
-            column: l.column,
-            source: l.source.clone(),
-        })
-        .collect()
-}
-
-fn phase(p: ObjPhase) -> AttachPhase {
-    match p {
-        ObjPhase::Entry => AttachPhase::Entry,
-        ObjPhase::Exit => AttachPhase::Exit,
-    }
 }
 
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
@@ -117,58 +75,61 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     let mut rejected: Vec<String> = Vec::new();
     let mut text = String::new();
     for p in selected {
+        // An alias such as `cudaMemcpy` covers several driver functions: verify at each.
         let name = args.attach.as_deref().unwrap_or(&p.attach);
-        let point = attach::resolve(name)
+        let points = attach::resolve_alias_targets(name)
             .with_context(|| format!("program `{}`: attach point `{name}`", p.name))?;
-        let pctx = point.program_context(phase(p.phase));
         let lines = line_infos(p);
-        let input = VerifyInput {
-            insns: &p.insns,
-            maps: &maps,
-            ctx: &pctx,
-            line_info: (!lines.is_empty()).then_some(lines.as_slice()),
-        };
-        match verifier.verify(&input) {
-            Ok(stats) => {
-                if args.log && !out.json() {
-                    eprint!("{}", stats.log);
+        for point in points {
+            let pctx = point.program_context(attach_phase(p.phase));
+            let input = VerifyInput {
+                insns: &p.insns,
+                maps: &maps,
+                ctx: &pctx,
+                line_info: (!lines.is_empty()).then_some(lines.as_slice()),
+            };
+            match verifier.verify(&input) {
+                Ok(stats) => {
+                    if args.log && !out.json() {
+                        eprint!("{}", stats.log);
+                    }
+                    text.push_str(&format!(
+                        "{}: accepted ({}; {} insns, {} processed, {} states, {:.3} ms)\n",
+                        p.name,
+                        pctx.description,
+                        p.insns.len(),
+                        stats.insns_processed,
+                        stats.states_stored,
+                        stats.duration.as_secs_f64() * 1e3
+                    ));
+                    reports.push(json!({
+                        "name": p.name,
+                        "section": p.section,
+                        "attach": pctx.description,
+                        "accepted": true,
+                        "stats": stats_json(&stats),
+                    }));
                 }
-                text.push_str(&format!(
-                    "{}: accepted ({}; {} insns, {} processed, {} states, {:.3} ms)\n",
-                    p.name,
-                    pctx.description,
-                    p.insns.len(),
-                    stats.insns_processed,
-                    stats.states_stored,
-                    stats.duration.as_secs_f64() * 1e3
-                ));
-                reports.push(json!({
-                    "name": p.name,
-                    "section": p.section,
-                    "attach": pctx.description,
-                    "accepted": true,
-                    "stats": stats_json(&stats),
-                }));
-            }
-            Err(e) => {
-                if args.log && !out.json() {
-                    eprint!("{}", e.log);
+                Err(e) => {
+                    if args.log && !out.json() {
+                        eprint!("{}", e.log);
+                    }
+                    text.push_str(&format!(
+                        "{}: rejected ({})\n{}",
+                        p.name,
+                        pctx.description,
+                        e.render()
+                    ));
+                    rejected.push(p.name.clone());
+                    reports.push(json!({
+                        "name": p.name,
+                        "section": p.section,
+                        "attach": pctx.description,
+                        "accepted": false,
+                        "error": e.diagnostic(),
+                        "stats": stats_json(&e.stats),
+                    }));
                 }
-                text.push_str(&format!(
-                    "{}: rejected ({})\n{}",
-                    p.name,
-                    pctx.description,
-                    e.render()
-                ));
-                rejected.push(p.name.clone());
-                reports.push(json!({
-                    "name": p.name,
-                    "section": p.section,
-                    "attach": pctx.description,
-                    "accepted": false,
-                    "error": e.diagnostic(),
-                    "stats": stats_json(&e.stats),
-                }));
             }
         }
     }

@@ -1,10 +1,10 @@
 //! From a verified program to one the engines can run: map binding and the prepare step.
 //!
-//! - [`bind`]: the object's map definitions are bound to registry maps by name: an
+//! - [`bind_maps`]: the object's map definitions are bound to registry maps by name: an
 //!   existing map with the same definition is reused (a replaced policy keeps its
 //!   counters), a missing one is created, a conflicting one is an error naming both
 //!   definitions. Global-data sections become one-entry arrays named `OBJECT.SECTION`.
-//! - [`prepare`]: every `lddw` map reference (`MapIdx`, `MapIdxValue`) is rewritten to a
+//! - [`prepare()`]: every `lddw` map reference (`MapIdx`, `MapIdxValue`) is rewritten to a
 //!   plain 64-bit immediate: the address of the process-local [`crate::maps::Map`] (the
 //!   map handle helpers receive) or the address of the value inside the shared mapping.
 //!   The [`PreparedProgram`] keeps the maps alive as long as the code may run.
