@@ -7,6 +7,7 @@
 
 pub mod asm;
 pub mod disasm;
+mod encode;
 pub mod insn;
 pub mod opcode;
 
