@@ -2,24 +2,15 @@
 //! executable's directory (`target/debug/gpubpf`); build it first with
 //! `cargo build -p gpubpf-loader-cli` (each test prints `skipped: …` when it is missing).
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
 fn gpubpf() -> Option<PathBuf> {
-    // target/debug/deps/catalog_cli-<hash> -> target/debug/gpubpf
-    let exe = std::env::current_exe().ok()?;
-    let path = exe.parent()?.parent()?.join("gpubpf");
-    if path.exists() {
-        Some(path)
-    } else {
-        eprintln!(
-            "skipped: {} not found; run `cargo build -p gpubpf-loader-cli` first",
-            path.display()
-        );
-        None
-    }
+    Some(common::cli::gpubpf())
 }
 
 fn run(args: &[&str]) -> Option<Output> {

@@ -4,21 +4,13 @@
 //! field. Runs `target/debug/gpubpf` (build it with `cargo build -p gpubpf-loader-cli`); the
 //! verify half prints `skipped: …` while the binary has no `verify` command yet.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn gpubpf() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let path = exe.parent()?.parent()?.join("gpubpf");
-    if path.exists() {
-        Some(path)
-    } else {
-        eprintln!(
-            "skipped: {} not found; run `cargo build -p gpubpf-loader-cli` first",
-            path.display()
-        );
-        None
-    }
+    Some(common::cli::gpubpf())
 }
 
 fn have_clang() -> bool {

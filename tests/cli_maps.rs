@@ -5,47 +5,19 @@
 //! builds it with `cargo build -p gpubpf-loader-cli --bin gpubpf` (a no-op when it is up to
 //! date) into the target directory of this test executable.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use gpubpf_runtime::maps::{mapping, FieldDesc, MapMeta, MapSpec, MapType, TypeDesc};
 use gpubpf_runtime::registry::Registry;
 use serde_json::Value;
 
-fn gpubpf() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().unwrap();
-            let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args([
-                "build",
-                "--quiet",
-                "-p",
-                "gpubpf-loader-cli",
-                "--bin",
-                "gpubpf",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            if let Some(t) = profile_dir.parent() {
-                cmd.env("CARGO_TARGET_DIR", t);
-            }
-            assert!(
-                cmd.status().unwrap().success(),
-                "cargo build of gpubpf failed"
-            );
-            profile_dir.join("gpubpf")
-        })
-        .clone()
-}
+use common::cli::gpubpf;
 
 fn run(home: &Path, args: &[&str]) -> Output {
     Command::new(gpubpf())

@@ -6,44 +6,15 @@
 //!
 //! Builds `gpubpf` with cargo like `cli_maps.rs`; prints `skipped: …` without clang.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use gpubpf_runtime::registry::{Phase, Registry, RegistryError};
 use serde_json::Value;
 
-fn gpubpf() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().unwrap();
-            let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args([
-                "build",
-                "--quiet",
-                "-p",
-                "gpubpf-loader-cli",
-                "--bin",
-                "gpubpf",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            if let Some(t) = profile_dir.parent() {
-                cmd.env("CARGO_TARGET_DIR", t);
-            }
-            assert!(
-                cmd.status().unwrap().success(),
-                "cargo build of gpubpf failed"
-            );
-            profile_dir.join("gpubpf")
-        })
-        .clone()
-}
+use common::cli::gpubpf;
 
 fn have_clang() -> bool {
     ["clang", "clang-19"]

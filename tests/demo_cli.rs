@@ -3,26 +3,11 @@
 //! replaces the policy live and dumps the shared counters. Needs clang and the built
 //! `gpubpf` binary (`scripts/test.sh` builds both).
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::Command;
 
-fn gpubpf() -> PathBuf {
-    // target/debug/deps/demo_cli-<hash> -> target/debug/gpubpf
-    let exe = std::env::current_exe().expect("test executable path");
-    let bin = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target dir")
-        .join("gpubpf");
-    if !bin.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "gpubpf-loader-cli", "--bin", "gpubpf"])
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build of gpubpf failed");
-    }
-    bin
-}
+use common::cli::gpubpf;
 
 fn have_clang() -> bool {
     ["clang", "clang-19"].iter().any(|c| {

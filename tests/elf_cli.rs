@@ -3,32 +3,17 @@
 //! The binary is built once per test run with `cargo build -p gpubpf-loader-cli --bin
 //! gpubpf` (a no-op when fresh) and run from the target directory of this test.
 
+mod common;
+
 mod elf_support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use elf_support::{clangs, repo_root, scratch};
 use serde_json::Value;
 
-fn gpubpf() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "-q", "-p", "gpubpf-loader-cli", "--bin", "gpubpf"])
-            .current_dir(repo_root())
-            .status()
-            .expect("run cargo build");
-        assert!(st.success(), "cargo build -p gpubpf-loader-cli failed");
-        // target/debug/deps/elf_cli-… → target/debug/gpubpf
-        let exe = std::env::current_exe().unwrap();
-        let bin = exe.parent().unwrap().parent().unwrap().join("gpubpf");
-        assert!(bin.is_file(), "{} missing", bin.display());
-        bin
-    })
-}
+use common::cli::gpubpf;
 
 /// Runs `gpubpf ARGS` with the SDK cache in a scratch directory.
 fn run(args: &[&str]) -> Output {

@@ -3,5 +3,6 @@
 //! Each test binary uses only part of it.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod conformance_data;
 pub mod conformance_run;
