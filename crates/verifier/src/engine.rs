@@ -13,7 +13,9 @@
 //! `bpf_loop` is modelled with a pseudo point after the call ([`Point::LoopIter`]): from it,
 //! either the loop ends, or the callback runs once more and comes back. There, a state
 //! covered by an in-progress checkpoint of the same `bpf_loop` invocation is a fixpoint and
-//! pruned (the helper itself bounds the iterations).
+//! pruned (the helper itself bounds the iterations). From round [`WIDEN_AFTER`] of an
+//! invocation on, scalars that still change between rounds are widened ([`crate::widen`]) so
+//! that such a fixpoint is reached.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -24,6 +26,7 @@ use crate::cfg::{self, Program};
 use crate::equiv::{state_hash, states_equal};
 use crate::error::{build_listing, line_for, ErrorKind, RegNote, VerifierError};
 use crate::state::{Frame, FrameKind, Reg, RegType, State};
+use crate::widen::{widen, WIDEN_AFTER};
 use crate::{LogLevel, MapInfo, VerifierConfig, VerifyInput, VerifyStats};
 
 /// Most paths queued for exploration at once (the kernel's `BPF_COMPLEXITY_LIMIT_JMP_SEQ`).
@@ -212,9 +215,50 @@ impl Engine<'_> {
         }
     }
 
+    /// At a `bpf_loop` iteration point reached for round [`WIDEN_AFTER`] or later of the same
+    /// invocation, widens the scalars that changed since the previous round
+    /// ([`crate::widen`]).
+    fn widen_loop_state(&mut self, path: &mut Path) {
+        let inv = path.st.cur().loop_inv;
+        let rounds: Vec<usize> = self
+            .inprog_iter
+            .get(&path.pc)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .copied()
+            .filter(|&i| {
+                self.cps[i]
+                    .state
+                    .as_ref()
+                    .is_some_and(|s| s.cur().loop_inv == inv)
+            })
+            .collect();
+        if rounds.len() < WIDEN_AFTER {
+            return;
+        }
+        let Some(prev) = rounds
+            .iter()
+            .max()
+            .and_then(|&i| self.cps[i].state.as_ref())
+        else {
+            return;
+        };
+        let n = widen(prev, &mut path.st);
+        if n > 0 {
+            let pc = path.pc;
+            self.log.line(LogLevel::Basic, || {
+                format!("{pc}: bpf_loop round {}: widened {n} values", rounds.len())
+            });
+        }
+    }
+
     /// Checks the current state against stored ones at this point. `Ok(true)`: pruned.
     fn visit(&mut self, path: &mut Path) -> R<bool> {
         let key = (path.pc, path.point);
+        if path.point == Point::LoopIter {
+            self.widen_loop_state(path);
+        }
         let live = live_masks(self.env.prog, &path.st, path.pc, path.point);
         let hash = state_hash(&path.st, &live);
         let mut pruned = false;

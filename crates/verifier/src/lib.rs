@@ -32,7 +32,8 @@
 //!    comparisons are rejected unless both point into the same object at constant offsets.
 //! 6. [`call`]: helper arguments against [`helpers::HELPERS`], r1–r5 clobbered, return
 //!    types; ring-buffer records tracked as references that must be submitted or discarded
-//!    on every path; bpf-to-bpf frames; `bpf_loop` callbacks re-entered until a fixpoint;
+//!    on every path; bpf-to-bpf frames; `bpf_loop` callbacks re-entered until a fixpoint,
+//!    scalars that keep changing between rounds widened to unknown ([`widen`]);
 //!    return rules at program exit; no pointer in r0.
 //! 7. [`error`], [`print`](mod@print): errors as data with a bpftool-style listing, C lines, register
 //!    states and a hint; a kernel-style verbose log; [`VerifyStats`].
@@ -60,6 +61,7 @@ pub mod scalar;
 pub mod scalar_alu;
 pub mod state;
 pub mod tnum;
+pub mod widen;
 
 use std::time::Duration;
 
