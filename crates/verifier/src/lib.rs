@@ -14,7 +14,8 @@
 //!    bits, [`tnum`]) / pointer to ctx, stack (per frame), map value, map value or NULL, map
 //!    handle, ring-buffer record (or NULL), function, each with a fixed and a variable
 //!    offset; per stack byte uninitialised / data / zero / spilled register (full state).
-//!    States are stored at jump targets; a state covered by a finished one is pruned; a
+//!    States are stored at jump targets (at most 64 finished ones per point, the worst
+//!    evicted, so the cost stays linear); a state covered by a finished one is pruned; a
 //!    state *equal* to one still on the current path is an infinite loop; exploration stops
 //!    at a processed-instruction budget (default 1 000 000) and 8 192 pending branches.
 //! 3. [`mem`]: every load, store, atomic and helper memory argument is checked against its
