@@ -78,20 +78,14 @@ fn policies_pass_the_verifier() {
     }
 }
 
-/// `handle_exit` is left out: its `bpf_loop` callback accumulates into the caller's stack,
-/// and the verifier (as of this writing) exhausts its 1M-instruction budget on it right after
-/// `call 181` — a verifier limitation reported separately, not a loader matter.
+/// Every program, including `handle_exit`, whose `bpf_loop` callback accumulates into the
+/// caller's stack (the verifier widens such scalars so the callback rounds converge).
 #[test]
 fn libbpf_style_program_passes_the_verifier() {
     let src = repo_root().join("tests/data/libbpf/exec_tracker.bpf.c");
     for clang in clangs() {
         let obj = load_checked(&compile(clang, &src, &[]));
         assert!(obj.program("handle_exit").is_some());
-        verify_all(
-            &format!("{clang} exec_tracker"),
-            &obj,
-            &["handle_exit"],
-            catalog_ctx,
-        );
+        verify_all(&format!("{clang} exec_tracker"), &obj, &[], catalog_ctx);
     }
 }

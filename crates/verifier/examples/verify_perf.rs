@@ -1,5 +1,7 @@
 //! Verification speed on a synthetic 4 000-instruction program with several bounded loops
-//! and many branches. Run: `cargo run --release -p gpubpf-verifier --example verify_perf`.
+//! and many branches, and the time to exhaust the instruction budget on a program that never
+//! converges (it must grow linearly with the budget).
+//! Run: `cargo run --release -p gpubpf-verifier --example verify_perf`.
 
 use std::time::Instant;
 
@@ -100,6 +102,35 @@ fn program(target: usize, loops: usize) -> String {
     s
 }
 
+/// A bounded loop with many exits (as `log2l` in exec_tracker), then a `bpf_loop` whose
+/// callback moves a pointer stored in the caller's stack on every round: widening never
+/// applies to pointers, so only the budget ends the exploration.
+const NON_CONVERGING: &str = "
+ldxdw %r6, [%r1+32]
+mov %r7, 0
+loop:
+jeq %r6, 0, out
+rsh %r6, 1
+add %r7, 1
+jlt %r7, 64, loop
+out:
+stxdw [%r10-16], %r10
+mov %r1, 4
+lddw %r2, func cb
+mov %r3, %r10
+add %r3, -16
+mov %r4, 0
+call 181
+mov %r0, 0
+exit
+cb:
+ldxdw %r4, [%r2]
+add %r4, -1
+stxdw [%r2], %r4
+mov %r0, 0
+exit
+";
+
 fn main() {
     let ctx = ProgramContext {
         description: "perf".into(),
@@ -144,6 +175,28 @@ fn main() {
             s.states_stored,
             s.peak_states,
             s.states_pruned
+        );
+    }
+    let insns = gpubpf_isa::assemble(NON_CONVERGING).expect("assembles");
+    let input = VerifyInput {
+        insns: &insns,
+        maps: &maps,
+        ctx: &ctx,
+        line_info: None,
+    };
+    for budget in [20_000, 100_000, 1_000_000] {
+        let v = Verifier::new(&VerifierConfig {
+            budget,
+            ..VerifierConfig::default()
+        });
+        let t = Instant::now();
+        let e = v.verify(&input).expect_err("never converges");
+        println!(
+            "budget {budget}: rejected in {:.1} ms ({}, {} states stored, peak {})",
+            t.elapsed().as_secs_f64() * 1e3,
+            e.kind,
+            e.stats.states_stored,
+            e.stats.peak_states
         );
     }
 }

@@ -13,7 +13,15 @@
 //! `bpf_loop` is modelled with a pseudo point after the call ([`Point::LoopIter`]): from it,
 //! either the loop ends, or the callback runs once more and comes back. There, a state
 //! covered by an in-progress checkpoint of the same `bpf_loop` invocation is a fixpoint and
-//! pruned (the helper itself bounds the iterations).
+//! pruned (the helper itself bounds the iterations). From round [`WIDEN_AFTER`] of an
+//! invocation on, scalars that still change between rounds are widened ([`crate::widen`]) so
+//! that such a fixpoint is reached.
+//!
+//! Cost stays linear in the instructions processed: in-progress checkpoints are found by
+//! exact-state hash; at most [`MAX_STATES_PER_POINT`] finished states are kept per point
+//! (states that keep missing are evicted, as in the kernel, and a full point evicts the one
+//! with the worst hit/miss record); a `bpf_loop` round is compared only with the last
+//! [`MAX_ROUNDS_COMPARED`] rounds of its own invocation.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -24,10 +32,18 @@ use crate::cfg::{self, Program};
 use crate::equiv::{state_hash, states_equal};
 use crate::error::{build_listing, line_for, ErrorKind, RegNote, VerifierError};
 use crate::state::{Frame, FrameKind, Reg, RegType, State};
+use crate::widen::{widen, WIDEN_AFTER};
 use crate::{LogLevel, MapInfo, VerifierConfig, VerifyInput, VerifyStats};
 
 /// Most paths queued for exploration at once (the kernel's `BPF_COMPLEXITY_LIMIT_JMP_SEQ`).
 pub const MAX_PENDING: usize = 8192;
+
+/// Most finished states kept per program point for pruning. When a point is full, the state
+/// with the worst hit/miss record is evicted, so a visit compares against a bounded list.
+pub const MAX_STATES_PER_POINT: usize = 64;
+
+/// Earlier rounds of a `bpf_loop` invocation an iteration state is compared with.
+pub const MAX_ROUNDS_COMPARED: usize = 8;
 
 /// A program point: an instruction, or the iteration point of a `bpf_loop` call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -109,6 +125,8 @@ struct Checkpoint {
     misses: u32,
     hash: u64,
     key: (usize, Point),
+    /// The `bpf_loop` invocation (iteration points only; 0 otherwise).
+    inv: u32,
 }
 
 struct Path {
@@ -151,11 +169,21 @@ struct Engine<'a> {
     done: HashMap<(usize, Point), Vec<usize>>,
     /// In-progress checkpoints by point and exact-state hash (for loop detection).
     inprog: HashMap<(usize, Point, u64), Vec<usize>>,
-    /// In-progress checkpoints at `bpf_loop` iteration points.
-    inprog_iter: HashMap<usize, Vec<usize>>,
+    /// In-progress checkpoints at `bpf_loop` iteration points, by call and invocation, in
+    /// round order (they are ancestors of the current path).
+    inprog_iter: HashMap<(usize, u32), Vec<usize>>,
     live_states: u64,
     stats: VerifyStats,
     log: Log,
+}
+
+/// Removes checkpoint `i` from a list of in-progress ones (usually its last entry).
+fn remove_idx(v: &mut Vec<usize>, i: usize) {
+    if v.last() == Some(&i) {
+        v.pop();
+    } else if let Some(j) = v.iter().rposition(|&x| x == i) {
+        v.remove(j);
+    }
 }
 
 /// Live registers per frame for a state at `pc`/`point` (bit i = ri).
@@ -198,39 +226,93 @@ impl Engine<'_> {
             if cp.branches > 0 {
                 break;
             }
-            let (key, hash) = (cp.key, cp.hash);
+            let (key, hash, inv) = (cp.key, cp.hash, cp.inv);
             p = cp.parent;
             if let Some(v) = self.inprog.get_mut(&(key.0, key.1, hash)) {
-                v.retain(|&x| x != i);
+                remove_idx(v, i);
             }
             if key.1 == Point::LoopIter {
-                if let Some(v) = self.inprog_iter.get_mut(&key.0) {
-                    v.retain(|&x| x != i);
+                if let Some(v) = self.inprog_iter.get_mut(&(key.0, inv)) {
+                    remove_idx(v, i);
+                    if v.is_empty() {
+                        self.inprog_iter.remove(&(key.0, inv));
+                    }
                 }
             }
-            self.done.entry(key).or_default().push(i);
+            let list = self.done.entry(key).or_default();
+            if list.len() >= MAX_STATES_PER_POINT {
+                // Evict the state that pruned least for its misses (the oldest on ties).
+                let cps = &self.cps;
+                let worst = list
+                    .iter()
+                    .enumerate()
+                    .max_by_key(|(j, &x)| {
+                        let c = &cps[x];
+                        (
+                            i64::from(c.misses) - 3 * i64::from(c.hits),
+                            std::cmp::Reverse(*j),
+                        )
+                    })
+                    .map(|(j, _)| j);
+                if let Some(j) = worst {
+                    let x = list.remove(j);
+                    if self.cps[x].state.take().is_some() {
+                        self.live_states -= 1;
+                    }
+                }
+            }
+            list.push(i);
+        }
+    }
+
+    /// At a `bpf_loop` iteration point reached for round [`WIDEN_AFTER`] or later of the same
+    /// invocation, widens the scalars that changed since the previous round
+    /// ([`crate::widen`]).
+    fn widen_loop_state(&mut self, path: &mut Path) {
+        let inv = path.st.cur().loop_inv;
+        let rounds = self
+            .inprog_iter
+            .get(&(path.pc, inv))
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        if rounds.len() < WIDEN_AFTER {
+            return;
+        }
+        let Some(prev) = rounds.last().and_then(|&i| self.cps[i].state.as_ref()) else {
+            return;
+        };
+        let n = widen(prev, &mut path.st);
+        if n > 0 {
+            let (pc, round) = (path.pc, rounds.len());
+            self.log.line(LogLevel::Basic, || {
+                format!("{pc}: bpf_loop round {round}: widened {n} values")
+            });
         }
     }
 
     /// Checks the current state against stored ones at this point. `Ok(true)`: pruned.
     fn visit(&mut self, path: &mut Path) -> R<bool> {
         let key = (path.pc, path.point);
+        if path.point == Point::LoopIter {
+            self.widen_loop_state(path);
+        }
         let live = live_masks(self.env.prog, &path.st, path.pc, path.point);
         let hash = state_hash(&path.st, &live);
         let mut pruned = false;
         if path.point == Point::LoopIter {
-            for &i in self
+            let inv = path.st.cur().loop_inv;
+            let rounds = self
                 .inprog_iter
-                .get(&path.pc)
+                .get(&(path.pc, inv))
                 .map(Vec::as_slice)
-                .unwrap_or(&[])
-            {
+                .unwrap_or(&[]);
+            // The latest rounds only: a fixpoint (possibly after widening) is reached against
+            // one of them; older ones would make every round cost more than the last.
+            for &i in rounds.iter().rev().take(MAX_ROUNDS_COMPARED) {
                 let Some(old) = &self.cps[i].state else {
                     continue;
                 };
-                if old.cur().loop_inv == path.st.cur().loop_inv
-                    && states_equal(old, &path.st, &live, false)
-                {
+                if states_equal(old, &path.st, &live, false) {
                     pruned = true;
                     break;
                 }
@@ -294,13 +376,17 @@ impl Engine<'_> {
                 misses: 0,
                 hash,
                 key,
+                inv: path.st.cur().loop_inv,
             });
             self.inprog
                 .entry((key.0, key.1, hash))
                 .or_default()
                 .push(idx);
             if key.1 == Point::LoopIter {
-                self.inprog_iter.entry(key.0).or_default().push(idx);
+                self.inprog_iter
+                    .entry((key.0, path.st.cur().loop_inv))
+                    .or_default()
+                    .push(idx);
             }
             path.parent = Some(idx);
             path.insns_since = 0;

@@ -14,7 +14,8 @@
 //!    bits, [`tnum`]) / pointer to ctx, stack (per frame), map value, map value or NULL, map
 //!    handle, ring-buffer record (or NULL), function, each with a fixed and a variable
 //!    offset; per stack byte uninitialised / data / zero / spilled register (full state).
-//!    States are stored at jump targets; a state covered by a finished one is pruned; a
+//!    States are stored at jump targets (at most 64 finished ones per point, the worst
+//!    evicted, so the cost stays linear); a state covered by a finished one is pruned; a
 //!    state *equal* to one still on the current path is an infinite loop; exploration stops
 //!    at a processed-instruction budget (default 1 000 000) and 8 192 pending branches.
 //! 3. [`mem`]: every load, store, atomic and helper memory argument is checked against its
@@ -32,7 +33,8 @@
 //!    comparisons are rejected unless both point into the same object at constant offsets.
 //! 6. [`call`]: helper arguments against [`helpers::HELPERS`], r1–r5 clobbered, return
 //!    types; ring-buffer records tracked as references that must be submitted or discarded
-//!    on every path; bpf-to-bpf frames; `bpf_loop` callbacks re-entered until a fixpoint;
+//!    on every path; bpf-to-bpf frames; `bpf_loop` callbacks re-entered until a fixpoint,
+//!    scalars that keep changing between rounds widened to unknown ([`widen`]);
 //!    return rules at program exit; no pointer in r0.
 //! 7. [`error`], [`print`](mod@print): errors as data with a bpftool-style listing, C lines, register
 //!    states and a hint; a kernel-style verbose log; [`VerifyStats`].
@@ -60,6 +62,7 @@ pub mod scalar;
 pub mod scalar_alu;
 pub mod state;
 pub mod tnum;
+pub mod widen;
 
 use std::time::Duration;
 

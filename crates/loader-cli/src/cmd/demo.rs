@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use gpubpf_runtime::attach::{self, AttachPoint};
-use gpubpf_runtime::dispatch::{CtxBuf, PolicySet};
-use gpubpf_runtime::helper_table::STACK_SIZE;
+use gpubpf_runtime::dispatch::{CtxBuf, PolicySet, Stack};
 use gpubpf_runtime::helpers::standard_helpers;
 use gpubpf_runtime::registry::{ensure_private_dir, Registry, HOME_ENV};
 
@@ -100,7 +99,7 @@ struct Session<'a> {
     free: &'static AttachPoint,
     set: PolicySet,
     reg: &'a Registry,
-    stack: Box<[u8; STACK_SIZE]>,
+    stack: Box<Stack>,
 }
 
 impl Session<'_> {
@@ -268,7 +267,7 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
         free: attach::resolve("cuMemFree")?,
         set: PolicySet::default(),
         reg: &reg,
-        stack: Box::new([0u8; STACK_SIZE]),
+        stack: Stack::new_boxed(),
     };
     s.reload()?;
 

@@ -16,6 +16,19 @@ use crate::registry::{Phase as RecordPhase, Registry};
 use super::ctx::CtxBuf;
 use super::DispatchError;
 
+/// The stack area of one execution: `STACK_SIZE` bytes, 16-byte aligned so that stack
+/// atomics never straddle a cache line. Allocate one per thread and reuse it for every call.
+#[derive(Debug)]
+#[repr(C, align(16))]
+pub struct Stack(pub [u8; STACK_SIZE]);
+
+impl Stack {
+    /// A zeroed stack on the heap.
+    pub fn new_boxed() -> Box<Stack> {
+        Box::new(Stack([0; STACK_SIZE]))
+    }
+}
+
 /// One verified, JIT-compiled program attached to one attach point.
 #[derive(Debug)]
 pub struct AttachedProgram {
@@ -46,17 +59,13 @@ impl AttachedProgram {
     }
 
     /// Runs the program on `ctx`.
-    pub fn run(
-        &self,
-        ctx: &mut CtxBuf,
-        stack: &mut [u8; STACK_SIZE],
-    ) -> Result<u64, jit::ExecError> {
+    pub fn run(&self, ctx: &mut CtxBuf, stack: &mut Stack) -> Result<u64, jit::ExecError> {
         debug_assert_eq!(ctx.phase(), self.phase);
         // SAFETY: the program was accepted by the verifier (in `PolicySet::load`) for the
         // ctx layout of `ctx.point()` in `self.phase`; `CtxBuf` allocates exactly that
         // layout (8-byte aligned, `ctx_size` bytes). The maps it addresses are kept alive by
         // `self.prepared`, and `stack` is a full `STACK_SIZE` frame area.
-        unsafe { self.compiled.execute(ctx.as_mut_ptr(), stack) }
+        unsafe { self.compiled.execute(ctx.as_mut_ptr(), &mut stack.0) }
     }
 }
 
@@ -91,7 +100,7 @@ impl Chain {
     pub fn call(
         &self,
         ctx: &mut CtxBuf,
-        stack: &mut [u8; STACK_SIZE],
+        stack: &mut Stack,
         real: impl FnOnce(&mut CtxBuf) -> u32,
     ) -> CallOutcome {
         let mut outcome = CallOutcome {

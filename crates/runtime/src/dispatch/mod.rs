@@ -15,7 +15,7 @@
 mod chain;
 mod ctx;
 
-pub use chain::{AttachedProgram, CallOutcome, Chain, PolicySet};
+pub use chain::{AttachedProgram, CallOutcome, Chain, PolicySet, Stack};
 pub use ctx::CtxBuf;
 
 /// Errors building or running policies.
