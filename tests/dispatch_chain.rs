@@ -1,0 +1,96 @@
+//! `runtime::dispatch` semantics on programs loaded through the real CLI: priority order,
+//! first non-zero verdict wins and skips the real call, exit programs run after a veto and
+//! may override the result and writable out-values, policies re-verified per process.
+//! Needs clang (scripts/test.sh installs it).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use gpubpf_runtime::attach::{self, Phase};
+use gpubpf_runtime::dispatch::{CtxBuf, PolicySet, Stack};
+use gpubpf_runtime::helpers::standard_helpers;
+use gpubpf_runtime::registry::Registry;
+
+fn load(home: &Path, src: &str, name: &str, priority: i32) -> bool {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let obj = home.join(format!("{name}.o"));
+    let build = Command::new(common::cli::gpubpf())
+        .args(["build"])
+        .arg(repo.join("tests/data/dispatch").join(src))
+        .arg("-o")
+        .arg(&obj)
+        .arg("--cache-dir")
+        .arg(home.join("sdk"))
+        .output()
+        .expect("run gpubpf build");
+    if !build.status.success() {
+        let err = String::from_utf8_lossy(&build.stderr);
+        assert!(err.contains("clang not found"), "build failed: {err}");
+        eprintln!("skipped: clang not found (scripts/test.sh installs it)");
+        return false;
+    }
+    let out = Command::new(common::cli::gpubpf())
+        .arg("load")
+        .arg(&obj)
+        .args(["--name", name, "--priority", &priority.to_string()])
+        .env("GPUBPF_HOME", home.join("reg"))
+        .output()
+        .expect("run gpubpf load");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
+}
+
+#[test]
+fn chain_order_verdicts_and_exit_overrides() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // veto_small has the larger priority number, so veto_big runs first.
+    if !load(tmp.path(), "veto_small.bpf.c", "small", 10)
+        || !load(tmp.path(), "veto_big.bpf.c", "big", 0)
+    {
+        return;
+    }
+    let reg = Registry::open(&tmp.path().join("reg")).expect("open registry");
+    let set = PolicySet::load(&reg, &standard_helpers()).expect("re-verify and compile");
+    assert_eq!(set.programs().count(), 4);
+    let alloc = attach::resolve("cudaMalloc").expect("alias");
+    let chain = set.chain(alloc).expect("programs on cuMemAlloc");
+    let order: Vec<&str> = chain.entry.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(order, ["veto_big", "veto_all"]);
+    let mut stack = Stack::new_boxed();
+
+    // 200 bytes: veto_big says 7 first; veto_all never runs; the real call is skipped;
+    // forgive (exit) sees 7 and leaves it.
+    let mut ctx = CtxBuf::new(alloc, Phase::Entry);
+    ctx.set("args.bytesize", 200).expect("field");
+    let o = chain.call(&mut ctx, &mut stack, |_| panic!("vetoed call must not run"));
+    assert_eq!((o.result, o.called), (7, false));
+    assert_eq!(o.denied_by, Some(("big".into(), "veto_big".into())));
+
+    // 50 bytes: veto_big passes, veto_all says 5, forgive turns 5 into success.
+    let mut ctx = CtxBuf::new(alloc, Phase::Entry);
+    ctx.set("args.bytesize", 50).expect("field");
+    let o = chain.call(&mut ctx, &mut stack, |_| panic!("vetoed call must not run"));
+    assert_eq!((o.result, o.called), (0, false));
+    assert_eq!(o.denied_by, Some(("small".into(), "veto_all".into())));
+    assert!(o.faults.is_empty());
+
+    // cuMemGetInfo has only an exit program: the real call runs and its out-value is
+    // rewritten for the application.
+    let info = attach::resolve("cuMemGetInfo").expect("catalog");
+    let chain = set.chain(info).expect("program on cuMemGetInfo");
+    let mut ctx = CtxBuf::new(info, Phase::Entry);
+    let o = chain.call(&mut ctx, &mut stack, |ctx| {
+        ctx.set("out.free", 80 << 30).expect("field");
+        ctx.set("out.total", 80 << 30).expect("field");
+        0
+    });
+    assert_eq!((o.result, o.called), (0, true));
+    assert_eq!(ctx.get("out.free").expect("field"), 40 << 30);
+    assert_eq!(ctx.get("out.total").expect("field"), 80 << 30);
+}
