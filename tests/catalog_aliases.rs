@@ -1,5 +1,5 @@
 //! The runtime-API aliases against what cudart 13.0 was measured to call
-//! (`tools/gen-catalog/probes/cuda13.0-h200.tsv`, CUPTI trace: runtime function → driver
+//! (`tests/gpu/catalog-probes/cuda13.0-h200.tsv`, CUPTI trace: runtime function → driver
 //! symbols it called): every alias of a measured runtime function targets a driver function it
 //! really calls (or covers all of them), every substantive driver call of it is covered by the
 //! alias, and every measured runtime function has an alias.
@@ -21,7 +21,7 @@ const INCIDENTAL: &[&str] = &[
 
 fn measured() -> BTreeMap<String, BTreeSet<&'static str>> {
     let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/gen-catalog/probes/cuda13.0-h200.tsv");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu/catalog-probes/cuda13.0-h200.tsv");
     let text = std::fs::read_to_string(&path).unwrap();
     let mut map: BTreeMap<String, BTreeSet<&'static str>> = BTreeMap::new();
     for line in text.lines().skip(1) {

@@ -110,13 +110,13 @@ fn every_cuda_symbol_pytorch_dlsyms_resolves() {
     assert!(checked >= 100, "only {checked} symbols");
 }
 
-/// Measured on the real driver (580.159.04, CUDA 13.0; `tools/gen-catalog/probes/`): for
+/// Measured on the real driver (580.159.04, CUDA 13.0; `tests/gpu/catalog-probes/`): for
 /// every catalog variant it knows, `cuGetProcAddress(base, version, flags)` returned exactly
 /// the symbol `variant_for_request` derives. In-repo data, always runs.
 #[test]
 fn every_variant_resolves_like_the_real_driver() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tools/gen-catalog/probes/procaddr-driver580.tsv");
+        .join("tests/gpu/catalog-probes/procaddr-driver580.tsv");
     let text = std::fs::read_to_string(&path).unwrap();
     let mut checked = 0;
     for row in rows(&text) {

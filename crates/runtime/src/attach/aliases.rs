@@ -7,7 +7,7 @@
 //! through as well (depending on arguments, e.g. copy direction, or on the cudart version).
 //! `gpubpf attach-points` shows both so that users can hook the whole family.
 //!
-//! Measured: `tools/gen-catalog/probes` traces, with CUPTI, which driver functions each
+//! Measured: `tests/gpu/catalog-probes` traces, with CUPTI, which driver functions each
 //! runtime call reaches (CUDA 13.0 cudart, static and shared alike, driver 580, H200); its
 //! result `cuda13.0-h200.tsv` is checked against this table by `tests/catalog_aliases.rs`.
 //! Aliases of calls the probe does not make (symbols, batch copies) follow the same families.

@@ -11,7 +11,7 @@ python3 -m pip download --no-deps -d "$work" "nvidia-cuda-runtime==$version" \
 for w in "$work"/*.whl; do (cd "$work" && python3 -m zipfile -e "$w" x); done
 x="$work/x/nvidia/cu13"
 mkdir -p .probe
-src=tools/gen-catalog/probes/alias_probe.c
+src=tests/gpu/catalog-probes/alias_probe.c
 gcc -O1 -Wall -I"$x/include" "$src" -o .probe/probe_static "$x/lib/libcudart_static.a" \
 	-L"$x/lib" -l:libcupti.so.13 -ldl -lpthread -lrt -Wl,-rpath,'$ORIGIN'
 gcc -O1 -Wall -I"$x/include" "$src" -o .probe/probe_shared -L"$x/lib" -l:libcudart.so.13 \
