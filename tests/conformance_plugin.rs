@@ -2,54 +2,21 @@
 //! conformance test through a real process (memory as argv[1], program hex on stdin, r0 in
 //! hex on stdout), plus the protocol's error paths.
 //!
-//! The binary belongs to another package, so `CARGO_BIN_EXE_*` is not available: the test
-//! builds it with `cargo build -p gpubpf-loader-cli --bin gpubpf-conformance-plugin` (a
-//! no-op when it is up to date) into the target directory of this test executable.
+//! The binary is built on first use by `common::cli::binary`.
 
 mod common;
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
 use common::conformance_data;
 
 const BIN: &str = "gpubpf-conformance-plugin";
 
-/// Builds the plugin once per test process and returns its path.
+/// The plugin binary, built once per test process.
 fn plugin() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(build_plugin).clone()
-}
-
-fn build_plugin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> → target/<profile>
-    let profile_dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>/deps")
-        .to_path_buf();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "gpubpf-loader-cli", "--bin", BIN])
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    if let Some(target_dir) = profile_dir.parent() {
-        cmd.env("CARGO_TARGET_DIR", target_dir);
-    }
-    let status = cmd.status().expect("running cargo build");
-    assert!(status.success(), "cargo build of {BIN} failed");
-    let path = profile_dir.join(format!("{BIN}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.is_file(),
-        "{} not found after building",
-        path.display()
-    );
-    path
+    common::cli::binary(BIN)
 }
 
 fn invoke(bin: &PathBuf, args: &[&str], stdin: &str) -> Output {

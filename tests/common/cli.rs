@@ -1,47 +1,48 @@
-//! The built `gpubpf` binary, for end-to-end tests.
+//! Binaries of the `gpubpf-loader-cli` package, for end-to-end tests.
 //!
-//! The binary belongs to another package, so `CARGO_BIN_EXE_*` is not available: it is built
-//! once per test process with `cargo build -p gpubpf-loader-cli --bin gpubpf` (a no-op when
-//! it is up to date) into the target directory of the running test executable.
+//! They belong to another package, so `CARGO_BIN_EXE_*` is not available: each is built once
+//! per test process with `cargo build -p gpubpf-loader-cli --bin NAME` (a no-op when it is up
+//! to date) into the target directory of the running test executable.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
-/// Path of the `gpubpf` binary next to this test executable's profile directory.
+/// Path of the `gpubpf` binary.
 pub fn gpubpf() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            // target/debug/deps/<test>-<hash> -> target/debug
-            let exe = std::env::current_exe().expect("test executable path");
-            let profile_dir = exe
-                .parent()
-                .and_then(|d| d.parent())
-                .expect("target profile directory")
-                .to_path_buf();
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args([
-                "build",
-                "--quiet",
-                "-p",
-                "gpubpf-loader-cli",
-                "--bin",
-                "gpubpf",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            if let Some(t) = profile_dir.parent() {
-                cmd.env("CARGO_TARGET_DIR", t);
-            }
-            let status = cmd.status().expect("run cargo build");
-            assert!(status.success(), "cargo build of gpubpf failed");
-            let bin = profile_dir.join("gpubpf");
-            assert!(bin.is_file(), "{} missing after cargo build", bin.display());
-            bin
-        })
-        .clone()
+    binary("gpubpf")
+}
+
+/// Path of binary `name` of `gpubpf-loader-cli`, next to this test executable's profile
+/// directory; built on first use.
+pub fn binary(name: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.get(name) {
+        return p.clone();
+    }
+    // target/<profile>/deps/<test>-<hash> -> target/<profile>
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target profile directory")
+        .to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "gpubpf-loader-cli", "--bin", name])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    if let Some(t) = profile_dir.parent() {
+        cmd.env("CARGO_TARGET_DIR", t);
+    }
+    let status = cmd.status().expect("run cargo build");
+    assert!(status.success(), "cargo build of {name} failed");
+    let bin = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(bin.is_file(), "{} missing after cargo build", bin.display());
+    built.insert(name.to_string(), bin.clone());
+    bin
 }
