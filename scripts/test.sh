@@ -5,17 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=()
-command -v clang >/dev/null 2>&1 || need+=(clang)
-command -v clang-19 >/dev/null 2>&1 || need+=(clang-19)
-command -v llvm-objdump >/dev/null 2>&1 || need+=(llvm)
-if ((${#need[@]})); then
-    echo "==> installing ${need[*]} (Debian packages)"
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+source scripts/ensure-clang.sh
 
 export GPUBPF_CONFORMANCE_DIR="${GPUBPF_CONFORMANCE_DIR:-$PWD/../shared/conformance/bpf_conformance}"
 export GPUBPF_SHARED_DIR="${GPUBPF_SHARED_DIR:-$PWD/../shared}"
