@@ -8,8 +8,9 @@ use std::path::Path;
 use std::process::Command;
 
 use gpubpf_runtime::attach;
-use gpubpf_runtime::object::{self, Object};
-use gpubpf_verifier::{LineInfo, MapInfo, MapKind, VerifierError, VerifyInput};
+use gpubpf_runtime::object::Object;
+use gpubpf_runtime::program::{line_infos, map_infos};
+use gpubpf_verifier::{VerifierError, VerifyInput};
 
 fn clang() -> Option<&'static str> {
     ["clang", "clang-19"]
@@ -38,40 +39,15 @@ fn compile(clang: &str, dir: &Path, name: &str, src: &str) -> Object {
     Object::parse(&std::fs::read(&o).unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-fn maps(obj: &Object) -> Vec<MapInfo> {
-    obj.maps
-        .iter()
-        .map(|m| {
-            let kind = match m.kind {
-                object::MapKind::Hash => MapKind::Hash,
-                object::MapKind::Array => MapKind::Array,
-                object::MapKind::LruHash => MapKind::LruHash,
-                object::MapKind::RingBuf => MapKind::Ringbuf,
-            };
-            MapInfo::new(&m.name, kind, m.key_size, m.value_size, m.max_entries)
-        })
-        .collect()
-}
-
 /// Verifies every program of `obj` against the catalog's context for its section.
 fn verify(obj: &Object) -> Vec<(String, Result<(), Box<VerifierError>>)> {
-    let maps = maps(obj);
+    let maps = map_infos(obj);
     obj.programs
         .iter()
         .map(|p| {
             let pc = attach::program_context_for_section(&p.section)
                 .unwrap_or_else(|e| panic!("{}: {e}", p.section));
-            let lines: Vec<LineInfo> = p
-                .line_info
-                .iter()
-                .map(|l| LineInfo {
-                    pc: l.pc,
-                    file: l.file.clone(),
-                    line: l.line,
-                    column: l.column,
-                    source: l.source.clone(),
-                })
-                .collect();
+            let lines = line_infos(p);
             let r = gpubpf_verifier::verify(&VerifyInput {
                 insns: &p.insns,
                 maps: &maps,

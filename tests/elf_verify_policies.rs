@@ -5,27 +5,9 @@ mod elf_support;
 
 use elf_support::{built_policies, clangs, compile, load_checked, repo_root};
 use gpubpf_runtime::attach;
-use gpubpf_runtime::object::{MapKind, Object, BPF_F_RDONLY_PROG};
-use gpubpf_verifier::{ctx::ProgramContext, LineInfo, MapInfo, VerifyInput};
-
-fn map_infos(obj: &Object) -> Vec<MapInfo> {
-    obj.maps
-        .iter()
-        .map(|m| MapInfo {
-            name: m.name.clone(),
-            kind: match m.kind {
-                MapKind::Array => gpubpf_verifier::MapKind::Array,
-                MapKind::Hash => gpubpf_verifier::MapKind::Hash,
-                MapKind::LruHash => gpubpf_verifier::MapKind::LruHash,
-                MapKind::RingBuf => gpubpf_verifier::MapKind::Ringbuf,
-            },
-            key_size: m.key_size,
-            value_size: m.value_size,
-            max_entries: m.max_entries,
-            read_only: m.flags & BPF_F_RDONLY_PROG != 0,
-        })
-        .collect()
-}
+use gpubpf_runtime::object::Object;
+use gpubpf_runtime::program::{line_infos, map_infos};
+use gpubpf_verifier::{ctx::ProgramContext, VerifyInput};
 
 fn verify_all(
     label: &str,
@@ -39,17 +21,7 @@ fn verify_all(
         .iter()
         .filter(|p| !skip.contains(&p.name.as_str()))
     {
-        let lines: Vec<LineInfo> = p
-            .line_info
-            .iter()
-            .map(|l| LineInfo {
-                pc: l.pc,
-                file: l.file.clone(),
-                line: l.line,
-                column: l.column,
-                source: l.source.clone(),
-            })
-            .collect();
+        let lines = line_infos(p);
         let ctx = ctx_of(&p.attach, p.phase);
         let input = VerifyInput {
             insns: &p.insns,
