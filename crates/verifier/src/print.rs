@@ -1,9 +1,9 @@
 //! Kernel-style instruction printing (`r2 = *(u32 *)(r1 +8)`), as in the verifier log and
 //! bpftool's xlated dump.
 
+use gpubpf_isa::disasm::format_instruction;
 use gpubpf_isa::{
-    AluOp, AtomicOp, ByteSwap, CallTarget, Insn, Instruction, JmpCond, LddwKind, Operand, Size,
-    Width,
+    AtomicOp, CallTarget, Insn, Instruction, JmpCond, LddwKind, Operand, Size, Width,
 };
 
 use crate::helpers::helper_by_id;
@@ -15,15 +15,6 @@ fn size_name(s: Size) -> &'static str {
         Size::H => "u16",
         Size::W => "u32",
         Size::DW => "u64",
-    }
-}
-
-fn ssize_name(s: Size) -> &'static str {
-    match s {
-        Size::B => "s8",
-        Size::H => "s16",
-        Size::W => "s32",
-        Size::DW => "s64",
     }
 }
 
@@ -46,25 +37,6 @@ fn off(o: i16) -> String {
         format!("{o}")
     } else {
         format!("+{o}")
-    }
-}
-
-fn alu_sym(op: AluOp) -> &'static str {
-    match op {
-        AluOp::Add => "+=",
-        AluOp::Sub => "-=",
-        AluOp::Mul => "*=",
-        AluOp::Div => "/=",
-        AluOp::SDiv => "s/=",
-        AluOp::Or => "|=",
-        AluOp::And => "&=",
-        AluOp::Lsh => "<<=",
-        AluOp::Rsh => ">>=",
-        AluOp::Mod => "%=",
-        AluOp::SMod => "s%=",
-        AluOp::Xor => "^=",
-        AluOp::Mov => "=",
-        AluOp::Arsh => "s>>=",
     }
 }
 
@@ -95,32 +67,6 @@ pub fn insn_text(ins: &Instruction, pc: usize, maps: &[MapInfo]) -> String {
     };
     let target = |o: i64| (pc as i64).saturating_add(1).saturating_add(o);
     match *ins {
-        Instruction::Alu {
-            width,
-            op,
-            dst,
-            src,
-        } => format!(
-            "{} {} {}",
-            reg(width, dst),
-            alu_sym(op),
-            operand(width, src)
-        ),
-        Instruction::Neg { width, dst } => format!("{} = -{}", reg(width, dst), reg(width, dst)),
-        Instruction::MovSx {
-            width,
-            dst,
-            src,
-            bits,
-        } => format!("{} = (s{bits}){}", reg(width, dst), reg(width, src)),
-        Instruction::Endian { kind, bits, dst } => {
-            let k = match kind {
-                ByteSwap::ToLe => "le",
-                ByteSwap::ToBe => "be",
-                ByteSwap::Swap => "bswap",
-            };
-            format!("r{dst} = {k}{bits} r{dst}")
-        }
         Instruction::LoadImm64 {
             dst,
             kind,
@@ -138,31 +84,6 @@ pub fn insn_text(ins: &Instruction, pc: usize, maps: &[MapInfo]) -> String {
             LddwKind::Func => format!("r{dst} = func[pc {}] ll", target(imm.into())),
             LddwKind::BtfId => format!("r{dst} = btf_id[{imm}] ll"),
         },
-        Instruction::Load {
-            size,
-            sign_extend,
-            dst,
-            src,
-            off: o,
-        } => {
-            let t = if sign_extend {
-                ssize_name(size)
-            } else {
-                size_name(size)
-            };
-            format!("r{dst} = *({t} *)(r{src} {})", off(o))
-        }
-        Instruction::Store {
-            size,
-            dst,
-            off: o,
-            src,
-        } => format!(
-            "*({} *)(r{dst} {}) = {}",
-            size_name(size),
-            off(o),
-            operand(Width::W64, src)
-        ),
         Instruction::Atomic {
             size,
             op,
@@ -224,8 +145,15 @@ pub fn insn_text(ins: &Instruction, pc: usize, maps: &[MapInfo]) -> String {
             format!("call pc{:+} (-> {})", o, target(o.into()))
         }
         Instruction::Call(CallTarget::Kfunc(id)) => format!("call kfunc#{id}"),
-        Instruction::Callx { reg } => format!("callx r{reg}"),
-        Instruction::Exit => "exit".into(),
+        // Everything the kernel log prints like bpftool's xlated dump: the ISA's printer.
+        Instruction::Alu { .. }
+        | Instruction::Neg { .. }
+        | Instruction::MovSx { .. }
+        | Instruction::Endian { .. }
+        | Instruction::Load { .. }
+        | Instruction::Store { .. }
+        | Instruction::Callx { .. }
+        | Instruction::Exit => format_instruction(ins),
     }
 }
 
