@@ -79,6 +79,34 @@ fn misaligned(region: &str, base: &Reg, off: i16, size: u32) -> Reject {
     )
 }
 
+/// A write through a pointer into a value of map `map`: refused for read-only maps
+/// (`.rodata`, `BPF_F_RDONLY_PROG`).
+fn map_writable(env: &Env<'_>, map: u32, regno: u8) -> R<()> {
+    match env.maps.get(map as usize).filter(|m| m.read_only) {
+        Some(m) => Err(rej(
+            ErrorKind::ReadOnlyMap {
+                map: m.name.clone(),
+            },
+            &[regno],
+        )),
+        None => Ok(()),
+    }
+}
+
+/// [`bounds`] of an access of `size` bytes at `base + off` within a value of map `map`.
+fn map_value_bounds(
+    env: &Env<'_>,
+    map: u32,
+    regno: u8,
+    base: &Reg,
+    off: i16,
+    size: u64,
+    region: &str,
+) -> R<(i64, i64)> {
+    let limit = env.maps.get(map as usize).map_or(0, |m| m.value_size);
+    bounds(regno, base, off, size, limit.into(), region)
+}
+
 fn aligned(base: &Reg, off: i16, size: u32) -> bool {
     let m = u64::from(size).saturating_sub(1);
     let o = base
@@ -191,24 +219,9 @@ pub fn store(
     match base.ty {
         RegType::Ctx => ctx_access(env, dst, &base, off, n, true, Some((&val, sreg)))?,
         RegType::MapValue { map } => {
-            let info = env.maps.get(map as usize);
             let name = region_name(env, base.ty);
-            if let Some(m) = info.filter(|m| m.read_only) {
-                return Err(rej(
-                    ErrorKind::ReadOnlyMap {
-                        map: m.name.clone(),
-                    },
-                    &[dst],
-                ));
-            }
-            bounds(
-                dst,
-                &base,
-                off,
-                n.into(),
-                info.map_or(0, |m| m.value_size).into(),
-                &name,
-            )?;
+            map_writable(env, map, dst)?;
+            map_value_bounds(env, map, dst, &base, off, n.into(), &name)?;
             leak(name)?;
         }
         RegType::RingbufMem { size } => {
@@ -529,27 +542,12 @@ pub fn helper_mem(
     let base = read(st, regno)?;
     match base.ty {
         RegType::MapValue { map } => {
-            let info = env.maps.get(map as usize);
             if write {
-                if let Some(m) = info.filter(|m| m.read_only) {
-                    return Err(rej(
-                        ErrorKind::ReadOnlyMap {
-                            map: m.name.clone(),
-                        },
-                        &[regno],
-                    ));
-                }
+                map_writable(env, map, regno)?;
             }
             if size_max > 0 {
                 let name = region_name(env, base.ty);
-                bounds(
-                    regno,
-                    &base,
-                    0,
-                    size_max,
-                    info.map_or(0, |m| m.value_size).into(),
-                    &name,
-                )?;
+                map_value_bounds(env, map, regno, &base, 0, size_max, &name)?;
             }
             Ok(())
         }
@@ -678,23 +676,8 @@ pub fn atomic(
     let region = region_name(env, base.ty);
     match base.ty {
         RegType::MapValue { map } => {
-            let info = env.maps.get(map as usize);
-            if let Some(m) = info.filter(|m| m.read_only) {
-                return Err(rej(
-                    ErrorKind::ReadOnlyMap {
-                        map: m.name.clone(),
-                    },
-                    &[dst],
-                ));
-            }
-            bounds(
-                dst,
-                &base,
-                off,
-                n.into(),
-                info.map_or(0, |m| m.value_size).into(),
-                &region,
-            )?;
+            map_writable(env, map, dst)?;
+            map_value_bounds(env, map, dst, &base, off, n.into(), &region)?;
             if !aligned(&base, off, n) {
                 return Err(misaligned(&region, &base, off, n));
             }
