@@ -174,6 +174,39 @@ fn loads_stores_and_atomics() {
     assert_eq!(r0, 0xffff_ffff_ffff_ff85u64.wrapping_add(0xffff_ff80));
 }
 
+#[test]
+fn immediate_stores_write_the_low_bytes_of_the_sign_extended_immediate() {
+    // `st` is lowered to `mov [mem], imm` of the store's width: check every width with a
+    // negative immediate (sign extension shows in the upper bytes of `stdw` only) and a
+    // positive one whose low byte has its top bit set.
+    for (size, imm, expect) in [
+        (Size::B, -2i32, vec![0xfe]),
+        (Size::B, 0x1ff, vec![0xff]),
+        (Size::H, -2, vec![0xfe, 0xff]),
+        (Size::H, 0x18081, vec![0x81, 0x80]),
+        (Size::W, -2, vec![0xfe, 0xff, 0xff, 0xff]),
+        (Size::W, 0x7fff_ff80, vec![0x80, 0xff, 0xff, 0x7f]),
+        (Size::DW, -2, vec![0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+        (Size::DW, 0x7fff_ff80, vec![0x80, 0xff, 0xff, 0x7f, 0, 0, 0, 0]),
+    ] {
+        let mut mem = [0xaau8; 12];
+        let prog = [
+            I::Store {
+                size,
+                dst: 1,
+                off: 2,
+                src: Operand::Imm(imm),
+            },
+            mov(0, 0),
+            I::Exit,
+        ];
+        run_with(&prog, &HelperTable::new(), &mut mem).unwrap();
+        let mut want = [0xaau8; 12];
+        want[2..2 + expect.len()].copy_from_slice(&expect);
+        assert_eq!(mem, want, "{size:?} {imm:#x}");
+    }
+}
+
 extern "C" fn add5(a: u64, b: u64, c: u64, d: u64, e: u64) -> u64 {
     a + b + c + d + e
 }

@@ -518,16 +518,31 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
                 src,
             } => {
                 let base = self.get(dst);
-                let v = self.operand(src, I64);
                 let f = mem_flags();
                 let off = i32::from(off);
-                let ins = self.b.ins();
-                match size {
-                    Size::B => ins.istore8(f, v, base, off),
-                    Size::H => ins.istore16(f, v, base, off),
-                    Size::W => ins.istore32(f, v, base, off),
-                    Size::DW => ins.store(f, v, base, off),
-                };
+                if let Operand::Imm(imm) = src {
+                    // `st`: a constant of the store's own width, so the backend emits one
+                    // `mov [mem], imm` instead of materialising the constant in a register
+                    // on every execution (x64 `store (iconst)` rule). The low bytes of the
+                    // sign-extended immediate are what the narrow store writes.
+                    let (ty, bits) = match size {
+                        Size::B => (types::I8, i64::from(imm as u8)),
+                        Size::H => (types::I16, i64::from(imm as u16)),
+                        Size::W => (I32, i64::from(imm as u32)),
+                        Size::DW => (I64, i64::from(imm)),
+                    };
+                    let v = self.b.ins().iconst(ty, bits);
+                    self.b.ins().store(f, v, base, off);
+                } else {
+                    let v = self.operand(src, I64);
+                    let ins = self.b.ins();
+                    match size {
+                        Size::B => ins.istore8(f, v, base, off),
+                        Size::H => ins.istore16(f, v, base, off),
+                        Size::W => ins.istore32(f, v, base, off),
+                        Size::DW => ins.store(f, v, base, off),
+                    };
+                }
             }
             Instruction::Atomic {
                 size,
