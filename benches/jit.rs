@@ -117,8 +117,9 @@ fn hash_data() -> (Vec<(u64, u64)>, Vec<u64>, Vec<u8>) {
 
 const SIEVE_N: usize = 8192;
 
-/// Sieve of Eratosthenes over an 8192-byte buffer; returns the number of primes.
-const SIEVE: &str = "
+/// Sieve of Eratosthenes over an 8192-byte buffer; returns the number of primes. Three
+/// loops, also benchmarked one by one (`prime_sieve_parts`) to show where time goes.
+const SIEVE_INIT: &str = "
     mov %r2, 0
 init:
     mov %r3, %r1
@@ -126,6 +127,8 @@ init:
     stb [%r3], 1
     add %r2, 1
     jlt %r2, 8192, init
+";
+const SIEVE_MARK: &str = "
     mov %r2, 2
 outer:
     mov %r3, %r2
@@ -145,6 +148,8 @@ next_i:
     add %r2, 1
     ja outer
 count:
+";
+const SIEVE_COUNT: &str = "
     mov %r0, 0
     mov %r2, 2
 cnt:
@@ -154,14 +159,20 @@ cnt:
     add %r0, %r5
     add %r2, 1
     jlt %r2, 8192, cnt
-    exit
 ";
 
-fn native_sieve(buf: &mut [u8]) -> u64 {
-    let n = buf.len();
+fn sieve_src(parts: &[&str]) -> String {
+    format!("{}    exit\n", parts.concat())
+}
+
+fn native_sieve_init(buf: &mut [u8]) {
     for b in buf.iter_mut() {
         *b = 1;
     }
+}
+
+fn native_sieve_mark(buf: &mut [u8]) {
+    let n = buf.len();
     let mut i = 2;
     while i * i < n {
         if buf[i] != 0 {
@@ -173,7 +184,16 @@ fn native_sieve(buf: &mut [u8]) -> u64 {
         }
         i += 1;
     }
+}
+
+fn native_sieve_count(buf: &[u8]) -> u64 {
     buf[2..].iter().map(|b| u64::from(*b)).sum()
+}
+
+fn native_sieve(buf: &mut [u8]) -> u64 {
+    native_sieve_init(buf);
+    native_sieve_mark(buf);
+    native_sieve_count(buf)
 }
 
 const BYTES_N: usize = 4096;
@@ -374,12 +394,60 @@ fn workloads(c: &mut Criterion) {
     bench_workload(c, "hash_lookup", HASH_LOOKUP, &hash_mem, |_| {
         native_hash_lookup(black_box(&table), black_box(&queries))
     });
-    bench_workload(c, "prime_sieve", SIEVE, &vec![0u8; SIEVE_N], native_sieve);
+    let sieve = sieve_src(&[SIEVE_INIT, SIEVE_MARK, SIEVE_COUNT]);
+    bench_workload(c, "prime_sieve", &sieve, &vec![0u8; SIEVE_N], native_sieve);
+    sieve_parts(c);
     let bytes: Vec<u8> = (0..BYTES_N).map(|i| (i * 31 % 251) as u8).collect();
     bench_workload(c, "byte_loop", BYTE_LOOP, &bytes, |m| native_byte_loop(m));
     bench_workload(c, "helper_calls", HELPER_LOOP, &[0u8; 8], |_| {
         native_helper_loop()
     });
+}
+
+/// The sieve's three loops one by one, JIT and native only: initialisation (a fill the
+/// native compiler turns into `memset`), crossing out (strided stores, scalar everywhere) and
+/// counting (a byte sum the native compiler vectorises). Each part runs on a buffer holding
+/// what the full sieve would have there (all ones; the finished sieve for counting).
+fn sieve_parts(c: &mut Criterion) {
+    let mut sieved = vec![0u8; SIEVE_N];
+    let primes = native_sieve(&mut sieved);
+    let mut g = c.benchmark_group("prime_sieve_parts");
+    let mut stack = Box::new([0u8; STACK_SIZE]);
+    type Native = fn(&mut [u8]) -> u64;
+    let parts: [(&str, &str, Native); 3] = [
+        ("init", SIEVE_INIT, |b| {
+            native_sieve_init(b);
+            0
+        }),
+        ("mark", SIEVE_MARK, |b| {
+            native_sieve_mark(b);
+            0
+        }),
+        ("count", SIEVE_COUNT, |b| native_sieve_count(b)),
+    ];
+    for (name, part, native) in parts {
+        let e = Engines::new(&sieve_src(&[part]));
+        let start = if name == "count" {
+            sieved.clone()
+        } else {
+            vec![1u8; SIEVE_N]
+        };
+        let mut m = start.clone();
+        let want = native(&mut m);
+        let mut j = start.clone();
+        let got = e.run_jit(&mut j, &mut stack);
+        assert_eq!(j, m, "sieve {name}: memory");
+        if name == "count" {
+            assert_eq!((want, got), (primes, primes), "sieve count");
+        }
+        g.bench_function(format!("{name}/native"), |b| {
+            cpu_iter(b, || native(black_box(&mut m)))
+        });
+        g.bench_function(format!("{name}/jit"), |b| {
+            cpu_iter(b, || e.run_jit(black_box(&mut j), &mut stack))
+        });
+    }
+    g.finish();
 }
 
 /// A deterministic ~1000-instruction program: ALU, stack traffic and forward branches.
@@ -406,7 +474,11 @@ fn compile_time(c: &mut Criterion) {
             compiler.compile(black_box(s), &helpers).expect("compiles")
         })
     });
-    for (name, src) in [("hash_lookup", HASH_LOOKUP), ("prime_sieve", SIEVE)] {
+    let sieve = sieve_src(&[SIEVE_INIT, SIEVE_MARK, SIEVE_COUNT]);
+    for (name, src) in [
+        ("hash_lookup", HASH_LOOKUP),
+        ("prime_sieve", sieve.as_str()),
+    ] {
         let s = asm(src);
         g.bench_with_input(BenchmarkId::new("jit", name), &s, |b, s| {
             cpu_iter(b, || {
