@@ -186,8 +186,16 @@ fn immediate_stores_write_the_low_bytes_of_the_sign_extended_immediate() {
         (Size::H, 0x18081, vec![0x81, 0x80]),
         (Size::W, -2, vec![0xfe, 0xff, 0xff, 0xff]),
         (Size::W, 0x7fff_ff80, vec![0x80, 0xff, 0xff, 0x7f]),
-        (Size::DW, -2, vec![0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
-        (Size::DW, 0x7fff_ff80, vec![0x80, 0xff, 0xff, 0x7f, 0, 0, 0, 0]),
+        (
+            Size::DW,
+            -2,
+            vec![0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+        ),
+        (
+            Size::DW,
+            0x7fff_ff80,
+            vec![0x80, 0xff, 0xff, 0x7f, 0, 0, 0, 0],
+        ),
     ] {
         let mut mem = [0xaau8; 12];
         let prog = [
@@ -412,4 +420,44 @@ fn compiled_program_is_shareable_and_code_is_not_writable() {
     assert!(p
         .pc_for_address(p.code_address() + p.code_size() + 4096)
         .is_none());
+}
+
+#[test]
+fn pc_map_stays_inside_each_function() {
+    // f0: pc 0..3 calls f1 (pc 3..5).
+    let prog = [
+        mov(1, 7),
+        I::Call(CallTarget::Local(1)),
+        I::Exit,
+        alu(Width::W64, AluOp::Mov, 0, Operand::Reg(1)),
+        I::Exit,
+    ];
+    let p = compile(&encode_program(&prog), &HelperTable::new()).unwrap();
+    let funcs: Vec<_> = p.function_ranges().collect();
+    assert_eq!(funcs.len(), 2);
+    let tramp = p.trampoline_range();
+    assert!(funcs[0].start == 0 && funcs[0].end <= funcs[1].start);
+    assert!(funcs[1].end <= tramp.start && tramp.end == p.code_size());
+    assert!(funcs.iter().all(|r| !r.is_empty()) && !tramp.is_empty());
+    let base = p.code_address();
+    for (f, pcs) in funcs.iter().zip([0..3, 3..5]) {
+        let mapped: Vec<usize> = f
+            .clone()
+            .filter_map(|o| p.pc_for_address(base + o))
+            .collect();
+        assert!(!mapped.is_empty());
+        // Every address of a function maps to one of its own instructions: the prologue of
+        // f1 does not belong to the last instruction of f0.
+        assert!(
+            mapped.iter().all(|pc| pcs.contains(pc)),
+            "{mapped:?} vs {pcs:?}"
+        );
+    }
+    // The instruction at the start of each function is mapped.
+    assert!((0..3).any(|pc| funcs[0]
+        .clone()
+        .any(|o| p.pc_for_address(base + o) == Some(pc))));
+    assert!(tramp.clone().all(|o| p.pc_for_address(base + o).is_none()));
+    // Alignment padding between functions belongs to none.
+    assert!((funcs[0].end..funcs[1].start).all(|o| p.pc_for_address(base + o).is_none()));
 }
