@@ -7,4 +7,5 @@ pub mod inspect;
 pub mod load;
 pub mod maps;
 pub mod prog;
+pub mod prog_dump;
 pub mod verify;

@@ -1,4 +1,4 @@
-//! `gpubpf prog list|show|unload`: programs recorded in the registry.
+//! `gpubpf prog list|show|dump|unload`: programs recorded in the registry.
 
 use anyhow::Context as _;
 use gpubpf_runtime::registry::{ObjectRecord, Registry};
@@ -16,6 +16,9 @@ pub enum Command {
         /// Registry name given at load time.
         name: String,
     },
+    /// Dump what a loaded program runs: `xlated` (BPF instructions, maps bound) or `jited`
+    /// (machine code), built exactly as a process builds it (re-verified, prepared, JIT).
+    Dump(crate::cmd::prog_dump::Args),
     /// Unload a program (its links go with it; its maps stay until `gpubpf maps rm`).
     Unload {
         /// Registry name given at load time.
@@ -117,5 +120,6 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             println!("unloaded {name}; its maps stay (remove with `gpubpf maps rm`)");
             Ok(())
         }
+        Command::Dump(args) => crate::cmd::prog_dump::run(&reg, args, out),
     }
 }

@@ -1,18 +1,16 @@
 //! Runnable programs built from the registry, grouped per attach point.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use gpubpf_verifier::VerifyStats;
 
 use crate::attach::{AttachPoint, Phase};
 use crate::helper_table::{HelperTable, STACK_SIZE};
 use crate::jit::{self, CompiledProgram};
-use crate::maps::Map;
-use crate::object::Object;
-use crate::program::{attach_phase, prepare, verify_at, PreparedProgram};
-use crate::registry::{Phase as RecordPhase, Registry};
+use crate::program::PreparedProgram;
+use crate::registry::Registry;
 
+use super::build::LoadedObject;
 use super::ctx::CtxBuf;
 use super::DispatchError;
 
@@ -152,7 +150,8 @@ pub struct PolicySet {
 
 impl PolicySet {
     /// Reads the registry, re-verifies every program at every link (never trusting that the
-    /// CLI did), binds the maps the object recorded, prepares and JIT-compiles.
+    /// CLI did), binds the maps the object recorded, prepares and JIT-compiles: for each
+    /// object [`LoadedObject::open`], for each link [`LoadedObject::build`].
     pub fn load(reg: &Registry, helpers: &HelperTable) -> Result<Self, DispatchError> {
         let snap = reg.snapshot()?;
         let mut set = PolicySet {
@@ -160,74 +159,23 @@ impl PolicySet {
             chains: BTreeMap::new(),
         };
         for rec in &snap.objects {
-            let bytes = reg.object_bytes(&rec.name)?;
-            let mut obj = Object::parse(&bytes).map_err(|e| DispatchError::Object {
-                object: rec.name.clone(),
-                message: e.to_string(),
-            })?;
-            let sets: Vec<String> = rec
-                .globals
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            obj.apply_sets(&sets).map_err(|e| DispatchError::Object {
-                object: rec.name.clone(),
-                message: e.to_string(),
-            })?;
-            let mut maps: Vec<Arc<Map>> = Vec::with_capacity(rec.maps.len());
-            for b in &rec.maps {
-                let map = reg.open_map(&b.registry_name)?;
-                if map.spec() != &b.spec {
-                    return Err(DispatchError::MapChanged {
-                        object: rec.name.clone(),
-                        map: b.registry_name.clone(),
-                    });
-                }
-                maps.push(map);
-            }
+            let loaded = LoadedObject::open(reg, rec)?;
             for prec in &rec.programs {
-                let p = obj
-                    .programs
-                    .iter()
-                    .find(|p| p.name == prec.name)
-                    .ok_or_else(|| DispatchError::Object {
-                        object: rec.name.clone(),
-                        message: format!("program `{}` is missing from the object", prec.name),
-                    })?;
+                // A recorded program missing from the object is an error even without links.
+                loaded.program(prec)?;
                 for link in &prec.links {
-                    let point = crate::attach::resolve(&link.attach_point)?;
-                    let stats = verify_at(&obj, p, point).map_err(|e| DispatchError::Rejected {
-                        object: rec.name.clone(),
-                        program: p.name.clone(),
-                        message: e.to_string(),
-                    })?;
-                    let prepared = prepare(&p.insns, &maps)?;
-                    let compiled = jit::compile(&prepared.insns, helpers)?;
-                    let phase = attach_phase(p.phase);
-                    let expected = match link.phase {
-                        RecordPhase::Entry => Phase::Entry,
-                        RecordPhase::Exit => Phase::Exit,
-                    };
-                    if phase != expected {
-                        return Err(DispatchError::Object {
-                            object: rec.name.clone(),
-                            message: format!(
-                                "program `{}` changed phase since it was loaded",
-                                p.name
-                            ),
-                        });
-                    }
+                    let built = loaded.build(prec, link, helpers)?;
                     let attached = AttachedProgram {
                         object: rec.name.clone(),
-                        name: p.name.clone(),
-                        phase,
+                        name: prec.name.clone(),
+                        phase: built.phase,
                         priority: link.priority,
-                        stats,
-                        compiled,
-                        prepared,
+                        stats: built.stats,
+                        compiled: built.compiled,
+                        prepared: built.prepared,
                     };
-                    let chain = set.chains.entry(point.id).or_default();
-                    match phase {
+                    let chain = set.chains.entry(built.point.id).or_default();
+                    match built.phase {
                         Phase::Entry => chain.entry.push(attached),
                         Phase::Exit => chain.exit.push(attached),
                     }

@@ -3,7 +3,8 @@
 //! - [`PolicySet::load`] reads the registry, **re-verifies** every program at every link (a
 //!   process never trusts that the CLI verified), binds the recorded maps, prepares and
 //!   JIT-compiles, and groups the programs per attach point into [`Chain`]s sorted by
-//!   priority.
+//!   priority. The per-object and per-link steps are [`LoadedObject::open`] and
+//!   [`LoadedObject::build`], which `gpubpf prog dump` also uses.
 //! - [`CtxBuf`] is the ctx of one call, laid out as `attach` describes (header, argument
 //!   slots, out-values).
 //! - [`Chain::call`] runs entry programs (first non-zero verdict wins and skips the real
@@ -12,9 +13,11 @@
 //! The `gpubpf demo` command drives a mock CUDA driver through this module; the shim's
 //! wrappers will do the same around the real driver.
 
+mod build;
 mod chain;
 mod ctx;
 
+pub use build::{BuiltProgram, LoadedObject};
 pub use chain::{AttachedProgram, CallOutcome, Chain, PolicySet, Stack};
 pub use ctx::CtxBuf;
 

@@ -190,11 +190,6 @@ impl ExecutableCode {
         self.ptr.as_ptr().wrapping_add(off)
     }
 
-    /// Mapped length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
     /// The code bytes (readable).
     pub fn bytes(&self) -> &[u8] {
         // SAFETY: the mapping is readable for `len` bytes and never written after finalisation.

@@ -312,11 +312,18 @@ fn link(funcs: Vec<CompiledFunc>, trampoline: usize) -> Result<CompiledProgram, 
     // calling convention and the signature `trampoline_signature`, which is `EntryFn`.
     let entry: EntryFn = unsafe { std::mem::transmute::<*const u8, EntryFn>(code.addr(entry_off)) };
     pc_map.sort_unstable();
+    // Sizes fit in u32 (checked above).
+    let ranges = funcs
+        .iter()
+        .zip(&offsets)
+        .map(|(f, &o)| o as u32..(o + f.code.len()) as u32)
+        .collect();
     Ok(CompiledProgram {
         code,
         entry,
         code_size: size,
         functions: trampoline,
+        function_ranges: ranges,
         pc_map,
         explicit_trap_sites,
     })

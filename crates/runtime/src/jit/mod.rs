@@ -26,6 +26,7 @@ mod tests;
 pub mod translate;
 
 use std::fmt;
+use std::ops::Range;
 
 use gpubpf_isa::{DecodeError, LddwKind};
 
@@ -115,6 +116,9 @@ pub struct CompiledProgram {
     entry: EntryFn,
     code_size: usize,
     functions: usize,
+    /// Code offsets of each BPF function, then of the entry trampoline (in layout order,
+    /// alignment padding in between belongs to none).
+    function_ranges: Vec<Range<u32>>,
     /// `(code offset, pc)` at which each BPF instruction's code starts, sorted by offset.
     pc_map: Vec<(u32, u32)>,
     explicit_trap_sites: usize,
@@ -192,17 +196,39 @@ impl CompiledProgram {
         self.explicit_trap_sites
     }
 
-    /// The BPF instruction (slot index) whose code contains `addr`, if `addr` lies in this
-    /// program's code: the pc map built from `set_srcloc`.
+    /// The BPF instruction (slot index) whose code contains `addr`, if `addr` lies in the
+    /// code of a BPF function: the pc map built from `set_srcloc`. `None` in the entry
+    /// trampoline, in alignment padding and in a function's prologue before the code of its
+    /// first instruction.
     pub fn pc_for_address(&self, addr: usize) -> Option<usize> {
         let base = self.code.addr(0) as usize;
         let off = u32::try_from(addr.checked_sub(base)?).ok()?;
-        if off as usize >= self.code.len() {
-            return None;
-        }
+        let func = self
+            .function_ranges
+            .get(..self.functions)?
+            .iter()
+            .find(|r| r.contains(&off))?;
         let i = self.pc_map.partition_point(|(o, _)| *o <= off);
-        let (_, pc) = self.pc_map.get(i.checked_sub(1)?)?;
-        Some(*pc as usize)
+        let (start, pc) = self.pc_map.get(i.checked_sub(1)?)?;
+        // An entry before the function's start belongs to the previous function.
+        (*start >= func.start).then_some(*pc as usize)
+    }
+
+    /// Code offsets (relative to [`CompiledProgram::code_address`]) of each BPF function,
+    /// entry function first, subprograms in slot order.
+    pub fn function_ranges(&self) -> impl ExactSizeIterator<Item = Range<usize>> + '_ {
+        self.function_ranges
+            .iter()
+            .take(self.functions)
+            .map(|r| r.start as usize..r.end as usize)
+    }
+
+    /// Code offsets of the entry trampoline (the C-ABI entry point that sets up the BPF
+    /// frame and calls function 0).
+    pub fn trampoline_range(&self) -> Range<usize> {
+        self.function_ranges
+            .get(self.functions)
+            .map_or(0..0, |r| r.start as usize..r.end as usize)
     }
 
     /// The machine code (diagnostics, disassembly).

@@ -421,3 +421,43 @@ fn compiled_program_is_shareable_and_code_is_not_writable() {
         .pc_for_address(p.code_address() + p.code_size() + 4096)
         .is_none());
 }
+
+#[test]
+fn pc_map_stays_inside_each_function() {
+    // f0: pc 0..3 calls f1 (pc 3..5).
+    let prog = [
+        mov(1, 7),
+        I::Call(CallTarget::Local(1)),
+        I::Exit,
+        alu(Width::W64, AluOp::Mov, 0, Operand::Reg(1)),
+        I::Exit,
+    ];
+    let p = compile(&encode_program(&prog), &HelperTable::new()).unwrap();
+    let funcs: Vec<_> = p.function_ranges().collect();
+    assert_eq!(funcs.len(), 2);
+    let tramp = p.trampoline_range();
+    assert!(funcs[0].start == 0 && funcs[0].end <= funcs[1].start);
+    assert!(funcs[1].end <= tramp.start && tramp.end == p.code_size());
+    assert!(funcs.iter().all(|r| !r.is_empty()) && !tramp.is_empty());
+    let base = p.code_address();
+    for (f, pcs) in funcs.iter().zip([0..3, 3..5]) {
+        let mapped: Vec<usize> = f
+            .clone()
+            .filter_map(|o| p.pc_for_address(base + o))
+            .collect();
+        assert!(!mapped.is_empty());
+        // Every address of a function maps to one of its own instructions: the prologue of
+        // f1 does not belong to the last instruction of f0.
+        assert!(
+            mapped.iter().all(|pc| pcs.contains(pc)),
+            "{mapped:?} vs {pcs:?}"
+        );
+    }
+    // The instruction at the start of each function is mapped.
+    assert!((0..3).any(|pc| funcs[0]
+        .clone()
+        .any(|o| p.pc_for_address(base + o) == Some(pc))));
+    assert!(tramp.clone().all(|o| p.pc_for_address(base + o).is_none()));
+    // Alignment padding between functions belongs to none.
+    assert!((funcs[0].end..funcs[1].start).all(|o| p.pc_for_address(base + o).is_none()));
+}

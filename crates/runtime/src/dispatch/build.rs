@@ -1,0 +1,138 @@
+//! From a registry record to runnable code: the steps every process takes for each loaded
+//! object and each link of its programs. [`super::PolicySet::load`] runs them for the whole
+//! registry; `gpubpf prog dump` runs them for one object to show exactly what would execute.
+
+use std::sync::Arc;
+
+use gpubpf_verifier::VerifyStats;
+
+use crate::attach::{self, AttachPoint, Phase};
+use crate::helper_table::HelperTable;
+use crate::jit::{self, CompiledProgram};
+use crate::maps::Map;
+use crate::object::{Object, Program};
+use crate::program::{attach_phase, prepare, verify_at, PreparedProgram};
+use crate::registry::{LinkRecord, ObjectRecord, Phase as RecordPhase, ProgramRecord, Registry};
+
+use super::DispatchError;
+
+/// A loaded object re-read from the registry: its recorded bytes parsed, the globals
+/// recorded at load time (`--set`) applied, and the maps it was bound to opened and checked
+/// against their recorded definitions.
+#[derive(Debug)]
+pub struct LoadedObject {
+    /// The registry record it was opened from.
+    pub record: ObjectRecord,
+    /// The parsed object, globals applied.
+    pub object: Object,
+    /// The bound maps, indexed like `object.maps`.
+    maps: Vec<Arc<Map>>,
+}
+
+/// One program built for one link: re-verified at the link's attach point, prepared
+/// against the bound maps and JIT-compiled.
+#[derive(Debug)]
+pub struct BuiltProgram {
+    /// Where it runs.
+    pub point: &'static AttachPoint,
+    /// Entry or exit.
+    pub phase: Phase,
+    /// What the verifier reported in this process.
+    pub stats: VerifyStats,
+    /// The instructions that run (map references rewritten to addresses); keeps the maps
+    /// alive.
+    pub prepared: PreparedProgram,
+    /// The machine code of `prepared`.
+    pub compiled: CompiledProgram,
+}
+
+impl LoadedObject {
+    /// Parses the recorded bytes of `rec`, applies its recorded globals and opens its maps.
+    pub fn open(reg: &Registry, rec: &ObjectRecord) -> Result<Self, DispatchError> {
+        let object_err = |message: String| DispatchError::Object {
+            object: rec.name.clone(),
+            message,
+        };
+        let bytes = reg.object_bytes(&rec.name)?;
+        let mut object = Object::parse(&bytes).map_err(|e| object_err(e.to_string()))?;
+        let sets: Vec<String> = rec
+            .globals
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        object
+            .apply_sets(&sets)
+            .map_err(|e| object_err(e.to_string()))?;
+        let mut maps: Vec<Arc<Map>> = Vec::with_capacity(rec.maps.len());
+        for b in &rec.maps {
+            let map = reg.open_map(&b.registry_name)?;
+            if map.spec() != &b.spec {
+                return Err(DispatchError::MapChanged {
+                    object: rec.name.clone(),
+                    map: b.registry_name.clone(),
+                });
+            }
+            maps.push(map);
+        }
+        Ok(Self {
+            record: rec.clone(),
+            object,
+            maps,
+        })
+    }
+
+    /// The bound maps, indexed like the object's maps.
+    pub fn maps(&self) -> &[Arc<Map>] {
+        &self.maps
+    }
+
+    /// The object's program that `prec` records.
+    pub fn program(&self, prec: &ProgramRecord) -> Result<&Program, DispatchError> {
+        self.object
+            .programs
+            .iter()
+            .find(|p| p.name == prec.name)
+            .ok_or_else(|| DispatchError::Object {
+                object: self.record.name.clone(),
+                message: format!("program `{}` is missing from the object", prec.name),
+            })
+    }
+
+    /// Builds program `prec` for `link`: re-verifies it at the link's attach point (never
+    /// trusting that the CLI did), prepares it against the bound maps, JIT-compiles it and
+    /// checks that its phase is still the recorded one.
+    pub fn build(
+        &self,
+        prec: &ProgramRecord,
+        link: &LinkRecord,
+        helpers: &HelperTable,
+    ) -> Result<BuiltProgram, DispatchError> {
+        let p = self.program(prec)?;
+        let point = attach::resolve(&link.attach_point)?;
+        let stats = verify_at(&self.object, p, point).map_err(|e| DispatchError::Rejected {
+            object: self.record.name.clone(),
+            program: p.name.clone(),
+            message: e.to_string(),
+        })?;
+        let prepared = prepare(&p.insns, &self.maps)?;
+        let compiled = jit::compile(&prepared.insns, helpers)?;
+        let phase = attach_phase(p.phase);
+        let expected = match link.phase {
+            RecordPhase::Entry => Phase::Entry,
+            RecordPhase::Exit => Phase::Exit,
+        };
+        if phase != expected {
+            return Err(DispatchError::Object {
+                object: self.record.name.clone(),
+                message: format!("program `{}` changed phase since it was loaded", p.name),
+            });
+        }
+        Ok(BuiltProgram {
+            point,
+            phase,
+            stats,
+            prepared,
+            compiled,
+        })
+    }
+}
