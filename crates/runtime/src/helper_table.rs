@@ -22,13 +22,21 @@ pub const STACK_SIZE: usize = STACK_SIZE_PER_FRAME * MAX_CALL_FRAMES;
 /// Helper implementations by id.
 #[derive(Clone, Default)]
 pub struct HelperTable {
-    entries: BTreeMap<i32, (&'static str, HelperFn)>,
+    entries: BTreeMap<i32, Entry>,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    name: &'static str,
+    f: HelperFn,
+    /// How many of `r1..r5` the helper reads (5 when not declared).
+    args: u8,
 }
 
 impl std::fmt::Debug for HelperTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_map()
-            .entries(self.entries.iter().map(|(id, (name, _))| (id, name)))
+            .entries(self.entries.iter().map(|(id, e)| (id, e.name)))
             .finish()
     }
 }
@@ -39,19 +47,34 @@ impl HelperTable {
         Self::default()
     }
 
-    /// Registers (or replaces) the implementation of helper `id`.
+    /// Registers (or replaces) the implementation of helper `id`, which may read all of
+    /// `r1..r5`.
     pub fn register(&mut self, id: i32, name: &'static str, f: HelperFn) {
-        self.entries.insert(id, (name, f));
+        self.entries.insert(id, Entry { name, f, args: 5 });
+    }
+
+    /// Registers (or replaces) helper `id`, declaring that it reads only `r1..r{args}`
+    /// (at most 5): the JIT then passes zero for the other arguments instead of keeping
+    /// the program's `r{args+1}..r5` alive up to the call. `standard_helpers` declares every
+    /// helper's count from its verifier signature.
+    pub fn register_with_args(&mut self, id: i32, name: &'static str, f: HelperFn, args: u8) {
+        let args = args.min(5);
+        self.entries.insert(id, Entry { name, f, args });
     }
 
     /// The implementation of helper `id`.
     pub fn get(&self, id: i32) -> Option<HelperFn> {
-        self.entries.get(&id).map(|(_, f)| *f)
+        self.entries.get(&id).map(|e| e.f)
     }
 
     /// The registered name of helper `id`.
     pub fn name(&self, id: i32) -> Option<&'static str> {
-        self.entries.get(&id).map(|(n, _)| *n)
+        self.entries.get(&id).map(|e| e.name)
+    }
+
+    /// How many of `r1..r5` helper `id` reads (5 unless declared).
+    pub fn arg_count(&self, id: i32) -> Option<u8> {
+        self.entries.get(&id).map(|e| e.args)
     }
 
     /// Registered ids, ascending.

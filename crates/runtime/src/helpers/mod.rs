@@ -46,7 +46,10 @@ pub fn standard_helpers() -> HelperTable {
     let mut t = HelperTable::new();
     for &(id, f) in IMPLEMENTATIONS {
         match helper_by_id(id) {
-            Some(sig) => t.register(id, sig.name, f),
+            Some(sig) => {
+                let args = u8::try_from(sig.args.len()).unwrap_or(5);
+                t.register_with_args(id, sig.name, f, args)
+            }
             None => tracing::error!(id, "helper implementation without a signature in HELPERS"),
         }
     }

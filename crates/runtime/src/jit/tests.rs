@@ -270,6 +270,41 @@ fn helper_and_local_calls_use_frames() {
 }
 
 #[test]
+fn helpers_receive_only_their_declared_arguments() {
+    // add5 sums all five arguments; declared with 2 it must see r3..r5 as 0, undeclared
+    // (`register`) it sees all of them, and `standard_helpers` declares the verifier's counts.
+    let prog = [
+        mov(1, 1),
+        mov(2, 2),
+        mov(3, 30),
+        mov(4, 400),
+        mov(5, 5000),
+        I::Call(CallTarget::Helper(7)),
+        I::Exit,
+    ];
+    let mut all = HelperTable::new();
+    all.register(7, "add5", add5);
+    assert_eq!(run_with(&prog, &all, &mut []).unwrap(), 5433);
+    for (declared, want) in [(0, 0), (2, 3), (3, 33), (5, 5433), (9, 5433)] {
+        let mut h = HelperTable::new();
+        h.register_with_args(7, "add5", add5, declared);
+        assert_eq!(
+            run_with(&prog, &h, &mut []).unwrap(),
+            want,
+            "{declared} args"
+        );
+    }
+    let std = crate::helpers::standard_helpers();
+    assert_eq!(std.arg_count(1), Some(2), "map_lookup_elem");
+    assert_eq!(
+        std.arg_count(6),
+        Some(5),
+        "trace_printk reads its variadic arguments"
+    );
+    assert_eq!(std.arg_count(14), Some(0), "get_current_pid_tgid");
+}
+
+#[test]
 fn unbounded_recursion_is_an_error_not_a_crash() {
     let prog = [I::Call(CallTarget::Local(-1)), I::Exit];
     assert_eq!(

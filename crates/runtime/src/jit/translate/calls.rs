@@ -157,7 +157,18 @@ impl FnTranslator<'_, '_> {
             .get(id)
             .ok_or(JitError::UnknownHelper { pc, id })?;
         let addr = self.b.ins().iconst(I64, f as usize as i64);
-        let args: Vec<Value> = (1..=5).map(|r| self.get(r)).collect();
+        // Arguments the helper does not read are passed as 0: reading r{n+1}..r5 would keep
+        // whatever the program last had there alive (often spilled) up to every call.
+        let used = self.helpers.arg_count(id).unwrap_or(5);
+        let args: Vec<Value> = (1..=5u8)
+            .map(|r| {
+                if r <= used {
+                    self.get(r)
+                } else {
+                    self.b.ins().iconst(I64, 0)
+                }
+            })
+            .collect();
         let call = self.b.ins().call_indirect(self.helper_sig, addr, &args);
         self.b
             .inst_results(call)
