@@ -284,7 +284,7 @@ fn cpu_iter<O>(b: &mut Bencher<'_, WallTime>, mut f: impl FnMut() -> O) {
 
 fn helpers() -> HelperTable {
     let mut t = HelperTable::new();
-    t.register(MIX_ID, "mix", mix);
+    t.register_with_args(MIX_ID, "mix", mix, 2);
     t
 }
 
