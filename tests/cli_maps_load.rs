@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use gpubpf_runtime::registry::{Phase, Registry, RegistryError};
 use serde_json::Value;
 
-use common::cli::gpubpf;
+use common::cli::{gpubpf, ok};
 
 fn have_clang() -> bool {
     ["clang", "clang-19"]
@@ -29,17 +29,6 @@ fn run(home: &Path, args: &[&str]) -> Output {
         .env_remove("RUST_LOG")
         .output()
         .unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
 }
 
 fn json(out: &Output) -> Value {

@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use gpubpf_runtime::registry::Registry;
 use serde_json::Value;
 
-use common::cli::gpubpf;
+use common::cli::{gpubpf, ok};
 
 fn run(home: &Path, args: &[&str]) -> Output {
     Command::new(gpubpf())
@@ -24,17 +24,6 @@ fn run(home: &Path, args: &[&str]) -> Output {
         .expect("run gpubpf")
 }
 
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).expect("utf-8 output")
-}
-
 fn json(out: &Output) -> Value {
     serde_json::from_str(&ok(out)).expect("JSON output")
 }
@@ -43,19 +32,7 @@ fn json(out: &Output) -> Value {
 fn load_quota(home: &Path) -> bool {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/quota.bpf.c");
     let obj = home.join("quota.o");
-    let build = Command::new(gpubpf())
-        .arg("build")
-        .arg(&src)
-        .arg("-o")
-        .arg(&obj)
-        .arg("--cache-dir")
-        .arg(home.join("sdk"))
-        .output()
-        .expect("run gpubpf build");
-    if !build.status.success() {
-        let err = String::from_utf8_lossy(&build.stderr);
-        assert!(err.contains("clang not found"), "build failed: {err}");
-        eprintln!("skipped: clang not found (scripts/test.sh installs it)");
+    if !common::cli::build_object(&src, &obj, &home.join("sdk")) {
         return false;
     }
     ok(&run(

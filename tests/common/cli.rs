@@ -5,8 +5,8 @@
 //! to date) into the target directory of the running test executable.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::sync::Mutex;
 
 /// Path of the `gpubpf` binary.
@@ -45,4 +45,37 @@ pub fn binary(name: &str) -> PathBuf {
     assert!(bin.is_file(), "{} missing after cargo build", bin.display());
     built.insert(name.to_string(), bin.clone());
     bin
+}
+
+/// Stdout of a command that must have succeeded (the assertion shows both streams).
+pub fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).expect("utf-8 output")
+}
+
+/// `gpubpf build SRC -o OBJ --cache-dir CACHE`; false (after saying that the test skipped)
+/// when clang is missing, a failed assertion on any other build failure.
+pub fn build_object(src: &Path, obj: &Path, cache: &Path) -> bool {
+    let build = Command::new(gpubpf())
+        .arg("build")
+        .arg(src)
+        .arg("-o")
+        .arg(obj)
+        .arg("--cache-dir")
+        .arg(cache)
+        .output()
+        .expect("run gpubpf build");
+    if !build.status.success() {
+        let err = String::from_utf8_lossy(&build.stderr);
+        assert!(err.contains("clang not found"), "build failed: {err}");
+        eprintln!("skipped: clang not found (scripts/test.sh installs it)");
+        return false;
+    }
+    true
 }
