@@ -26,6 +26,8 @@ use gpubpf_runtime::interp::{Interpreter, Memory, Program};
 use proptest::prelude::*;
 use std::sync::Once;
 
+/// The operations rbpf 0.4.1 implements: `AluOp::ALL` without the ISA v4 signed division and
+/// modulo.
 const ALU_OPS: [AluOp; 12] = [
     AluOp::Add,
     AluOp::Sub,
@@ -41,19 +43,7 @@ const ALU_OPS: [AluOp; 12] = [
     AluOp::Arsh,
 ];
 
-const CONDS: [JmpCond; 11] = [
-    JmpCond::Eq,
-    JmpCond::Gt,
-    JmpCond::Ge,
-    JmpCond::Set,
-    JmpCond::Ne,
-    JmpCond::Sgt,
-    JmpCond::Sge,
-    JmpCond::Lt,
-    JmpCond::Le,
-    JmpCond::Slt,
-    JmpCond::Sle,
-];
+const CONDS: [JmpCond; 11] = JmpCond::ALL;
 
 /// One body step, generated from raw numbers.
 #[derive(Debug, Clone)]

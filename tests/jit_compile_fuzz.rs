@@ -36,36 +36,14 @@ fn width() -> impl Strategy<Value = Width> {
 }
 
 fn size() -> impl Strategy<Value = Size> {
-    prop::sample::select(vec![Size::B, Size::H, Size::W, Size::DW])
+    prop::sample::select(Size::ALL.to_vec())
 }
 
 /// Any instruction, with small relative offsets so that many jumps and calls are valid.
 fn insn() -> impl Strategy<Value = I> {
-    use AluOp::*;
-    let alu = prop::sample::select(vec![
-        Add, Sub, Mul, Div, SDiv, Or, And, Lsh, Rsh, Mod, SMod, Xor, Mov, Arsh,
-    ]);
-    let cond = prop::sample::select(vec![
-        JmpCond::Eq,
-        JmpCond::Gt,
-        JmpCond::Ge,
-        JmpCond::Set,
-        JmpCond::Ne,
-        JmpCond::Sgt,
-        JmpCond::Sge,
-        JmpCond::Lt,
-        JmpCond::Le,
-        JmpCond::Slt,
-        JmpCond::Sle,
-    ]);
-    let atomic = prop::sample::select(vec![
-        AtomicOp::Add,
-        AtomicOp::Or,
-        AtomicOp::And,
-        AtomicOp::Xor,
-        AtomicOp::Xchg,
-        AtomicOp::CmpXchg,
-    ]);
+    let alu = prop::sample::select(AluOp::ALL.to_vec());
+    let cond = prop::sample::select(JmpCond::ALL.to_vec());
+    let atomic = prop::sample::select(AtomicOp::ALL.to_vec());
     let kind = prop_oneof![
         4 => Just(LddwKind::Imm),
         4 => Just(LddwKind::Func),

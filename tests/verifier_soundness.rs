@@ -55,35 +55,9 @@ impl Rng {
     }
 }
 
-const SIZES: [Size; 4] = [Size::B, Size::H, Size::W, Size::DW];
-const OPS: [AluOp; 13] = [
-    AluOp::Add,
-    AluOp::Sub,
-    AluOp::Mul,
-    AluOp::Div,
-    AluOp::SDiv,
-    AluOp::Or,
-    AluOp::And,
-    AluOp::Lsh,
-    AluOp::Rsh,
-    AluOp::Mod,
-    AluOp::Xor,
-    AluOp::Mov,
-    AluOp::Arsh,
-];
-const CONDS: [JmpCond; 11] = [
-    JmpCond::Eq,
-    JmpCond::Gt,
-    JmpCond::Ge,
-    JmpCond::Set,
-    JmpCond::Ne,
-    JmpCond::Sgt,
-    JmpCond::Sge,
-    JmpCond::Lt,
-    JmpCond::Le,
-    JmpCond::Slt,
-    JmpCond::Sle,
-];
+const SIZES: [Size; 4] = Size::ALL;
+const OPS: [AluOp; 14] = AluOp::ALL;
+const CONDS: [JmpCond; 11] = JmpCond::ALL;
 
 /// Scratch registers (r1 holds ctx, r6 a copy of it, r10 the frame pointer).
 fn scratch(r: &mut Rng) -> u8 {

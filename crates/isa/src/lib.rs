@@ -4,12 +4,14 @@
 //! - [`insn`]: 8-byte slots ([`Insn`]), strict decoding into [`Instruction`] and encoding back.
 //! - [`asm`]: assembler for the bpf_conformance text syntax ([`asm::assemble`]).
 //! - [`disasm`]: bpftool-style and assembler-compatible disassembly.
+//! - `ALL` constants on [`AluOp`], [`JmpCond`], [`Size`], [`AtomicOp`]: every variant.
 
 pub mod asm;
 pub mod disasm;
 mod encode;
 pub mod insn;
 pub mod opcode;
+mod variants;
 
 pub use asm::{assemble, AsmError, AsmErrorKind};
 pub use disasm::{disassemble, disassemble_asm, format_instruction, Syntax};
