@@ -76,21 +76,20 @@ fn width() -> impl Strategy<Value = Width> {
 }
 
 fn size() -> impl Strategy<Value = Size> {
-    prop::sample::select(vec![Size::B, Size::H, Size::W, Size::DW])
+    prop::sample::select(Size::ALL.to_vec())
 }
 
 fn alu_op(full: bool) -> impl Strategy<Value = AluOp> {
-    use AluOp::*;
-    let mut ops = vec![Add, Sub, Mul, Div, Or, And, Lsh, Rsh, Mod, Xor, Mov, Arsh];
-    if full {
-        ops.extend([SDiv, SMod]);
-    }
+    // Without `full`, rbpf's subset: no ISA v4 signed division and modulo.
+    let ops: Vec<AluOp> = AluOp::ALL
+        .into_iter()
+        .filter(|op| full || !matches!(op, AluOp::SDiv | AluOp::SMod))
+        .collect();
     prop::sample::select(ops)
 }
 
 fn cond() -> impl Strategy<Value = JmpCond> {
-    use JmpCond::*;
-    prop::sample::select(vec![Eq, Gt, Ge, Set, Ne, Sgt, Sge, Lt, Le, Slt, Sle])
+    prop::sample::select(JmpCond::ALL.to_vec())
 }
 
 /// Operations of rbpf's subset: RFC 9669 without atomics and ISA v4.
@@ -141,8 +140,7 @@ fn full_op() -> impl Strategy<Value = Op> {
             Op::Store { size, stack, off: mem_off(size, stack, o), src }
         }),
         2 => (prop::sample::select(vec![Size::W, Size::DW]),
-              prop::sample::select(vec![AtomicOp::Add, AtomicOp::Or, AtomicOp::And, AtomicOp::Xor,
-                                        AtomicOp::Xchg, AtomicOp::CmpXchg]),
+              prop::sample::select(AtomicOp::ALL.to_vec()),
               any::<bool>(), reg(), 0u8..8)
             .prop_map(|(size, op, fetch, src, o)| {
                 let off = i16::from(o) * size.bytes() as i16;

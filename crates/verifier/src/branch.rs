@@ -634,22 +634,7 @@ mod random_tests {
 
     #[test]
     fn alu_keeps_every_result() {
-        let ops = [
-            AluOp::Add,
-            AluOp::Sub,
-            AluOp::Mul,
-            AluOp::Div,
-            AluOp::Mod,
-            AluOp::And,
-            AluOp::Or,
-            AluOp::Xor,
-            AluOp::Lsh,
-            AluOp::Rsh,
-            AluOp::Arsh,
-            AluOp::SDiv,
-            AluOp::SMod,
-            AluOp::Mov,
-        ];
+        let ops = AluOp::ALL;
         let mut r = Rng(0xdead_beef_cafe_f00d);
         for _ in 0..20_000 {
             let (a, am) = sample(&mut r);

@@ -383,22 +383,7 @@ mod tests {
             Scalar::konst(u64::MAX),
             Scalar::urange(0xffff_fff0, 0x1_0000_0010).unwrap(),
         ];
-        let ops = [
-            AluOp::Add,
-            AluOp::Sub,
-            AluOp::Mul,
-            AluOp::Div,
-            AluOp::Mod,
-            AluOp::And,
-            AluOp::Or,
-            AluOp::Xor,
-            AluOp::Lsh,
-            AluOp::Rsh,
-            AluOp::Arsh,
-            AluOp::SDiv,
-            AluOp::SMod,
-            AluOp::Mov,
-        ];
+        let ops = AluOp::ALL;
         for a in &vals {
             for b in &vals {
                 for op in ops {
