@@ -72,14 +72,7 @@ impl FnTranslator<'_, '_> {
         kind: i64,
         pc: usize,
     ) -> Result<(), JitError> {
-        let taken: Vec<usize> = self
-            .analysis
-            .funcs
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.address_taken)
-            .map(|(i, _)| i)
-            .collect();
+        let taken = self.address_taken_functions();
         let mut ok = self.b.ins().iconst(types::I8, 0);
         for idx in taken {
             let f = self.func_ref(idx)?;
@@ -93,6 +86,18 @@ impl FnTranslator<'_, '_> {
         self.b.switch_to_block(cont);
         self.b.seal_block(cont);
         Ok(())
+    }
+
+    /// Indices of the program's address-taken functions: the only valid `callx` and
+    /// callback targets besides helpers.
+    fn address_taken_functions(&self) -> Vec<usize> {
+        self.analysis
+            .funcs
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.address_taken)
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// `callx reg`: the register holds a helper id (bpf_conformance and the interpreter
@@ -120,14 +125,7 @@ impl FnTranslator<'_, '_> {
             self.b.ins().jump(done, &[BlockArg::Value(v)]);
             self.b.switch_to_block(next);
         }
-        let taken: Vec<usize> = self
-            .analysis
-            .funcs
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.address_taken)
-            .map(|(i, _)| i)
-            .collect();
+        let taken = self.address_taken_functions();
         for idx in taken {
             let f = self.func_ref(idx)?;
             let addr = self.b.ins().func_addr(I64, f);
