@@ -8,8 +8,6 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -17,30 +15,7 @@ use gpubpf_runtime::maps::{mapping, FieldDesc, MapMeta, MapSpec, MapType, TypeDe
 use gpubpf_runtime::registry::Registry;
 use serde_json::Value;
 
-use common::cli::gpubpf;
-
-fn run(home: &Path, args: &[&str]) -> Output {
-    Command::new(gpubpf())
-        .args(args)
-        .env("GPUBPF_HOME", home)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn ok_stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_str(&ok_stdout(out)).unwrap()
-}
+use common::cli::{ok, ok_json as json, run_with_registry as run};
 
 fn u(name: &str, size: u32) -> TypeDesc {
     TypeDesc::Int {
@@ -132,7 +107,7 @@ fn dump_of_a_live_map_is_typed_in_text_and_json() {
             }
         })
     };
-    let text = ok_stdout(&run(&home, &["maps", "dump", "stats"]));
+    let text = ok(&run(&home, &["maps", "dump", "stats"]));
     assert!(text.contains("Found 3 elements"), "{text}");
     assert!(text.contains("\"comm\":\"app\""), "{text}");
     assert!(text.contains("key: 1 "), "{text}");
@@ -150,13 +125,13 @@ fn dump_of_a_live_map_is_typed_in_text_and_json() {
         assert_eq!(r["value"]["comm"], "app");
     }
     // Pretty JSON is JSON too.
-    let p = ok_stdout(&run(&home, &["-p", "maps", "dump", "stats"]));
+    let p = ok(&run(&home, &["-p", "maps", "dump", "stats"]));
     assert!(p.contains("\n  {"));
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
 
     // Typed lookup/update/delete.
-    ok_stdout(&run(
+    ok(&run(
         &home,
         &[
             "maps",
@@ -176,7 +151,7 @@ fn dump_of_a_live_map_is_typed_in_text_and_json() {
         v["value"],
         serde_json::json!({"calls": 5, "bytes": 16, "comm": "cli"})
     );
-    ok_stdout(&run(
+    ok(&run(
         &home,
         &[
             "maps",
@@ -204,7 +179,7 @@ fn dump_of_a_live_map_is_typed_in_text_and_json() {
         &["maps", "update", "stats", "--key", "9", "--value", "nope=1"],
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("no field `nope`"));
-    ok_stdout(&run(&home, &["maps", "delete", "stats", "--key", "9"]));
+    ok(&run(&home, &["maps", "delete", "stats", "--key", "9"]));
     let out = run(&home, &["-j", "maps", "lookup", "stats", "--key", "9"]);
     assert_eq!(out.status.code(), Some(1));
     let e: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -217,9 +192,9 @@ fn dump_of_a_live_map_is_typed_in_text_and_json() {
     assert_eq!(l[0]["value_type"], "struct stats");
     let s = json(&run(&home, &["-j", "maps", "show", "stats"]));
     assert_eq!(s["entries"], 3);
-    ok_stdout(&run(&home, &["maps", "clear", "stats"]));
+    ok(&run(&home, &["maps", "clear", "stats"]));
     assert!(map.is_empty());
-    ok_stdout(&run(&home, &["maps", "rm", "stats"]));
+    ok(&run(&home, &["maps", "rm", "stats"]));
     assert!(json(&run(&home, &["-j", "maps", "list"]))
         .as_array()
         .unwrap()
@@ -230,7 +205,7 @@ fn dump_of_a_live_map_is_typed_in_text_and_json() {
 fn untyped_maps_use_hex_and_ring_buffers_show_counters() {
     let d = tempfile::tempdir().unwrap();
     let home = d.path().join("reg");
-    ok_stdout(&run(
+    ok(&run(
         &home,
         &[
             "maps",
@@ -246,7 +221,7 @@ fn untyped_maps_use_hex_and_ring_buffers_show_counters() {
             "4",
         ],
     ));
-    ok_stdout(&run(
+    ok(&run(
         &home,
         &[
             "maps", "update", "raw", "--key", "01 02 03", "--value", "hex:beef",
@@ -261,7 +236,7 @@ fn untyped_maps_use_hex_and_ring_buffers_show_counters() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("without BTF"));
 
     let page = mapping::page_size().to_string();
-    ok_stdout(&run(
+    ok(&run(
         &home,
         &[
             "maps",
@@ -281,7 +256,7 @@ fn untyped_maps_use_hex_and_ring_buffers_show_counters() {
     assert_eq!(j["type"], "ringbuf");
     assert!(j["counters"]["dropped"].as_u64().unwrap() >= 1);
     assert!(j["counters"]["pending"].as_u64().unwrap() > 100);
-    let t = ok_stdout(&run(&home, &["maps", "dump", "events"]));
+    let t = ok(&run(&home, &["maps", "dump", "events"]));
     assert!(t.contains("dropped:"), "{t}");
     let recs = json(&run(&home, &["-j", "maps", "consume", "events"]));
     let recs = recs.as_array().unwrap();
@@ -293,7 +268,7 @@ fn untyped_maps_use_hex_and_ring_buffers_show_counters() {
         .unwrap()
         .ringbuf_output(b"app-1 [1] 0.1: n=42\n")
         .unwrap();
-    let t = ok_stdout(&run(&home, &["maps", "consume", "trace"]));
+    let t = ok(&run(&home, &["maps", "consume", "trace"]));
     assert_eq!(t, "app-1 [1] 0.1: n=42\n");
     let out = run(&home, &["maps", "consume", "raw"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a ring buffer"));
@@ -303,7 +278,7 @@ fn untyped_maps_use_hex_and_ring_buffers_show_counters() {
 fn corrupted_maps_and_insecure_registries_are_reported() {
     let d = tempfile::tempdir().unwrap();
     let home = d.path().join("reg");
-    ok_stdout(&run(
+    ok(&run(
         &home,
         &[
             "maps",
@@ -317,7 +292,7 @@ fn corrupted_maps_and_insecure_registries_are_reported() {
             "4",
         ],
     ));
-    ok_stdout(&run(
+    ok(&run(
         &home,
         &[
             "maps",

@@ -9,30 +9,17 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use gpubpf_runtime::registry::{Phase, Registry, RegistryError};
 use serde_json::Value;
 
-use common::cli::{gpubpf, ok};
+use common::cli::{ok, ok_json as json, run_with_registry as run};
 
 fn have_clang() -> bool {
     ["clang", "clang-19"]
         .iter()
         .any(|c| Command::new(c).arg("--version").output().is_ok())
-}
-
-fn run(home: &Path, args: &[&str]) -> Output {
-    Command::new(gpubpf())
-        .args(args)
-        .env("GPUBPF_HOME", home)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_str(&ok(out)).unwrap()
 }
 
 const COUNTER: &str = r#"

@@ -8,24 +8,16 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use gpubpf_runtime::registry::Registry;
 use serde_json::Value;
 
-use common::cli::{gpubpf, ok};
+use common::cli::{ok, ok_json as json};
 
+/// `gpubpf ARGS` with the registry in `home/reg`.
 fn run(home: &Path, args: &[&str]) -> Output {
-    Command::new(gpubpf())
-        .args(args)
-        .env("GPUBPF_HOME", home.join("reg"))
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run gpubpf")
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_str(&ok(out)).expect("JSON output")
+    common::cli::run_with_registry(&home.join("reg"), args)
 }
 
 /// Builds and loads `policies/quota.bpf.c` as `quota` into `home/reg`; false without clang.

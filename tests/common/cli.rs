@@ -47,6 +47,16 @@ pub fn binary(name: &str) -> PathBuf {
     bin
 }
 
+/// Runs `gpubpf ARGS` with its registry at `registry` (`GPUBPF_HOME`) and without `RUST_LOG`.
+pub fn run_with_registry(registry: &Path, args: &[&str]) -> Output {
+    Command::new(gpubpf())
+        .args(args)
+        .env("GPUBPF_HOME", registry)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run gpubpf")
+}
+
 /// Stdout of a command that must have succeeded (the assertion shows both streams).
 pub fn ok(out: &Output) -> String {
     assert!(
@@ -78,4 +88,9 @@ pub fn build_object(src: &Path, obj: &Path, cache: &Path) -> bool {
         return false;
     }
     true
+}
+
+/// The JSON stdout of a command that must have succeeded.
+pub fn ok_json(out: &Output) -> serde_json::Value {
+    serde_json::from_str(&ok(out)).expect("JSON output")
 }
