@@ -13,12 +13,6 @@ fn gpubpf() -> Option<PathBuf> {
     Some(common::cli::gpubpf())
 }
 
-fn have_clang() -> bool {
-    ["clang", "clang-19"]
-        .iter()
-        .any(|c| Command::new(c).arg("--version").output().is_ok())
-}
-
 const QUOTA: &str = r#"
 #include "gpubpf.h"
 
@@ -101,7 +95,7 @@ fn verify(bin: &Path, obj: &Path) -> Option<Output> {
 #[test]
 fn typed_policies_build_and_verify() {
     let Some(bin) = gpubpf() else { return };
-    if !have_clang() {
+    if !common::cli::have_clang() {
         eprintln!("skipped: no clang");
         return;
     }

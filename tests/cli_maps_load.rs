@@ -9,18 +9,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use gpubpf_runtime::registry::{Phase, Registry, RegistryError};
 use serde_json::Value;
 
 use common::cli::{ok, ok_json as json, run_with_registry as run};
-
-fn have_clang() -> bool {
-    ["clang", "clang-19"]
-        .iter()
-        .any(|c| Command::new(c).arg("--version").output().is_ok())
-}
 
 const COUNTER: &str = r#"
 #include "gpubpf.h"
@@ -122,7 +115,7 @@ fn build(dir: &Path, name: &str, src: &str) -> PathBuf {
 
 #[test]
 fn load_bind_reload_conflict_unload() {
-    if !have_clang() {
+    if !common::cli::have_clang() {
         eprintln!("skipped: clang not found");
         return;
     }

@@ -9,19 +9,9 @@ use std::process::Command;
 
 use common::cli::gpubpf;
 
-fn have_clang() -> bool {
-    ["clang", "clang-19"].iter().any(|c| {
-        Command::new(c)
-            .arg("--version")
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    })
-}
-
 #[test]
 fn demo_vetoes_over_quota_and_keeps_counters_across_reload() {
-    if !have_clang() {
+    if !common::cli::have_clang() {
         eprintln!("skipped: clang not found (scripts/test.sh installs it)");
         return;
     }

@@ -94,3 +94,14 @@ pub fn build_object(src: &Path, obj: &Path, cache: &Path) -> bool {
 pub fn ok_json(out: &Output) -> serde_json::Value {
     serde_json::from_str(&ok(out)).expect("JSON output")
 }
+
+/// Whether `clang` or `clang-19` runs (the tests that compile C skip without it, saying so;
+/// `scripts/test.sh` installs it).
+pub fn have_clang() -> bool {
+    ["clang", "clang-19"].iter().any(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
