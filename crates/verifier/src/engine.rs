@@ -265,16 +265,21 @@ impl Engine<'_> {
         }
     }
 
+    /// Checkpoint indices of the earlier `bpf_loop` rounds at `pc` of invocation `inv`,
+    /// oldest first.
+    fn loop_rounds(&self, pc: usize, inv: u32) -> &[usize] {
+        self.inprog_iter
+            .get(&(pc, inv))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
     /// At a `bpf_loop` iteration point reached for round [`WIDEN_AFTER`] or later of the same
     /// invocation, widens the scalars that changed since the previous round
     /// ([`crate::widen`]).
     fn widen_loop_state(&mut self, path: &mut Path) {
         let inv = path.st.cur().loop_inv;
-        let rounds = self
-            .inprog_iter
-            .get(&(path.pc, inv))
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
+        let rounds = self.loop_rounds(path.pc, inv);
         if rounds.len() < WIDEN_AFTER {
             return;
         }
@@ -301,11 +306,7 @@ impl Engine<'_> {
         let mut pruned = false;
         if path.point == Point::LoopIter {
             let inv = path.st.cur().loop_inv;
-            let rounds = self
-                .inprog_iter
-                .get(&(path.pc, inv))
-                .map(Vec::as_slice)
-                .unwrap_or(&[]);
+            let rounds = self.loop_rounds(path.pc, inv);
             // The latest rounds only: a fixpoint (possibly after widening) is reached against
             // one of them; older ones would make every round cost more than the last.
             for &i in rounds.iter().rev().take(MAX_ROUNDS_COMPARED) {
