@@ -174,22 +174,12 @@ pub fn run(reg: &Registry, args: Args, out: &Output) -> anyhow::Result<()> {
     let rec = find_object(reg, &args.name)?;
     let loaded = LoadedObject::open(reg, &rec)
         .with_context(|| format!("cannot open loaded object `{}`", rec.name))?;
-    let selected: Vec<&ProgramRecord> = rec
-        .programs
-        .iter()
-        .filter(|p| args.prog.as_ref().is_none_or(|n| &p.name == n))
-        .collect();
-    if selected.is_empty() {
-        let names: Vec<&str> = rec.programs.iter().map(|p| p.name.as_str()).collect();
-        anyhow::bail!(match &args.prog {
-            Some(n) => format!(
-                "`{}` has no program named `{n}` (programs: {})",
-                rec.name,
-                names.join(", ")
-            ),
-            None => format!("`{}` has no programs", rec.name),
-        });
-    }
+    let selected = super::select_programs(
+        &rec.programs,
+        |p| p.name.as_str(),
+        args.prog.as_deref(),
+        &rec.name,
+    )?;
     let helpers = standard_helpers();
     let mut dumps = Vec::with_capacity(selected.len());
     for prec in selected {

@@ -9,7 +9,6 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use gpubpf_runtime::attach;
-use gpubpf_runtime::object;
 use gpubpf_runtime::program::{attach_phase, line_infos, map_infos};
 use gpubpf_verifier::{LogLevel, Verifier, VerifierConfig, VerifyInput};
 use serde_json::{json, Value};
@@ -45,22 +44,12 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     obj.apply_sets(&args.set)
         .with_context(|| format!("`{}`: --set", args.object.display()))?;
     let maps = map_infos(&obj);
-    let selected: Vec<&object::Program> = obj
-        .programs
-        .iter()
-        .filter(|p| args.prog.as_ref().is_none_or(|n| &p.name == n))
-        .collect();
-    if selected.is_empty() {
-        let names: Vec<&str> = obj.programs.iter().map(|p| p.name.as_str()).collect();
-        anyhow::bail!(match &args.prog {
-            Some(n) => format!(
-                "`{}` has no program named `{n}` (programs: {})",
-                args.object.display(),
-                names.join(", ")
-            ),
-            None => format!("`{}` contains no programs", args.object.display()),
-        });
-    }
+    let selected = super::select_programs(
+        &obj.programs,
+        |p| p.name.as_str(),
+        args.prog.as_deref(),
+        &args.object.display().to_string(),
+    )?;
     let config = VerifierConfig {
         budget: args.budget,
         log_level: if args.log {
