@@ -67,6 +67,10 @@ fn crafted_objects_give_precise_errors() {
             "section `.rodata`: offset 16777215 and size 8 lie outside the file",
         ),
         (
+            "lddw_unrelocated_pseudo.o",
+            "`lddw` with pseudo source 5 (MapIdx) has no relocation",
+        ),
+        (
             "call_outside_function.o",
             "section `cuda/cuMemAlloc`, offset 128: call to instruction 101 of `.text`, which starts no function",
         ),

@@ -273,7 +273,8 @@ pub enum LddwKind {
 }
 
 impl LddwKind {
-    fn from_src(src: u8) -> Option<Self> {
+    /// The kind an `lddw` source field encodes, `None` for an undefined one.
+    pub fn from_src(src: u8) -> Option<Self> {
         Some(match src {
             BPF_PSEUDO_NONE => LddwKind::Imm,
             BPF_PSEUDO_MAP_FD => LddwKind::MapFd,

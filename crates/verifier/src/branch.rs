@@ -11,11 +11,12 @@ use crate::exec::{read, target};
 use crate::scalar::Scalar;
 use crate::state::{Reg, RegType, State};
 use crate::tnum::Tnum;
+use crate::{MapInfo, MapKind};
 
 /// Executes `if dst cond src goto pc+1+off`.
 #[allow(clippy::too_many_arguments)]
 pub fn cond_jump(
-    _env: &mut Env<'_>,
+    env: &mut Env<'_>,
     st: &mut State,
     pc: usize,
     width: Width,
@@ -38,7 +39,7 @@ pub fn cond_jump(
     let fall_pc = pc.saturating_add(1);
     let taken_pc = target(pc, off.into());
     if a.ty.is_pointer() || b.ty.is_pointer() {
-        return pointer_jump(st, width, cond, dst, &a, sreg, &b, fall_pc, taken_pc);
+        return pointer_jump(env, st, width, cond, dst, &a, sreg, &b, fall_pc, taken_pc);
     }
     let fall = refined(st, width, negate(cond), dst, &a, sreg, &b);
     let taken = refined(st, width, cond, dst, &a, sreg, &b);
@@ -53,8 +54,31 @@ pub fn cond_jump(
     })
 }
 
+/// Whether `a` and `b` are known to point into one and the same object, so that comparing
+/// them compares offsets only. Ids name objects: equal non-zero ids are copies of one
+/// lookup or reservation result. Id 0 names an object only where its type has exactly one:
+/// the ctx, the stack of one frame, and the value of a single-entry array reached through a
+/// direct-value `lddw` (a global). Anything else (two lookups, even of the same key) may or
+/// may not be the same object, so the comparison is not decided statically.
+pub fn same_object(a: &Reg, b: &Reg, maps: &[MapInfo]) -> bool {
+    if a.ty != b.ty || a.ty.is_or_null() || a.ref_id != b.ref_id || a.id != b.id {
+        return false;
+    }
+    if a.id != 0 {
+        return true;
+    }
+    match a.ty {
+        RegType::Ctx | RegType::Stack { .. } => true,
+        RegType::MapValue { map } => maps
+            .get(map as usize)
+            .is_some_and(|m| m.kind == MapKind::Array && m.max_entries == 1),
+        _ => false,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn pointer_jump(
+    env: &Env<'_>,
     st: &State,
     width: Width,
     cond: JmpCond,
@@ -72,18 +96,13 @@ fn pointer_jump(
     };
     let null_check =
         width == Width::W64 && matches!(cond, JmpCond::Eq | JmpCond::Ne) && other.is_const(0);
-    // Two pointers into the same object (same type, map or frame, and id: the result of
-    // one lookup or reservation; id 0 for direct global values) at constant offsets (a
-    // pointer-increment loop):
-    // the outcome follows from the offsets alone, so it is decided statically and reveals
-    // nothing about addresses.
+    // Two pointers known to point into the same object ([`same_object`]) at constant
+    // offsets (a pointer-increment loop): the outcome follows from the offsets alone, so it
+    // is decided statically and reveals nothing about addresses.
     if !null_check
         && width == Width::W64
         && cond != JmpCond::Set
-        && a.ty == b.ty
-        && !a.ty.is_or_null()
-        && a.ref_id == b.ref_id
-        && a.id == b.id
+        && same_object(a, b, env.maps)
         && a.val.is_const()
         && b.val.is_const()
     {
@@ -656,5 +675,33 @@ mod random_tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod same_object_tests {
+    use super::*;
+
+    #[test]
+    fn id_zero_is_one_object_only_for_unique_regions() {
+        let maps = [
+            MapInfo::new("g", MapKind::Array, 4, 16, 1),
+            MapInfo::new("arr", MapKind::Array, 4, 16, 4),
+        ];
+        let v = |map: u32, id: u32| {
+            let mut r = Reg::ptr(RegType::MapValue { map }, 0);
+            r.id = id;
+            r
+        };
+        assert!(same_object(&v(0, 0), &v(0, 0), &maps));
+        assert!(!same_object(&v(1, 0), &v(1, 0), &maps));
+        assert!(same_object(&v(1, 7), &v(1, 7), &maps));
+        assert!(!same_object(&v(1, 7), &v(1, 8), &maps));
+        assert!(!same_object(&v(0, 0), &v(0, 8), &maps));
+        let ctx = Reg::ptr(RegType::Ctx, 0);
+        assert!(same_object(&ctx, &ctx, &maps));
+        let fp = |frame| Reg::ptr(RegType::Stack { frame }, -8);
+        assert!(same_object(&fp(1), &fp(1), &maps));
+        assert!(!same_object(&fp(0), &fp(1), &maps));
     }
 }

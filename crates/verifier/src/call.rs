@@ -90,9 +90,22 @@ pub fn helper(env: &mut Env<'_>, st: &mut State, pc: usize, id: i32) -> R<Step> 
                 let info = &env.maps[m as usize];
                 let ok = match h.map_class {
                     MapClass::Ringbuf => info.kind == MapKind::Ringbuf,
-                    MapClass::KeyValue => info.kind != MapKind::Ringbuf,
+                    MapClass::KeyValue | MapClass::KeyValueWritable => {
+                        info.kind != MapKind::Ringbuf
+                    }
                     MapClass::None => true,
                 };
+                if ok && h.map_class == MapClass::KeyValueWritable && info.read_only {
+                    return Err(arg_err(
+                        h,
+                        regno,
+                        format!(
+                            "map `{}` is read-only to programs (a frozen `.rodata`): {} would \
+                             write into it",
+                            info.name, h.name
+                        ),
+                    ));
+                }
                 if !ok {
                     return Err(arg_err(
                         h,

@@ -175,6 +175,8 @@ struct Engine<'a> {
     live_states: u64,
     stats: VerifyStats,
     log: Log,
+    /// Instructions executed on at least one explored path.
+    reached: Vec<bool>,
 }
 
 /// Removes checkpoint `i` from a list of in-progress ones (usually its last entry).
@@ -437,6 +439,11 @@ impl Engine<'_> {
                     return Err(Box::new((pc, r, path.st)));
                 }
                 path.insns_since += 1;
+                if path.point == Point::Insn {
+                    if let Some(r) = self.reached.get_mut(pc) {
+                        *r = true;
+                    }
+                }
                 let step = match path.point {
                     Point::LoopIter => crate::call::loop_iter(&mut self.env, &mut path.st, pc),
                     Point::Insn => self.exec(&mut path.st, pc),
@@ -566,6 +573,11 @@ impl Engine<'_> {
     }
 }
 
+/// Hint for writes into `.rodata`.
+const READ_ONLY_HINT: &str = "`const volatile` globals are set when loading (`gpubpf load --set \
+     NAME=VALUE`) and read-only to programs; keep state the program changes in a non-const \
+     global (.bss/.data) or a map";
+
 fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<String> {
     let ty_of = |r: u8| regs.iter().find(|(x, _)| *x == r).map(|(_, s)| s.ty);
     Some(match kind {
@@ -648,6 +660,10 @@ fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<Strin
         ErrorKind::Misaligned { .. } => {
             "stack accesses must be naturally aligned (avoid packed structs on the stack)".into()
         }
+        ErrorKind::ReadOnlyMap { .. } => READ_ONLY_HINT.into(),
+        ErrorKind::HelperArg { detail, .. } if detail.contains("read-only") => {
+            READ_ONLY_HINT.into()
+        }
         ErrorKind::HelperArg { .. } => {
             "check the helper's argument types in gpubpf_helpers.h".into()
         }
@@ -715,6 +731,7 @@ pub fn run(
         inprog: HashMap::new(),
         inprog_iter: HashMap::new(),
         live_states: 0,
+        reached: vec![false; input.insns.len()],
         stats: VerifyStats::default(),
         log: Log {
             level: config.log_level,
@@ -769,6 +786,9 @@ pub fn run(
     }
     let mut stats = std::mem::take(&mut eng.stats);
     stats.stack_depth = eng.env.stack_depth.clone();
+    stats.unreached = (0..input.insns.len())
+        .filter(|&pc| prog.insns[pc].is_some() && !eng.reached[pc])
+        .collect();
     stats.duration = t0.elapsed();
     let (processed, stored, peak) = (
         stats.insns_processed,

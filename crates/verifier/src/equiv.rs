@@ -51,7 +51,10 @@ fn regsafe(old: &Reg, cur: &Reg, exact: bool, ids: &mut IdMap, refs: &mut IdMap)
             old.ty == cur.ty
                 && old.off == cur.off
                 && old.val.contains(&cur.val)
-                && (old.id == 0 && !cur.ty.is_or_null() || ids.check(old.id, cur.id))
+                // Pointer ids name objects (one lookup, one reservation; 0 = the only object
+                // of its type, e.g. a global's value), and comparisons of two pointers are
+                // decided by them: old and current ids must correspond one to one, 0 to 0.
+                && ids.check(old.id, cur.id)
                 && refs.check(old.ref_id, cur.ref_id)
         }
     }
@@ -185,4 +188,46 @@ pub fn state_hash(st: &State, live: &[u16]) -> u64 {
         }
     }
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::FrameKind;
+
+    fn state(regs: &[(u8, Reg)]) -> State {
+        let mut f = Frame::new(0, usize::MAX, 0, FrameKind::Main);
+        for &(r, v) in regs {
+            f.regs[usize::from(r)] = v;
+        }
+        State {
+            frames: vec![f],
+            refs: Vec::new(),
+        }
+    }
+
+    fn value(id: u32) -> Reg {
+        let mut r = Reg::ptr(RegType::MapValue { map: 0 }, 0);
+        r.id = id;
+        r
+    }
+
+    #[test]
+    fn pointer_ids_correspond_one_to_one_and_zero_only_to_zero() {
+        let live = [0x3ffu16];
+        let covers = |old: &[(u8, Reg)], cur: &[(u8, Reg)]| {
+            states_equal(&state(old), &state(cur), &live, false)
+        };
+        // A global's value (id 0) in both registers does not cover two lookups.
+        assert!(!covers(&[(7, value(0)), (8, value(0))], &[(7, value(3)), (8, value(4))]));
+        assert!(!covers(&[(7, value(0))], &[(7, value(3))]));
+        assert!(!covers(&[(7, value(3))], &[(7, value(0))]));
+        // Two copies of one lookup do not cover two lookups, and vice versa.
+        assert!(!covers(&[(7, value(1)), (8, value(1))], &[(7, value(3)), (8, value(4))]));
+        assert!(!covers(&[(7, value(1)), (8, value(2))], &[(7, value(3)), (8, value(3))]));
+        // Renamed consistently: covered.
+        assert!(covers(&[(7, value(1)), (8, value(1))], &[(7, value(5)), (8, value(5))]));
+        assert!(covers(&[(7, value(1)), (8, value(2))], &[(7, value(6)), (8, value(5))]));
+        assert!(covers(&[(7, value(0)), (8, value(0))], &[(7, value(0)), (8, value(0))]));
+    }
 }

@@ -151,12 +151,16 @@ fn lddw(env: &mut Env<'_>, pc: usize, kind: LddwKind, imm: i32, next_imm: i32) -
         LddwKind::MapIdxValue => {
             let m = map(imm)?;
             let info = &env.maps[m as usize];
-            if info.kind != MapKind::Array {
+            // As Linux (`array_map_direct_value_addr`): the direct-value form names element 0
+            // of a single-entry array, i.e. a global; on a larger array it would alias
+            // element 0 with lookups of other keys under one identity.
+            if info.kind != MapKind::Array || info.max_entries != 1 {
                 return Err(rej(
                     ErrorKind::BadMapReference {
                         detail: format!(
-                            "direct value access needs an array map, but `{}` is {:?}",
-                            info.name, info.kind
+                            "direct value access needs a single-entry array map (a global), but \
+                             `{}` is {:?} with {} entries",
+                            info.name, info.kind, info.max_entries
                         ),
                     },
                     &[],

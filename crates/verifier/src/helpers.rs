@@ -63,6 +63,9 @@ pub enum RetKind {
 pub enum MapClass {
     /// Array, hash, LRU hash and global-data maps.
     KeyValue,
+    /// Array, hash, LRU hash and global-data maps that programs may write: not read-only
+    /// ones (`.rodata`, `BPF_F_RDONLY_PROG`; Linux: "write into map forbidden").
+    KeyValueWritable,
     /// Ring buffers.
     Ringbuf,
     /// Not applicable (no map argument).
@@ -111,7 +114,7 @@ pub static HELPERS: &[HelperSig] = &[
         c_params: "void *map, const void *key, const void *value, __u64 flags",
         args: &[A::ConstMapPtr, A::MapKey, A::MapValue, A::Scalar],
         ret: RetKind::Scalar,
-        map_class: MapClass::KeyValue,
+        map_class: MapClass::KeyValueWritable,
         doc: "Insert or update (flags: BPF_ANY, BPF_NOEXIST, BPF_EXIST); 0 or a negative errno.",
     },
     HelperSig {
@@ -121,7 +124,7 @@ pub static HELPERS: &[HelperSig] = &[
         c_params: "void *map, const void *key",
         args: &[A::ConstMapPtr, A::MapKey],
         ret: RetKind::Scalar,
-        map_class: MapClass::KeyValue,
+        map_class: MapClass::KeyValueWritable,
         doc: "Delete the entry under key; 0 or a negative errno.",
     },
     HelperSig {

@@ -18,6 +18,11 @@
 //!    evicted, so the cost stays linear); a state covered by a finished one is pruned; a
 //!    state *equal* to one still on the current path is an infinite loop; exploration stops
 //!    at a processed-instruction budget (default 1 000 000) and 8 192 pending branches.
+//!    Coverage ([`equiv`]) maps pointer and reference ids one to one between the stored and
+//!    the current state, 0 only to 0: an id names an object, and what the stored state
+//!    proved about "these two registers point into one object" must hold of the current
+//!    one. Instructions no path executed are listed in [`VerifyStats::unreached`] and become
+//!    traps before preparation ([`sanitize`]).
 //! 3. [`mem`]: every load, store, atomic and helper memory argument is checked against its
 //!    region (stack frame `[-512, 0)`, map value size, ring-buffer record size, ctx fields
 //!    with per-field read/write permission from [`ctx::ProgramContext`]), with natural
@@ -25,13 +30,17 @@
 //!    variable offsets only when bounded; pointers spilled only as whole 8-byte slots.
 //! 4. [`exec`], [`scalar_alu`]: ALU transfer functions; pointers allow only `+`/`-` of a
 //!    bounded scalar (64-bit), never on map handles, or-NULL pointers or functions, never
-//!    pointer ± pointer; a 32-bit copy of a pointer is a leak.
+//!    pointer ± pointer; a 32-bit copy of a pointer is a leak. The direct-value `lddw`
+//!    form is accepted only on single-entry arrays (globals), as in Linux.
 //! 5. [`branch`]: comparisons refine both operands on both branches (64- and 32-bit,
 //!    signed and unsigned, `jset`), propagate to copies sharing a scalar id (registers and
 //!    spills), prune impossible branches; a NULL check turns every copy of an or-NULL
 //!    pointer into a pointer (or NULL, releasing a ring-buffer reference); other pointer
-//!    comparisons are rejected unless both point into the same object at constant offsets.
-//! 6. [`call`]: helper arguments against [`helpers::HELPERS`], r1–r5 clobbered, return
+//!    comparisons are rejected unless both are known to point into the same object
+//!    ([`branch::same_object`]: copies of one lookup or reservation, the ctx, one frame's
+//!    stack, or a global's value) at constant offsets, which decides them statically.
+//! 6. [`call`]: helper arguments against [`helpers::HELPERS`] (map helpers that write refuse
+//!    read-only maps), r1–r5 clobbered, return
 //!    types; ring-buffer records tracked as references that must be submitted or discarded
 //!    on every path; bpf-to-bpf frames; `bpf_loop` callbacks re-entered until a fixpoint,
 //!    scalars that keep changing between rounds widened to unknown ([`widen`]);
@@ -58,6 +67,7 @@ pub mod exec;
 pub mod helpers;
 pub mod mem;
 pub mod print;
+pub mod sanitize;
 pub mod scalar;
 pub mod scalar_alu;
 pub mod state;
@@ -194,6 +204,11 @@ pub struct VerifyStats {
     pub states_pruned: u64,
     /// Stack depth in bytes per subprogram (in order of their first slot).
     pub stack_depth: Vec<u32>,
+    /// Instructions (first slots) that no explored path executes: code behind branches
+    /// the verifier decided statically. [`sanitize::sanitize_dead_code`] turns them into
+    /// traps before a program is prepared, so that a wrong decision or prune can never run
+    /// unchecked code.
+    pub unreached: Vec<usize>,
     /// Wall-clock time spent.
     #[serde(serialize_with = "ser_duration")]
     pub duration: Duration,

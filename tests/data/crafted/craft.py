@@ -127,3 +127,21 @@ c = sec(d, "cuda/cuMemAlloc")
 call_off = next(o for o in range(c["off"], c["off"] + c["size"], 8) if d[o] == 0x85 and d[o + 1] >> 4 == 1)
 put(d, call_off + 4, "<i", 100)
 write("call_outside_function.o", d)
+
+# An `lddw` with a pseudo source (BPF_PSEUDO_MAP_IDX = 5, map 0) that no relocation made:
+# the map `lddw`'s relocation is dropped from the end of the relocation table and its
+# source field set by hand. The loader must refuse it rather than copy it through.
+d = bytearray(SRC)
+c = sec(d, "cuda/cuMemAlloc")
+rel = sec(d, prog_rel)
+entries = [struct.unpack_from("<QQ", d, rel["off"] + 16 * i) for i in range(rel["size"] // 16)]
+lddw_entries = [e for e in entries if d[c["off"] + e[0]] == 0x18]
+victim = lddw_entries[0]
+rest = [e for e in entries if e != victim]
+for i, e in enumerate(rest + [victim]):
+    put(d, rel["off"] + 16 * i, "<QQ", *e)
+put(d, rel["hdr"] + 32, "<Q", rel["size"] - 16)
+o = c["off"] + victim[0]
+d[o + 1] = (d[o + 1] & 0x0F) | (5 << 4)
+put(d, o + 4, "<i", 0)
+write("lddw_unrelocated_pseudo.o", d)

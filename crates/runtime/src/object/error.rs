@@ -62,6 +62,16 @@ pub enum ObjectError {
     },
     #[error("section `{section}`, offset {offset}: `lddw` is missing its second slot")]
     TruncatedLddw { section: String, offset: u64 },
+    #[error(
+        "section `{section}`, offset {offset}: `lddw` with pseudo source {src} ({kind}) has no \
+         relocation; map and function references must come from the compiler's relocations"
+    )]
+    UnrelocatedPseudoLddw {
+        section: String,
+        offset: u64,
+        src: u8,
+        kind: String,
+    },
     #[error("section `{section}`, offset {offset}: {reason}")]
     BadCall {
         section: String,

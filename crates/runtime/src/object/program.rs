@@ -466,6 +466,17 @@ impl Linker<'_, '_> {
                         };
                         insns[pc] = first;
                         insns[pc + 1] = second;
+                    } else if insn.src != LddwKind::Imm.src() {
+                        // A pseudo form (map fd/index/value, function, BTF id) is only ever
+                        // what this loader writes from a relocation; one already in the
+                        // object would name a map or an offset the ELF never declared.
+                        return Err(ObjectError::UnrelocatedPseudoLddw {
+                            section: c.name.clone(),
+                            offset,
+                            src: insn.src,
+                            kind: LddwKind::from_src(insn.src)
+                                .map_or_else(|| "unknown".to_string(), |k| format!("{k:?}")),
+                        });
                     }
                     slot += 2;
                     continue;
