@@ -41,6 +41,14 @@ fn get(regs: &[u64; 11], r: u8) -> u64 {
     regs.get(usize::from(r)).copied().unwrap_or(0)
 }
 
+/// The state after any call: `r0` is the result and `r1`–`r5`, which the verifier marks
+/// uninitialised, are 0 (they must never leak a value, e.g. a stack address, into an
+/// optional helper argument; docs/design-decisions.md).
+fn returned(regs: &mut [u64; 11], r0: u64) {
+    regs[0] = r0;
+    regs[1..6].fill(0);
+}
+
 fn operand(regs: &[u64; 11], src: Operand) -> u64 {
     match src {
         Operand::Reg(r) => get(regs, r),
@@ -212,12 +220,12 @@ impl Run<'_> {
                 Instruction::Call(CallTarget::Helper(id)) => {
                     let r0 =
                         self.helper(pc, i64::from(id), regs, depth.wrapping_add(frames.len()))?;
-                    regs[0] = r0;
+                    returned(regs, r0);
                 }
                 Instruction::Callx { reg } => {
                     let id = get(regs, reg) as i64;
                     let r0 = self.helper(pc, id, regs, depth.wrapping_add(frames.len()))?;
-                    regs[0] = r0;
+                    returned(regs, r0);
                 }
                 Instruction::Call(CallTarget::Kfunc(id)) => {
                     return Err(ExecError::KfuncCall { pc, id });
@@ -238,12 +246,16 @@ impl Run<'_> {
                         saved_fp: regs[10],
                     });
                     regs[10] = self.frame_pointer(callee);
+                    // The callee's r0 and r6–r9 start uninitialised for the verifier: 0.
+                    regs[0] = 0;
+                    regs[6..10].fill(0);
                     pc = target;
                     continue;
                 }
                 Instruction::Exit => match frames.pop() {
                     None => return Ok(regs[0]),
                     Some(f) => {
+                        returned(regs, regs[0]);
                         regs[6..10].copy_from_slice(&f.saved);
                         regs[10] = f.saved_fp;
                         pc = f.return_pc;

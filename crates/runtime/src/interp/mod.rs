@@ -18,7 +18,9 @@
 //!
 //! Conventions shared with the JIT (docs/design-decisions.md): `STACK_SIZE` bytes of stack
 //! per execution, frame `k` has `r10 = stack_base + STACK_SIZE - 512 * k`; local calls save
-//! and restore r6–r9 (and r10); at most `MAX_CALL_FRAMES` frames. `lddw` of kind `Func`
+//! and restore r6–r9 (and r10); at most `MAX_CALL_FRAMES` frames. Registers the verifier
+//! considers uninitialised hold 0: r0 and r6–r9 at every function entry, r1–r5 after every
+//! call. `lddw` of kind `Func`
 //! yields the target slot index, only meaningful to `bpf_loop` (helper 181), which the
 //! interpreter implements itself: the callback runs in the next frame with `(index, ctx)`
 //! for `index` in `0..min(nr_loops, 1 << 23)` until it returns non-zero; the result is the

@@ -47,8 +47,11 @@
 //! of frame `k` gets `fp - 512` and `depth + 1`, which reproduces the engine-wide stack
 //! layout (`r10 = stack_base + STACK_SIZE - 512*k`, see `docs/design-decisions.md`).
 //! Callee-saved `r6`–`r9` need no code at all: they are variables of the caller's function,
-//! and the callee has its own. After a local call `r1`–`r5` keep the caller's values (the
-//! BPF ABI leaves them undefined; the verifier rejects reading them).
+//! and the callee has its own. After every call (helper, local, `callx`, `bpf_loop`)
+//! `r1`–`r5` are 0, as in the interpreter: the verifier considers them uninitialised, and
+//! the engines keep the invariant "a register the verifier considers uninitialised holds 0"
+//! so that `bpf_trace_printk`'s optional arguments 3–5 never print a stale pointer. The
+//! constants cost nothing where no path reads them (SSA construction drops them).
 //!
 //! `status` is zero on success. A runtime error (call depth beyond
 //! [`MAX_CALL_FRAMES`], a `callx`/`bpf_loop` target that is not a verified function)
@@ -231,6 +234,9 @@ struct FnTranslator<'a, 'f> {
     regs: [Variable; 10],
     fp: Value,
     depth: Value,
+    /// `iconst 0` of the entry block: the one value of every register the verifier
+    /// considers uninitialised, so that merges of such registers stay trivial.
+    zero: Value,
     blocks: BTreeMap<usize, Block>,
     func_refs: BTreeMap<usize, FuncRef>,
     internal_sig: SigRef,
@@ -273,6 +279,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             regs,
             fp,
             depth,
+            zero,
             blocks: BTreeMap::new(),
             func_refs: BTreeMap::new(),
             internal_sig,
@@ -391,6 +398,16 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             v
         };
         self.set(pc, reg, v)
+    }
+
+    /// The state after any call: `r0 = result`, and `r1`–`r5`, which the verifier marks
+    /// uninitialised, are 0 so that no value (a stack address, say) reaches an optional
+    /// helper argument. Cranelift removes the constants where nothing reads them.
+    fn returned(&mut self, r0: Value) {
+        self.b.def_var(self.regs[0], r0);
+        for var in &self.regs[1..6] {
+            self.b.def_var(*var, self.zero);
+        }
     }
 
     fn operand(&mut self, src: Operand, ty: Type) -> Value {
@@ -583,11 +600,11 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             }
             Instruction::Call(CallTarget::Helper(BPF_LOOP_ID)) => {
                 let r0 = self.bpf_loop(pc)?;
-                self.set(pc, 0, r0)?;
+                self.returned(r0);
             }
             Instruction::Call(CallTarget::Helper(id)) => {
                 let r0 = self.helper_call(pc, id)?;
-                self.set(pc, 0, r0)?;
+                self.returned(r0);
             }
             Instruction::Call(CallTarget::Local(rel)) => {
                 let target = rel_target(pc, rel.into(), self.analysis.slot_count)
@@ -599,7 +616,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
                 let f = self.func_ref(target)?;
                 let args: [Value; 5] = std::array::from_fn(|i| self.get(i as u8 + 1));
                 let r0 = self.local_call(pc, Callee::Direct(f), args)?;
-                self.set(pc, 0, r0)?;
+                self.returned(r0);
             }
             Instruction::Call(CallTarget::Kfunc(id)) => {
                 return Err(JitError::Kfunc { pc, id });

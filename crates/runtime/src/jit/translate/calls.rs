@@ -145,7 +145,8 @@ impl FnTranslator<'_, '_> {
         self.b.ins().jump(err, &[]);
         self.b.seal_block(done);
         self.b.switch_to_block(done);
-        self.set(pc, 0, r0)
+        self.returned(r0);
+        Ok(())
     }
 
     /// A call of helper `id` through the address in the helper table; returns r0.
