@@ -11,30 +11,44 @@ use std::sync::Arc;
 
 use gpubpf_isa::assemble;
 use gpubpf_runtime::attach;
-use gpubpf_runtime::helper_table::{HelperTable, STACK_SIZE};
+use gpubpf_runtime::helper_table::{HelperTable, RUN_ITERATION_BUDGET, STACK_SIZE};
 use gpubpf_runtime::helpers::{standard_helpers, trace};
 use gpubpf_runtime::interp::{Interpreter, Memory, Program};
 use gpubpf_runtime::jit;
 use gpubpf_runtime::maps::{mapping::page_size, Map, MapMeta, MapSpec, MapType};
 use gpubpf_verifier::VerifyInput;
+use std::time::{Duration, Instant};
 
 /// Runs `src` on both engines with `r1` = a 64-byte ctx; returns `(interpreter, jit)`, each
 /// `r0` or the error message.
 fn both(src: &str, helpers: &HelperTable) -> (Result<u64, String>, Result<u64, String>) {
+    both_with_budget(src, helpers, RUN_ITERATION_BUDGET)
+}
+
+/// [`both`] with an iteration budget of `budget` in both engines.
+fn both_with_budget(
+    src: &str,
+    helpers: &HelperTable,
+    budget: u64,
+) -> (Result<u64, String>, Result<u64, String>) {
     let insns = assemble(src).expect("assembles");
     let mut ctx = [0u8; 64];
     let mut stack = vec![0u8; STACK_SIZE];
     let vm = Interpreter::new(
         Program::from_insns(&insns).expect("decodes"),
         helpers.clone(),
-    );
+    )
+    .with_iteration_budget(budget);
     let interp = {
         let mut memory = Memory::new();
         let c = memory.add_mut("ctx", &mut ctx);
         vm.execute(&[c], &mut stack, &memory)
             .map_err(|e| e.to_string())
     };
-    let prog = jit::compile(&insns, helpers).expect("compiles");
+    let prog = jit::compile(&insns, helpers)
+        .expect("compiles")
+        .with_iteration_budget(budget);
+    let mut ctx = [0u8; 64];
     let mut stack = [0u8; STACK_SIZE];
     // SAFETY: the test programs only touch their stack, and helpers only what they pass.
     let jit = unsafe { prog.execute(ctx.as_mut_ptr(), &mut stack) }.map_err(|e| e.to_string());
@@ -172,4 +186,178 @@ fn trace_printk_optional_arguments_never_print_a_stale_pointer() {
     for line in &lines {
         assert!(line.ends_with(": 0\n"), "printed a stale value: {line}");
     }
+}
+
+// ----- run-time bound (hole 4) ---------------------------------------------------------
+
+/// The message both engines give when the budget runs out at `pc`.
+fn exhausted(pc: usize, budget: u64) -> String {
+    format!(
+        "instruction {pc}: run-time budget of {budget} iterations (backward jumps and \
+         `bpf_loop` callbacks) exhausted"
+    )
+}
+
+/// `bpf_loop(2^23, outer)` whose callback runs `bpf_loop(2^23, inner)`: 2^46 callback
+/// invocations, accepted by the verifier, would never end. The call at slot 12 (the inner
+/// `bpf_loop`) is where the budget runs out, after one outer and 2^23 - 1 inner callbacks.
+const NESTED_LOOPS: &str = "
+        mov %r1, 0x800000
+        lddw %r2, func outer
+        mov %r3, 0
+        mov %r4, 0
+        call 181
+        exit
+    outer:
+        mov %r1, 0x800000
+        lddw %r2, func inner
+        mov %r3, 0
+        mov %r4, 0
+        call 181
+        mov %r0, 0
+        exit
+    inner:
+        mov %r0, 0
+        exit
+";
+
+#[test]
+fn nested_bpf_loops_stop_at_the_default_budget_in_both_engines() {
+    let start = Instant::now();
+    let (i, j) = both(NESTED_LOOPS, &HelperTable::new());
+    let elapsed = start.elapsed();
+    let expected = Err(exhausted(12, RUN_ITERATION_BUDGET));
+    assert_eq!(i, expected, "interpreter");
+    assert_eq!(j, expected, "jit");
+    assert!(elapsed < Duration::from_secs(30), "took {elapsed:?}");
+}
+
+#[test]
+fn an_infinite_loop_stops_at_the_budget() {
+    let (i, j) = both_with_budget("mov %r0, 0\nja -1\nexit", &HelperTable::new(), 1000);
+    assert_eq!(i, Err(exhausted(1, 1000)));
+    assert_eq!(j, Err(exhausted(1, 1000)));
+}
+
+/// Sums `0..n` with a backward conditional jump: `n - 1` backward jumps are taken.
+fn back_edge_loop(n: u32) -> String {
+    format!(
+        "
+        mov %r0, 0
+        mov %r1, 0
+    top:
+        add %r0, %r1
+        add %r1, 1
+        jlt %r1, {n}, top
+        exit
+    "
+    )
+}
+
+#[test]
+fn a_bounded_back_edge_loop_uses_one_iteration_per_backward_jump() {
+    let helpers = HelperTable::new();
+    let (i, j) = both(&back_edge_loop(1000), &helpers);
+    assert_eq!((i, j), (Ok(499_500), Ok(499_500)));
+    // 10 iterations take 9 backward jumps: a budget of 9 is exactly enough.
+    let (i, j) = both_with_budget(&back_edge_loop(10), &helpers, 9);
+    assert_eq!((i, j), (Ok(45), Ok(45)));
+    let (i, j) = both_with_budget(&back_edge_loop(10), &helpers, 8);
+    assert_eq!(i, Err(exhausted(4, 8)));
+    assert_eq!(j, Err(exhausted(4, 8)));
+}
+
+/// `bpf_loop(1000, cb, &acc)`, `cb` adds the index to `*acc` with a forward-only body;
+/// returns `acc << 32 | iterations`.
+const SINGLE_LOOP: &str = "
+        stdw [%r10-8], 0
+        mov %r1, 1000
+        lddw %r2, func cb
+        mov %r3, %r10
+        add %r3, -8
+        mov %r4, 0
+        call 181
+        ldxdw %r1, [%r10-8]
+        lsh %r1, 32
+        or %r0, %r1
+        exit
+    cb:
+        ldxdw %r3, [%r2]
+        add %r3, %r1
+        stxdw [%r2], %r3
+        mov %r0, 0
+        exit
+";
+
+#[test]
+fn a_single_bpf_loop_uses_one_iteration_per_callback() {
+    let helpers = HelperTable::new();
+    let sum = (0..1000u64).sum::<u64>();
+    let (i, j) = both(SINGLE_LOOP, &helpers);
+    assert_eq!((i, j), (Ok(sum << 32 | 1000), Ok(sum << 32 | 1000)));
+    let (i, j) = both_with_budget(SINGLE_LOOP, &helpers, 1000);
+    assert_eq!((i, j), (Ok(sum << 32 | 1000), Ok(sum << 32 | 1000)));
+    // The 1000th invocation, at the `bpf_loop` call (slot 7), finds the budget empty.
+    let (i, j) = both_with_budget(SINGLE_LOOP, &helpers, 999);
+    assert_eq!(i, Err(exhausted(7, 999)));
+    assert_eq!(j, Err(exhausted(7, 999)));
+}
+
+/// One budget for the whole run: back edges in a subprogram (called twice) and in a
+/// callback count with the entry function's.
+#[test]
+fn the_budget_is_shared_by_all_frames() {
+    let src = "
+        mov %r6, 0
+        call local f        # 4 backward jumps
+        call local f        # 4 more
+        mov %r1, 3
+        lddw %r2, func cb   # 3 invocations, each with 4 backward jumps
+        mov %r3, 0
+        mov %r4, 0
+        call 181
+        mov %r0, 0
+        exit
+    f:
+        mov %r1, 0
+    f_top:
+        add %r1, 1
+        jlt %r1, 5, f_top
+        mov %r0, %r1
+        exit
+    cb:
+        call local f
+        mov %r0, 0
+        exit
+    ";
+    let helpers = HelperTable::new();
+    // 8 + 3 + 3 * 4 = 23 iterations.
+    let (i, j) = both_with_budget(src, &helpers, 23);
+    assert_eq!((i, j), (Ok(0), Ok(0)));
+    // The 23rd is f's last backward jump (slot 13) in the third callback.
+    let (i, j) = both_with_budget(src, &helpers, 22);
+    assert_eq!(i, Err(exhausted(13, 22)));
+    assert_eq!(j, Err(exhausted(13, 22)));
+    // The 19th is the third callback invocation, at the `bpf_loop` call (slot 8).
+    let (i, j) = both_with_budget(src, &helpers, 18);
+    assert_eq!(i, Err(exhausted(8, 18)));
+    assert_eq!(j, Err(exhausted(8, 18)));
+}
+
+/// A maximal `bpf_loop` with a loop-free callback fits the default budget exactly.
+#[test]
+fn one_maximal_bpf_loop_completes_with_the_default_budget() {
+    let src = "
+        mov %r1, 0x800000
+        lddw %r2, func cb
+        mov %r3, 0
+        mov %r4, 0
+        call 181
+        exit
+    cb:
+        mov %r0, 0
+        exit
+    ";
+    let (i, j) = both(src, &HelperTable::new());
+    assert_eq!((i, j), (Ok(1 << 23), Ok(1 << 23)));
 }

@@ -25,6 +25,9 @@ pub(crate) struct Run<'a> {
     pub stack_top: u64,
     pub budget: u64,
     pub limit: u64,
+    /// Iterations (backward jumps taken, callback invocations) this run may still make.
+    pub iterations_left: u64,
+    pub iteration_budget: u64,
 }
 
 fn set(regs: &mut [u64; 11], pc: usize, dst: u8, v: u64) -> Result<(), ExecError> {
@@ -82,6 +85,27 @@ impl Run<'_> {
             Some(t) => Ok(t),
             None => Err(ExecError::BadJumpTarget { pc, target: t }),
         }
+    }
+
+    /// Uses one iteration of the run's budget for the instruction at `pc` (a backward jump
+    /// taken or a callback invocation), or ends the run when none is left.
+    fn iteration(&mut self, pc: usize) -> Result<(), ExecError> {
+        self.iterations_left =
+            self.iterations_left
+                .checked_sub(1)
+                .ok_or(ExecError::IterationBudget {
+                    pc,
+                    budget: self.iteration_budget,
+                })?;
+        Ok(())
+    }
+
+    /// `target` after charging an iteration if the jump at `pc` goes backwards.
+    fn jump(&mut self, pc: usize, target: usize) -> Result<usize, ExecError> {
+        if target <= pc {
+            self.iteration(pc)?;
+        }
+        Ok(target)
     }
 
     /// Runs the function at slot `entry` in frame `depth` until its `exit`; returns `r0`.
@@ -196,7 +220,8 @@ impl Run<'_> {
                     }
                 }
                 Instruction::Ja { off, .. } => {
-                    pc = self.target(pc, i64::from(off))?;
+                    let target = self.target(pc, i64::from(off))?;
+                    pc = self.jump(pc, target)?;
                     continue;
                 }
                 Instruction::Jump {
@@ -213,7 +238,8 @@ impl Run<'_> {
                         operand(regs, src),
                     );
                     if taken {
-                        pc = self.target(pc, i64::from(off))?;
+                        let target = self.target(pc, i64::from(off))?;
+                        pc = self.jump(pc, target)?;
                         continue;
                     }
                 }
@@ -305,6 +331,7 @@ impl Run<'_> {
         }
         let n = nr_loops.min(BPF_LOOP_MAX_ITERATIONS);
         for i in 0..n {
+            self.iteration(pc)?;
             let mut cregs = [0u64; 11];
             cregs[1] = i;
             cregs[2] = ctx;
