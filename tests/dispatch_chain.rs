@@ -7,10 +7,13 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use gpubpf_runtime::attach::{self, Phase};
 use gpubpf_runtime::dispatch::{CtxBuf, PolicySet, Stack};
+use gpubpf_runtime::helper_table::RUN_ITERATION_BUDGET;
 use gpubpf_runtime::helpers::standard_helpers;
+use gpubpf_runtime::jit;
 use gpubpf_runtime::registry::Registry;
 
 fn load(home: &Path, src: &str, name: &str, priority: i32) -> bool {
@@ -82,4 +85,39 @@ fn chain_order_verdicts_and_exit_overrides() {
     assert_eq!((o.result, o.called), (0, true));
     assert_eq!(ctx.get("out.free").expect("field"), 40 << 30);
     assert_eq!(ctx.get("out.total").expect("field"), 80 << 30);
+}
+
+/// Issue #11: nested `bpf_loop`s in restricted C are accepted by the verifier (here: by
+/// `gpubpf load` and again by `PolicySet::load`), and a hooked call must still return
+/// promptly: the run-time iteration budget ends the program, the chain fails open (the
+/// real call runs, verdict 0) and counts the fault.
+#[test]
+fn a_policy_that_exhausts_the_iteration_budget_fails_open_and_is_counted() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    if !load(tmp.path(), "nested_loops.bpf.c", "nested", 0) {
+        return;
+    }
+    let reg = Registry::open(&tmp.path().join("reg")).expect("open registry");
+    let set = PolicySet::load(&reg, &standard_helpers()).expect("re-verify and compile");
+    let alloc = attach::resolve("cudaMalloc").expect("alias");
+    let chain = set.chain(alloc).expect("program on cuMemAlloc");
+    let mut stack = Stack::new_boxed();
+
+    let mut ctx = CtxBuf::new(alloc, Phase::Entry);
+    ctx.set("args.bytesize", 200).expect("field");
+    let start = Instant::now();
+    let o = chain.call(&mut ctx, &mut stack, |_| 0);
+    let elapsed = start.elapsed();
+    assert_eq!((o.result, o.called, o.denied_by), (0, true, None));
+    assert_eq!(o.faults, ["nested_loops"]);
+    assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
+
+    // The fault is the budget, at the inner `bpf_loop` call.
+    let mut ctx = CtxBuf::new(alloc, Phase::Entry);
+    match chain.entry[0].run(&mut ctx, &mut stack) {
+        Err(jit::ExecError::IterationBudget { budget, .. }) => {
+            assert_eq!(budget, RUN_ITERATION_BUDGET)
+        }
+        other => panic!("expected the iteration budget fault, got {other:?}"),
+    }
 }

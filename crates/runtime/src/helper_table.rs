@@ -18,6 +18,12 @@ pub const STACK_SIZE_PER_FRAME: usize = 512;
 pub const MAX_CALL_FRAMES: usize = 8;
 /// Bytes of stack a caller must supply for one execution (all frames).
 pub const STACK_SIZE: usize = STACK_SIZE_PER_FRAME * MAX_CALL_FRAMES;
+/// Default bound on the *iterations* of one run, enforced by both engines: every backward
+/// jump taken (target slot at or before the jump's own) plus every `bpf_loop` callback
+/// invocation, counted over all frames of the run. The verifier accepts nested `bpf_loop`s
+/// (2^23 iterations each), so without it one hooked call might never return. 2^23 lets one
+/// maximal `bpf_loop` with a loop-free callback complete. See docs/design-decisions.md.
+pub const RUN_ITERATION_BUDGET: u64 = 1 << 23;
 
 /// Helper implementations by id.
 #[derive(Clone, Default)]

@@ -63,6 +63,8 @@ pub enum ExecError {
     UnresolvedLddw { pc: usize, kind: LddwKind },
     #[error("instruction {pc}: bpf_loop callback {target:#x} is not a function of this program")]
     BadCallback { pc: usize, target: u64 },
+    #[error("instruction {pc}: run-time budget of {budget} iterations (backward jumps and `bpf_loop` callbacks) exhausted")]
+    IterationBudget { pc: usize, budget: u64 },
     #[error("instruction limit of {limit} exceeded")]
     InstructionLimit { limit: u64 },
     #[error("{count} arguments given, at most 5 (r1..r5) are passed")]

@@ -25,6 +25,9 @@ pub(crate) struct Run<'a> {
     pub stack_top: u64,
     pub budget: u64,
     pub limit: u64,
+    /// Iterations (backward jumps taken, callback invocations) this run may still make.
+    pub iterations_left: u64,
+    pub iteration_budget: u64,
 }
 
 fn set(regs: &mut [u64; 11], pc: usize, dst: u8, v: u64) -> Result<(), ExecError> {
@@ -39,6 +42,14 @@ fn set(regs: &mut [u64; 11], pc: usize, dst: u8, v: u64) -> Result<(), ExecError
 
 fn get(regs: &[u64; 11], r: u8) -> u64 {
     regs.get(usize::from(r)).copied().unwrap_or(0)
+}
+
+/// The state after any call: `r0` is the result and `r1`–`r5`, which the verifier marks
+/// uninitialised, are 0 (they must never leak a value, e.g. a stack address, into an
+/// optional helper argument; docs/design-decisions.md).
+fn returned(regs: &mut [u64; 11], r0: u64) {
+    regs[0] = r0;
+    regs[1..6].fill(0);
 }
 
 fn operand(regs: &[u64; 11], src: Operand) -> u64 {
@@ -74,6 +85,27 @@ impl Run<'_> {
             Some(t) => Ok(t),
             None => Err(ExecError::BadJumpTarget { pc, target: t }),
         }
+    }
+
+    /// Uses one iteration of the run's budget for the instruction at `pc` (a backward jump
+    /// taken or a callback invocation), or ends the run when none is left.
+    fn iteration(&mut self, pc: usize) -> Result<(), ExecError> {
+        self.iterations_left =
+            self.iterations_left
+                .checked_sub(1)
+                .ok_or(ExecError::IterationBudget {
+                    pc,
+                    budget: self.iteration_budget,
+                })?;
+        Ok(())
+    }
+
+    /// `target` after charging an iteration if the jump at `pc` goes backwards.
+    fn jump(&mut self, pc: usize, target: usize) -> Result<usize, ExecError> {
+        if target <= pc {
+            self.iteration(pc)?;
+        }
+        Ok(target)
     }
 
     /// Runs the function at slot `entry` in frame `depth` until its `exit`; returns `r0`.
@@ -188,7 +220,8 @@ impl Run<'_> {
                     }
                 }
                 Instruction::Ja { off, .. } => {
-                    pc = self.target(pc, i64::from(off))?;
+                    let target = self.target(pc, i64::from(off))?;
+                    pc = self.jump(pc, target)?;
                     continue;
                 }
                 Instruction::Jump {
@@ -205,19 +238,20 @@ impl Run<'_> {
                         operand(regs, src),
                     );
                     if taken {
-                        pc = self.target(pc, i64::from(off))?;
+                        let target = self.target(pc, i64::from(off))?;
+                        pc = self.jump(pc, target)?;
                         continue;
                     }
                 }
                 Instruction::Call(CallTarget::Helper(id)) => {
                     let r0 =
                         self.helper(pc, i64::from(id), regs, depth.wrapping_add(frames.len()))?;
-                    regs[0] = r0;
+                    returned(regs, r0);
                 }
                 Instruction::Callx { reg } => {
                     let id = get(regs, reg) as i64;
                     let r0 = self.helper(pc, id, regs, depth.wrapping_add(frames.len()))?;
-                    regs[0] = r0;
+                    returned(regs, r0);
                 }
                 Instruction::Call(CallTarget::Kfunc(id)) => {
                     return Err(ExecError::KfuncCall { pc, id });
@@ -238,12 +272,16 @@ impl Run<'_> {
                         saved_fp: regs[10],
                     });
                     regs[10] = self.frame_pointer(callee);
+                    // The callee's r0 and r6–r9 start uninitialised for the verifier: 0.
+                    regs[0] = 0;
+                    regs[6..10].fill(0);
                     pc = target;
                     continue;
                 }
                 Instruction::Exit => match frames.pop() {
                     None => return Ok(regs[0]),
                     Some(f) => {
+                        returned(regs, regs[0]);
                         regs[6..10].copy_from_slice(&f.saved);
                         regs[10] = f.saved_fp;
                         pc = f.return_pc;
@@ -293,6 +331,7 @@ impl Run<'_> {
         }
         let n = nr_loops.min(BPF_LOOP_MAX_ITERATIONS);
         for i in 0..n {
+            self.iteration(pc)?;
             let mut cregs = [0u64; 11];
             cregs[1] = i;
             cregs[2] = ctx;

@@ -18,12 +18,20 @@
 //!
 //! Conventions shared with the JIT (docs/design-decisions.md): `STACK_SIZE` bytes of stack
 //! per execution, frame `k` has `r10 = stack_base + STACK_SIZE - 512 * k`; local calls save
-//! and restore r6–r9 (and r10); at most `MAX_CALL_FRAMES` frames. `lddw` of kind `Func`
+//! and restore r6–r9 (and r10); at most `MAX_CALL_FRAMES` frames. Registers the verifier
+//! considers uninitialised hold 0: r0 and r6–r9 at every function entry, r1–r5 after every
+//! call. `lddw` of kind `Func`
 //! yields the target slot index, only meaningful to `bpf_loop` (helper 181), which the
 //! interpreter implements itself: the callback runs in the next frame with `(index, ctx)`
 //! for `index` in `0..min(nr_loops, 1 << 23)` until it returns non-zero; the result is the
 //! number of callback invocations (`flags` is ignored). `callx` treats its register as a
 //! helper id, as bpf_conformance expects.
+//!
+//! Every run has a budget of iterations (default [`RUN_ITERATION_BUDGET`]), shared with the
+//! JIT: each backward jump taken (to a slot at or before the jump) and each `bpf_loop`
+//! callback invocation uses one, in every frame; when none is left the run ends with
+//! [`ExecError::IterationBudget`] at that instruction. The instruction limit is a second,
+//! interpreter-only guard.
 //!
 //! In checked mode ([`Interpreter::execute`]) every load, store and atomic must lie inside
 //! the stack or a region of [`Memory`] with the needed permission; atomics must be
@@ -41,7 +49,7 @@ pub use memory::{Memory, Perm, Region};
 
 use gpubpf_isa::{decode_program, slots_from_bytes, Insn, Instruction};
 
-use crate::helper_table::{HelperTable, STACK_SIZE};
+use crate::helper_table::{HelperTable, RUN_ITERATION_BUDGET, STACK_SIZE};
 
 /// Id of `bpf_loop`, implemented by the engines themselves.
 pub const BPF_LOOP_HELPER_ID: i32 = 181;
@@ -97,11 +105,13 @@ impl Program {
     }
 }
 
-/// The interpreter: a program with its helpers and an instruction budget.
+/// The interpreter: a program with its helpers, an iteration budget and an instruction
+/// budget.
 #[derive(Clone, Debug)]
 pub struct Interpreter {
     program: Program,
     helpers: HelperTable,
+    iteration_budget: u64,
     instruction_limit: u64,
 }
 
@@ -111,8 +121,17 @@ impl Interpreter {
         Self {
             program,
             helpers,
+            iteration_budget: RUN_ITERATION_BUDGET,
             instruction_limit: DEFAULT_INSTRUCTION_LIMIT,
         }
+    }
+
+    /// Sets the bound on iterations per execution (backward jumps taken plus `bpf_loop`
+    /// callback invocations, over all frames; default [`RUN_ITERATION_BUDGET`]). The JIT
+    /// has the same bound ([`crate::jit::CompiledProgram::with_iteration_budget`]).
+    pub fn with_iteration_budget(mut self, budget: u64) -> Self {
+        self.iteration_budget = budget;
+        self
     }
 
     /// Sets the bound on executed instructions per execution (including callbacks).
@@ -184,6 +203,8 @@ impl Interpreter {
             stack_top: base.wrapping_add(STACK_SIZE as u64),
             budget: self.instruction_limit,
             limit: self.instruction_limit,
+            iterations_left: self.iteration_budget,
+            iteration_budget: self.iteration_budget,
         };
         let mut regs = [0u64; 11];
         for (r, a) in regs.iter_mut().skip(1).zip(args) {

@@ -204,9 +204,10 @@ extern "C" fn add_helper(a: u64, b: u64, _: u64, _: u64, _: u64) -> u64 {
 fn helpers_and_callx() {
     let mut helpers = HelperTable::new();
     helpers.register(7, "add", add_helper);
-    let insns =
-        assemble("mov %r1, 2\nmov %r2, 3\ncall 7\nmov %r1, %r0\nmov %r3, 7\ncall %r3\nexit")
-            .expect("assembles");
+    let insns = assemble(
+        "mov %r1, 2\nmov %r2, 3\ncall 7\nmov %r1, %r0\nmov %r2, 3\nmov %r3, 7\ncall %r3\nexit",
+    )
+    .expect("assembles");
     let vm = Interpreter::new(Program::from_insns(&insns).expect("decodes"), helpers);
     assert_eq!(run_with(&vm, &[], &Memory::new()), Ok(8));
 }

@@ -14,7 +14,7 @@ use super::analysis::Analysis;
 use super::code_memory::{ImageReloc, WritableCode};
 use super::translate::{build_trampoline, translate_function};
 use super::{CompiledProgram, EntryFn, JitError};
-use crate::helper_table::HelperTable;
+use crate::helper_table::{HelperTable, RUN_ITERATION_BUDGET};
 
 /// Function alignment in the code image.
 const FUNC_ALIGN: usize = 16;
@@ -326,5 +326,6 @@ fn link(funcs: Vec<CompiledFunc>, trampoline: usize) -> Result<CompiledProgram, 
         function_ranges: ranges,
         pc_map,
         explicit_trap_sites,
+        iteration_budget: RUN_ITERATION_BUDGET,
     })
 }

@@ -33,8 +33,11 @@ use gpubpf_isa::{DecodeError, LddwKind};
 pub use compiler::{compile, JitCompiler, LARGE_FUNCTION_INSNS};
 
 use crate::helper_table::STACK_SIZE;
+use crate::helper_table::STACK_SIZE_PER_FRAME;
 use code_memory::ExecutableCode;
-use translate::{STATUS_BAD_CALLBACK, STATUS_BAD_CALLX, STATUS_CALL_DEPTH};
+use translate::{
+    STATUS_BAD_CALLBACK, STATUS_BAD_CALLX, STATUS_CALL_DEPTH, STATUS_ITERATION_BUDGET,
+};
 
 /// An error compiling a program. `pc` is the slot index of the offending instruction.
 #[derive(Debug, thiserror::Error)]
@@ -91,24 +94,48 @@ pub enum ExecError {
     InvalidCallxTarget { pc: usize },
     #[error("instruction {pc}: `bpf_loop` callback is not a function of the program")]
     InvalidLoopCallback { pc: usize },
+    #[error("instruction {pc}: run-time budget of {budget} iterations (backward jumps and `bpf_loop` callbacks) exhausted")]
+    IterationBudget { pc: usize, budget: u64 },
     #[error("unknown status {status:#x} returned by compiled code")]
     UnknownStatus { status: u64 },
 }
 
 impl ExecError {
-    fn from_status(status: u64) -> Self {
+    /// The error of `status` (`kind | pc << 8`) in a run with `budget`.
+    fn from_status(status: u64, budget: u64) -> Self {
         let pc = usize::try_from(status >> 8).unwrap_or(usize::MAX);
         match (status & 0xff) as i64 {
             STATUS_CALL_DEPTH => ExecError::CallDepthExceeded { pc },
             STATUS_BAD_CALLX => ExecError::InvalidCallxTarget { pc },
             STATUS_BAD_CALLBACK => ExecError::InvalidLoopCallback { pc },
+            STATUS_ITERATION_BUDGET => ExecError::IterationBudget { pc, budget },
             _ => ExecError::UnknownStatus { status },
         }
     }
 }
 
-/// The entry trampoline: `(args, fp, status) -> r0`.
-type EntryFn = unsafe extern "C" fn(*const [u64; 5], u64, *mut u64) -> u64;
+/// The entry trampoline: `(args, fp, run) -> r0`.
+type EntryFn = unsafe extern "C" fn(*const [u64; 5], u64, *mut RunState) -> u64;
+
+/// State of one run, shared by all its frames: every compiled function receives its
+/// address (offsets `translate::RUN_*`).
+#[repr(C)]
+struct RunState {
+    /// Iterations (backward jumps taken, `bpf_loop` callback invocations) still allowed.
+    budget: u64,
+    /// `r10` of the last frame (`MAX_CALL_FRAMES - 1`): a function whose `fp` is not above
+    /// it cannot call.
+    fp_floor: u64,
+    /// Set by the trampoline: 0, or `kind | pc << 8` of the run-time error.
+    status: u64,
+}
+
+// The offsets the translator uses.
+const _: () = {
+    assert!(std::mem::offset_of!(RunState, budget) == translate::RUN_BUDGET as usize);
+    assert!(std::mem::offset_of!(RunState, fp_floor) == translate::RUN_FP_FLOOR as usize);
+    assert!(std::mem::offset_of!(RunState, status) == translate::RUN_STATUS as usize);
+};
 
 /// A compiled program: owns its read + execute code pages and frees them on drop.
 pub struct CompiledProgram {
@@ -122,6 +149,8 @@ pub struct CompiledProgram {
     /// `(code offset, pc)` at which each BPF instruction's code starts, sorted by offset.
     pc_map: Vec<(u32, u32)>,
     explicit_trap_sites: usize,
+    /// Iterations per run (see [`CompiledProgram::with_iteration_budget`]).
+    iteration_budget: u64,
 }
 
 impl fmt::Debug for CompiledProgram {
@@ -130,6 +159,7 @@ impl fmt::Debug for CompiledProgram {
             .field("code_addr", &self.code.addr(0))
             .field("code_size", &self.code_size)
             .field("functions", &self.functions)
+            .field("iteration_budget", &self.iteration_budget)
             .finish()
     }
 }
@@ -142,6 +172,20 @@ const _: fn() = || {
 };
 
 impl CompiledProgram {
+    /// Sets the bound on iterations per run: backward jumps taken plus `bpf_loop` callback
+    /// invocations, over all frames (default
+    /// [`RUN_ITERATION_BUDGET`](crate::helper_table::RUN_ITERATION_BUDGET), the interpreter's
+    /// rule too). A run that would exceed it ends with [`ExecError::IterationBudget`].
+    pub fn with_iteration_budget(mut self, budget: u64) -> Self {
+        self.iteration_budget = budget;
+        self
+    }
+
+    /// The bound on iterations per run.
+    pub fn iteration_budget(&self) -> u64 {
+        self.iteration_budget
+    }
+
     /// Runs the program with `r1 = ctx` and `stack` as its frames; returns `r0`.
     ///
     /// # Safety
@@ -168,15 +212,19 @@ impl CompiledProgram {
         stack: &mut [u8; STACK_SIZE],
     ) -> Result<u64, ExecError> {
         let fp = stack.as_mut_ptr().wrapping_add(STACK_SIZE) as u64;
-        let mut status = 0u64;
+        let mut run = RunState {
+            budget: self.iteration_budget,
+            fp_floor: stack.as_mut_ptr().wrapping_add(STACK_SIZE_PER_FRAME) as u64,
+            status: 0,
+        };
         // SAFETY: `entry` points at the trampoline inside `self.code`, which lives as long as
-        // `self`; it follows the C ABI of `EntryFn`. Memory safety of the program itself is
-        // the caller's contract.
-        let r0 = unsafe { (self.entry)(&args, fp, &mut status) };
-        if status == 0 {
+        // `self`; it follows the C ABI of `EntryFn`, and `run` outlives the call. Memory
+        // safety of the program itself is the caller's contract.
+        let r0 = unsafe { (self.entry)(&args, fp, &mut run) };
+        if run.status == 0 {
             Ok(r0)
         } else {
-            Err(ExecError::from_status(status))
+            Err(ExecError::from_status(run.status, self.iteration_budget))
         }
     }
 

@@ -16,17 +16,20 @@ impl FnTranslator<'_, '_> {
             .b
             .ins()
             .iadd_imm_s(self.fp, -(STACK_SIZE_PER_FRAME as i64));
-        let nd = self.b.ins().iadd_imm_s(self.depth, 1);
-        self.call_checked(callee, args, nfp, nd)
+        self.call_checked(callee, args, nfp)
     }
 
-    /// Ends the program with a depth error when frame `depth + 1` would not exist.
+    /// Ends the program with a depth error when the next frame would not exist: this
+    /// frame's `fp` must lie above the last frame's (frame `MAX_CALL_FRAMES - 1`).
     fn depth_check(&mut self, pc: usize) {
-        let max = (MAX_CALL_FRAMES as i64) - 1;
+        let floor = self
+            .b
+            .ins()
+            .load(I64, MemFlagsData::trusted(), self.run, RUN_FP_FLOOR);
         let ok = self
             .b
             .ins()
-            .icmp_imm_s(IntCC::UnsignedLessThan, self.depth, max);
+            .icmp(IntCC::UnsignedGreaterThan, self.fp, floor);
         let err = self.error_block(STATUS_CALL_DEPTH, pc);
         let cont = self.b.create_block();
         self.b.ins().brif(ok, cont, &[], err, &[]);
@@ -39,11 +42,11 @@ impl FnTranslator<'_, '_> {
         callee: Callee,
         args: [Value; 5],
         nfp: Value,
-        nd: Value,
     ) -> Result<Value, JitError> {
+        self.store_budget();
         let mut all = args.to_vec();
         all.push(nfp);
-        all.push(nd);
+        all.push(self.run);
         let call = match callee {
             Callee::Direct(f) => self.b.ins().call(f, &all),
             Callee::Indirect(addr) => self.b.ins().call_indirect(self.internal_sig, addr, &all),
@@ -61,6 +64,7 @@ impl FnTranslator<'_, '_> {
             .brif(st, prop, &[BlockArg::Value(st)], cont, &[]);
         self.b.switch_to_block(cont);
         self.b.seal_block(cont);
+        self.load_budget();
         Ok(r0)
     }
 
@@ -145,7 +149,8 @@ impl FnTranslator<'_, '_> {
         self.b.ins().jump(err, &[]);
         self.b.seal_block(done);
         self.b.switch_to_block(done);
-        self.set(pc, 0, r0)
+        self.returned(r0);
+        Ok(())
     }
 
     /// A call of helper `id` through the address in the helper table; returns r0.
@@ -191,7 +196,6 @@ impl FnTranslator<'_, '_> {
             .b
             .ins()
             .iadd_imm_s(self.fp, -(STACK_SIZE_PER_FRAME as i64));
-        let nd = self.b.ins().iadd_imm_s(self.depth, 1);
         let zero = self.b.ins().iconst(I64, 0);
 
         let header = self.b.create_block();
@@ -209,8 +213,9 @@ impl FnTranslator<'_, '_> {
 
         self.b.switch_to_block(body);
         self.b.seal_block(body);
+        self.charge_iteration(pc);
         let z = self.b.ins().iconst(I64, 0);
-        let ret = self.call_checked(Callee::Indirect(cb), [i, cb_ctx, z, z, z], nfp, nd)?;
+        let ret = self.call_checked(Callee::Indirect(cb), [i, cb_ctx, z, z, z], nfp)?;
         let next = self.b.ins().iadd_imm_s(i, 1);
         self.b.ins().brif(
             ret,
