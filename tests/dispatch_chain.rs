@@ -15,6 +15,7 @@ use gpubpf_runtime::helper_table::RUN_ITERATION_BUDGET;
 use gpubpf_runtime::helpers::standard_helpers;
 use gpubpf_runtime::jit;
 use gpubpf_runtime::registry::Registry;
+use gpubpf_verifier::sanitize::TRAP_INSN;
 
 fn load(home: &Path, src: &str, name: &str, priority: i32) -> bool {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -120,4 +121,57 @@ fn a_policy_that_exhausts_the_iteration_budget_fails_open_and_is_counted() {
         }
         other => panic!("expected the iteration budget fault, got {other:?}"),
     }
+}
+
+/// Code behind a branch the verifier decides (and clang could not fold) is never verified;
+/// the process replaces it with dead-code traps before compiling, and the program runs.
+#[test]
+fn never_reached_code_becomes_traps_before_compiling() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    if !load(tmp.path(), "dead_branch.bpf.c", "dead", 0) {
+        return;
+    }
+    // `gpubpf verify` names the never-reached instructions, in text and JSON.
+    let obj = tmp.path().join("dead.o");
+    let out = Command::new(common::cli::gpubpf())
+        .arg("verify")
+        .arg(&obj)
+        .output()
+        .expect("run gpubpf verify");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("are never reached"),
+        "{text}"
+    );
+    let out = Command::new(common::cli::gpubpf())
+        .args(["verify", "-j"])
+        .arg(&obj)
+        .output()
+        .expect("run gpubpf verify -j");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let listed = json["programs"][0]["stats"]["unreached"]
+        .as_array()
+        .map_or(0, Vec::len);
+
+    let reg = Registry::open(&tmp.path().join("reg")).expect("open registry");
+    let set = PolicySet::load(&reg, &standard_helpers()).expect("re-verify and compile");
+    let alloc = attach::resolve("cudaMalloc").expect("alias");
+    let chain = set.chain(alloc).expect("program on cuMemAlloc");
+    let prog = &chain.entry[0];
+    assert_eq!(listed, prog.stats.unreached.len());
+    assert!(
+        !prog.stats.unreached.is_empty(),
+        "the decided branch leaves code unreached"
+    );
+    for &pc in &prog.stats.unreached {
+        assert_eq!(prog.insns()[pc], TRAP_INSN, "slot {pc} is a trap");
+    }
+    let traps = prog.insns().iter().filter(|i| **i == TRAP_INSN).count();
+    assert!(traps >= prog.stats.unreached.len());
+    let mut stack = Stack::new_boxed();
+    let mut ctx = CtxBuf::new(alloc, Phase::Entry);
+    ctx.set("args.bytesize", 200).expect("field");
+    let o = chain.call(&mut ctx, &mut stack, |_| 0);
+    assert_eq!((o.result, o.called, o.denied_by), (0, true, None));
+    assert!(o.faults.is_empty(), "{:?}", o.faults);
 }

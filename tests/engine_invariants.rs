@@ -4,18 +4,21 @@
 //! - a register the verifier considers uninitialised holds 0: at entry (r0, r6–r9), in a
 //!   callee (r0, r6–r9), and after every call (r1–r5), so `bpf_trace_printk`'s optional
 //!   arguments never print a stale pointer;
+//! - code the verifier never reached, replaced by dead-code traps, ends the run with the
+//!   same fault at the same pc;
 //! - every run has a bounded number of iterations (backward jumps taken plus `bpf_loop`
 //!   callback invocations, shared by all frames), see `docs/design-decisions.md`.
 
 use std::sync::Arc;
 
-use gpubpf_isa::assemble;
+use gpubpf_isa::{assemble, Insn};
 use gpubpf_runtime::attach;
 use gpubpf_runtime::helper_table::{HelperTable, RUN_ITERATION_BUDGET, STACK_SIZE};
 use gpubpf_runtime::helpers::{standard_helpers, trace};
 use gpubpf_runtime::interp::{Interpreter, Memory, Program};
 use gpubpf_runtime::jit;
 use gpubpf_runtime::maps::{mapping::page_size, Map, MapMeta, MapSpec, MapType};
+use gpubpf_verifier::sanitize::{sanitize_dead_code, TRAP_INSN};
 use gpubpf_verifier::VerifyInput;
 use std::time::{Duration, Instant};
 
@@ -31,11 +34,20 @@ fn both_with_budget(
     helpers: &HelperTable,
     budget: u64,
 ) -> (Result<u64, String>, Result<u64, String>) {
-    let insns = assemble(src).expect("assembles");
+    run_both(&assemble(src).expect("assembles"), helpers, budget)
+}
+
+/// Runs `insns` on both engines with `r1` = a 64-byte ctx and an iteration budget of
+/// `budget`.
+fn run_both(
+    insns: &[Insn],
+    helpers: &HelperTable,
+    budget: u64,
+) -> (Result<u64, String>, Result<u64, String>) {
     let mut ctx = [0u8; 64];
     let mut stack = vec![0u8; STACK_SIZE];
     let vm = Interpreter::new(
-        Program::from_insns(&insns).expect("decodes"),
+        Program::from_insns(insns).expect("decodes"),
         helpers.clone(),
     )
     .with_iteration_budget(budget);
@@ -45,7 +57,7 @@ fn both_with_budget(
         vm.execute(&[c], &mut stack, &memory)
             .map_err(|e| e.to_string())
     };
-    let prog = jit::compile(&insns, helpers)
+    let prog = jit::compile(insns, helpers)
         .expect("compiles")
         .with_iteration_budget(budget);
     let mut ctx = [0u8; 64];
@@ -360,4 +372,50 @@ fn one_maximal_bpf_loop_completes_with_the_default_budget() {
     ";
     let (i, j) = both(src, &HelperTable::new());
     assert_eq!((i, j), (Ok(1 << 23), Ok(1 << 23)));
+}
+
+// ----- dead-code traps ------------------------------------------------------------------
+
+/// A trap ends the run in both engines with the same fault, also when it is the last slot
+/// of a function or follows another trap (the JIT starts a new block after each).
+#[test]
+fn a_dead_code_trap_ends_the_run_in_both_engines() {
+    let src = "mov %r0, 1\ncall 65535\ncall 65535\nmov %r0, 2\nexit";
+    let want = "instruction 1: reached code the verifier proved unreachable (a dead-code trap)";
+    assert_eq!(assemble(src).expect("assembles")[1], TRAP_INSN);
+    let (i, j) = both(src, &standard_helpers());
+    assert_eq!((i, j), (Err(want.to_string()), Err(want.to_string())));
+}
+
+/// A branch the verifier decides leaves code unreached; sanitised, the program computes what
+/// it did before in both engines, and the unreached slots (both of an `lddw`) are traps.
+#[test]
+fn sanitised_programs_run_as_before() {
+    let src = "
+        mov %r0, 5
+        mov %r6, %r0
+        jeq %r6, 5, ok
+        lddw %r1, 0x4000000         # never reached: the verifier knows r6 == 5
+        stdw [%r1], 1
+        mov %r0, 9
+        exit
+    ok:
+        mov %r0, 3
+        exit
+    ";
+    let insns = assemble(src).expect("assembles");
+    let pc = attach::program_context_for_section("cuda/cuMemAlloc").expect("section");
+    let stats = gpubpf_verifier::verify(&VerifyInput {
+        insns: &insns,
+        maps: &[],
+        ctx: &pc,
+        line_info: None,
+    })
+    .unwrap_or_else(|e| panic!("rejected: {}", e.render()));
+    assert_eq!(stats.unreached, [3, 5, 6, 7]);
+    let clean = sanitize_dead_code(&insns, &stats.unreached);
+    assert!(clean[3..8].iter().all(|i| *i == TRAP_INSN));
+    assert_eq!(clean[..3], insns[..3]);
+    let (i, j) = run_both(&clean, &standard_helpers(), RUN_ITERATION_BUDGET);
+    assert_eq!((i, j), (Ok(3), Ok(3)));
 }

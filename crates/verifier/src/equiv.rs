@@ -219,15 +219,33 @@ mod tests {
             states_equal(&state(old), &state(cur), &live, false)
         };
         // A global's value (id 0) in both registers does not cover two lookups.
-        assert!(!covers(&[(7, value(0)), (8, value(0))], &[(7, value(3)), (8, value(4))]));
+        assert!(!covers(
+            &[(7, value(0)), (8, value(0))],
+            &[(7, value(3)), (8, value(4))]
+        ));
         assert!(!covers(&[(7, value(0))], &[(7, value(3))]));
         assert!(!covers(&[(7, value(3))], &[(7, value(0))]));
         // Two copies of one lookup do not cover two lookups, and vice versa.
-        assert!(!covers(&[(7, value(1)), (8, value(1))], &[(7, value(3)), (8, value(4))]));
-        assert!(!covers(&[(7, value(1)), (8, value(2))], &[(7, value(3)), (8, value(3))]));
+        assert!(!covers(
+            &[(7, value(1)), (8, value(1))],
+            &[(7, value(3)), (8, value(4))]
+        ));
+        assert!(!covers(
+            &[(7, value(1)), (8, value(2))],
+            &[(7, value(3)), (8, value(3))]
+        ));
         // Renamed consistently: covered.
-        assert!(covers(&[(7, value(1)), (8, value(1))], &[(7, value(5)), (8, value(5))]));
-        assert!(covers(&[(7, value(1)), (8, value(2))], &[(7, value(6)), (8, value(5))]));
-        assert!(covers(&[(7, value(0)), (8, value(0))], &[(7, value(0)), (8, value(0))]));
+        assert!(covers(
+            &[(7, value(1)), (8, value(1))],
+            &[(7, value(5)), (8, value(5))]
+        ));
+        assert!(covers(
+            &[(7, value(1)), (8, value(2))],
+            &[(7, value(6)), (8, value(5))]
+        ));
+        assert!(covers(
+            &[(7, value(0)), (8, value(0))],
+            &[(7, value(0)), (8, value(0))]
+        ));
     }
 }

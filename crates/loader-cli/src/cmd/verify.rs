@@ -91,6 +91,15 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
                         stats.states_stored,
                         stats.duration.as_secs_f64() * 1e3
                     ));
+                    if !stats.unreached.is_empty() {
+                        let list: Vec<String> =
+                            stats.unreached.iter().map(ToString::to_string).collect();
+                        text.push_str(&format!(
+                            "  note: instruction(s) {} are never reached (behind a branch the \
+                             verifier decided); they are replaced by traps when loaded\n",
+                            list.join(", ")
+                        ));
+                    }
                     reports.push(json!({
                         "name": p.name,
                         "section": p.section,
@@ -148,6 +157,7 @@ fn stats_json(s: &gpubpf_verifier::VerifyStats) -> Value {
         "peak_states": s.peak_states,
         "states_pruned": s.states_pruned,
         "stack_depth": s.stack_depth,
+        "unreached": s.unreached,
         "time_ms": s.duration.as_secs_f64() * 1e3,
     })
 }

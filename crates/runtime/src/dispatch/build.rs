@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use gpubpf_verifier::sanitize::sanitize_dead_code;
 use gpubpf_verifier::VerifyStats;
 
 use crate::attach::{self, AttachPoint, Phase};
@@ -114,7 +115,9 @@ impl LoadedObject {
             program: p.name.clone(),
             message: e.to_string(),
         })?;
-        let prepared = prepare(&p.insns, &self.maps)?;
+        // Code no verified path reaches becomes traps (docs/design-decisions.md, Verifier).
+        let insns = sanitize_dead_code(&p.insns, &stats.unreached);
+        let prepared = prepare(&insns, &self.maps)?;
         let compiled = jit::compile(&prepared.insns, helpers)?;
         let phase = attach_phase(p.phase);
         let expected = match link.phase {

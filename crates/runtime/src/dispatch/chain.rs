@@ -56,6 +56,12 @@ impl AttachedProgram {
         self.prepared.insns.len()
     }
 
+    /// The instruction slots the code was compiled from: map references rewritten to
+    /// addresses, never-reached instructions replaced by dead-code traps.
+    pub fn insns(&self) -> &[gpubpf_isa::Insn] {
+        &self.prepared.insns
+    }
+
     /// Runs the program on `ctx`.
     pub fn run(&self, ctx: &mut CtxBuf, stack: &mut Stack) -> Result<u64, jit::ExecError> {
         debug_assert_eq!(ctx.phase(), self.phase);

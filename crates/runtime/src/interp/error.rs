@@ -65,6 +65,8 @@ pub enum ExecError {
     BadCallback { pc: usize, target: u64 },
     #[error("instruction {pc}: run-time budget of {budget} iterations (backward jumps and `bpf_loop` callbacks) exhausted")]
     IterationBudget { pc: usize, budget: u64 },
+    #[error("instruction {pc}: reached code the verifier proved unreachable (a dead-code trap)")]
+    DeadCode { pc: usize },
     #[error("instruction limit of {limit} exceeded")]
     InstructionLimit { limit: u64 },
     #[error("{count} arguments given, at most 5 (r1..r5) are passed")]

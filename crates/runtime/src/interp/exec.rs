@@ -4,6 +4,8 @@ use gpubpf_isa::{
     AtomicOp, CallTarget, Instruction, LddwKind, Operand, Size, Width, FRAME_POINTER,
 };
 
+use gpubpf_verifier::sanitize::DEAD_CODE_TRAP;
+
 use super::alu;
 use super::error::ExecError;
 use super::memory::Checker;
@@ -242,6 +244,9 @@ impl Run<'_> {
                         pc = self.jump(pc, target)?;
                         continue;
                     }
+                }
+                Instruction::Call(CallTarget::Helper(DEAD_CODE_TRAP)) => {
+                    return Err(ExecError::DeadCode { pc });
                 }
                 Instruction::Call(CallTarget::Helper(id)) => {
                     let r0 =

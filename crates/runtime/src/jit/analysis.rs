@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use gpubpf_isa::{decode_program, CallTarget, Insn, Instruction, LddwKind};
 
 use super::JitError;
+use gpubpf_verifier::sanitize::DEAD_CODE_TRAP;
 
 /// One BPF function (the entry program or a subprogram): a range of slots.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +61,17 @@ pub(crate) fn jump_offset(ins: &Instruction) -> Option<i64> {
         Instruction::Jump { off, .. } => Some(off.into()),
         _ => None,
     }
+}
+
+/// Whether control never continues at the next slot: `exit`, `ja`, and the dead-code trap
+/// (`gpubpf_verifier::sanitize`), which ends the run.
+fn ends_block(ins: &Instruction) -> bool {
+    matches!(
+        ins,
+        Instruction::Exit
+            | Instruction::Ja { .. }
+            | Instruction::Call(CallTarget::Helper(DEAD_CODE_TRAP))
+    )
 }
 
 impl Analysis {
@@ -140,7 +152,7 @@ impl Analysis {
                 });
             };
             let next = pc + ins.slots();
-            let falls_through = !matches!(ins, Instruction::Exit | Instruction::Ja { .. });
+            let falls_through = !ends_block(ins);
             if falls_through && next >= f.end {
                 return Err(JitError::FallsOffEnd { pc: *pc });
             }
@@ -159,10 +171,7 @@ impl Analysis {
             if falls_through {
                 note_pred(next, *pc);
             }
-            if matches!(
-                ins,
-                Instruction::Exit | Instruction::Ja { .. } | Instruction::Jump { .. }
-            ) {
+            if ends_block(ins) || matches!(ins, Instruction::Jump { .. }) {
                 if let Some(b) = block_start.get_mut(next) {
                     *b = true;
                 }

@@ -36,7 +36,8 @@ use crate::helper_table::STACK_SIZE;
 use crate::helper_table::STACK_SIZE_PER_FRAME;
 use code_memory::ExecutableCode;
 use translate::{
-    STATUS_BAD_CALLBACK, STATUS_BAD_CALLX, STATUS_CALL_DEPTH, STATUS_ITERATION_BUDGET,
+    STATUS_BAD_CALLBACK, STATUS_BAD_CALLX, STATUS_CALL_DEPTH, STATUS_DEAD_CODE,
+    STATUS_ITERATION_BUDGET,
 };
 
 /// An error compiling a program. `pc` is the slot index of the offending instruction.
@@ -96,6 +97,8 @@ pub enum ExecError {
     InvalidLoopCallback { pc: usize },
     #[error("instruction {pc}: run-time budget of {budget} iterations (backward jumps and `bpf_loop` callbacks) exhausted")]
     IterationBudget { pc: usize, budget: u64 },
+    #[error("instruction {pc}: reached code the verifier proved unreachable (a dead-code trap)")]
+    DeadCode { pc: usize },
     #[error("unknown status {status:#x} returned by compiled code")]
     UnknownStatus { status: u64 },
 }
@@ -109,6 +112,7 @@ impl ExecError {
             STATUS_BAD_CALLX => ExecError::InvalidCallxTarget { pc },
             STATUS_BAD_CALLBACK => ExecError::InvalidLoopCallback { pc },
             STATUS_ITERATION_BUDGET => ExecError::IterationBudget { pc, budget },
+            STATUS_DEAD_CODE => ExecError::DeadCode { pc },
             _ => ExecError::UnknownStatus { status },
         }
     }

@@ -128,6 +128,7 @@ use gpubpf_isa::{
 use super::analysis::{jump_offset, rel_target, Analysis};
 use super::JitError;
 use crate::helper_table::{HelperTable, STACK_SIZE_PER_FRAME};
+use gpubpf_verifier::sanitize::DEAD_CODE_TRAP;
 
 /// Helper id of `bpf_loop`, implemented by the engine.
 pub(crate) const BPF_LOOP_ID: i32 = 181;
@@ -142,6 +143,8 @@ pub(crate) const STATUS_BAD_CALLX: i64 = 2;
 pub(crate) const STATUS_BAD_CALLBACK: i64 = 3;
 /// The run's iteration budget is exhausted (a backward jump or a callback invocation).
 pub(crate) const STATUS_ITERATION_BUDGET: i64 = 4;
+/// A dead-code trap (`gpubpf_verifier::sanitize`) was reached.
+pub(crate) const STATUS_DEAD_CODE: i64 = 5;
 
 /// Byte offsets in the per-run state whose address every function receives
 /// (`super::RunState`): iterations left, the frame pointer of the last frame, the status
@@ -662,6 +665,11 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             Instruction::Call(CallTarget::Helper(BPF_LOOP_ID)) => {
                 let r0 = self.bpf_loop(pc)?;
                 self.returned(r0);
+            }
+            Instruction::Call(CallTarget::Helper(DEAD_CODE_TRAP)) => {
+                let err = self.error_block(STATUS_DEAD_CODE, pc);
+                self.b.ins().jump(err, &[]);
+                return Ok(false);
             }
             Instruction::Call(CallTarget::Helper(id)) => {
                 let r0 = self.helper_call(pc, id)?;
