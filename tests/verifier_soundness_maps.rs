@@ -31,8 +31,10 @@
 //! Every accepted program runs several times with different ctx bytes (so different lookup
 //! keys and branch outcomes) and different hash-map contents. The lookup helper returns the
 //! real address of the element (its own checked region, with unregistered gaps between
-//! elements) or NULL. Any execution error is a failure, reported with the seed, the program
-//! index and its assembler text.
+//! elements) or NULL. Programs run as the runtime prepares them, after
+//! `sanitize_dead_code`: executing an instruction that no explored path reached hits a trap
+//! (an unknown helper here). Any execution error is a failure, reported with the seed, the
+//! program index, the inputs, the fault without the traps, and the assembler text.
 //!
 //! CI runs a fixed-seed share (`DEFAULT_PROGRAMS`). Longer runs:
 //! `GPUBPF_SOUNDNESS_PROGRAMS=200000 GPUBPF_SOUNDNESS_SEED=7 cargo test --release --test
@@ -50,6 +52,7 @@ use gpubpf_isa::{Insn, LddwKind};
 use gpubpf_runtime::helper_table::{HelperTable, STACK_SIZE};
 use gpubpf_runtime::interp::{Interpreter, Memory, Program};
 use gpubpf_verifier::ctx::ReturnRule;
+use gpubpf_verifier::sanitize::sanitize_dead_code;
 use gpubpf_verifier::{MapInfo, MapKind, Verifier, VerifierConfig, VerifyInput};
 
 /// Programs of the CI share.
@@ -682,8 +685,9 @@ fn prepare(insns: &[Insn], elems: &[Vec<u64>; 3]) -> Vec<Insn> {
     out
 }
 
-/// Runs `insns` once with inputs drawn from `r` (`round` 0: zero ctx, every key present).
-fn run_once(insns: &[Insn], helpers: &HelperTable, r: &mut Rng, round: u64) -> Result<(), String> {
+/// Runs `insns` once with inputs drawn from `seed` (`round` 0: zero ctx, every key present).
+fn run_once(insns: &[Insn], helpers: &HelperTable, seed: u64, round: u64) -> Result<(), String> {
+    let r = &mut Rng(seed);
     let mut ctx = [0u8; 72];
     if round > 0 {
         ctx.iter_mut().for_each(|b| *b = r.next() as u8);
@@ -773,10 +777,16 @@ fn accepted_random_map_programs_never_fault() {
             ctx: &ctx,
             line_info: None,
         });
-        if let Err(e) = res {
-            *rejected.entry(e.kind.name()).or_default() += 1;
-            continue;
-        }
+        let stats = match res {
+            Ok(stats) => stats,
+            Err(e) => {
+                *rejected.entry(e.kind.name()).or_default() += 1;
+                continue;
+            }
+        };
+        // As the runtime does: code no explored path reached becomes a trap, so running it
+        // is a failure too (a wrong static decision or prune), even where it is harmless.
+        let sanitized = sanitize_dead_code(&insns, &stats.unreached);
         accepted += 1;
         plain_accepted += u64::from(!features.guided);
         for (name, on) in [
@@ -785,17 +795,23 @@ fn accepted_random_map_programs_never_fault() {
             ("call", features.call),
             ("bpf_loop", features.bpf_loop),
             ("guided", features.guided),
+            ("dead_code", !stats.unreached.is_empty()),
         ] {
             *seen.entry(name).or_default() += u64::from(on);
         }
         for round in 0..RUNS {
             runs += 1;
-            if let Err(e) = run_once(&insns, &helpers, &mut r, round) {
+            let input = r.next();
+            if let Err(e) = run_once(&sanitized, &helpers, input, round) {
+                let raw = run_once(&insns, &helpers, input, round).err();
                 panic!(
                     "program #{n} (GPUBPF_SOUNDNESS_SEED={seed:#x}) was accepted but faulted \
-                     after {:.1?} ({accepted} accepted of {} programs): {e}\n{text}",
+                     after {:.1?} ({accepted} accepted of {} programs): {e}\nunsanitized \
+                     (dead code not trapped): {}\nunreached: {:?}\n{text}",
                     start.elapsed(),
-                    n + 1
+                    n + 1,
+                    raw.as_deref().unwrap_or("no fault"),
+                    stats.unreached,
                 );
             }
         }
