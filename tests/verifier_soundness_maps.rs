@@ -26,10 +26,11 @@
 //! of the multi-entry array (the runtime resolves those to element 0), so a verifier that
 //! rejects that form rejects them; the acceptance check counts unguided programs apart.
 //! This shape found issue #11 (a stored id-0 direct value covering two lookups at a prune
-//! point, the comparison decided statically): the CI share hit it at program #4967.
+//! point, the comparison decided statically): before the fix the CI share failed at program
+//! #3868 (code decided dead ran), and without the traps at #8232 (an out-of-bounds store).
 //!
-//! Every accepted program runs several times with different ctx bytes (so different lookup
-//! keys and branch outcomes) and different hash-map contents. The lookup helper returns the
+//! Every accepted program runs several times with different ctx bytes and map values (so
+//! different lookup keys and branch outcomes) and different hash-map keys present. The lookup helper returns the
 //! real address of the element (its own checked region, with unregistered gaps between
 //! elements) or NULL. Programs run as the runtime prepares them, after
 //! `sanitize_dead_code`: executing an instruction that no explored path reached hits a trap
@@ -302,9 +303,14 @@ impl Gen<'_> {
         }
     }
 
-    /// A scalar from ctx (main) or from `r9` (the argument of other functions) in `r1`.
+    /// A scalar from ctx (main), from `r9` (the argument of other functions) or from a map
+    /// value in `r1`.
     fn scalar(&mut self, f: &mut Func) {
-        if f.kind == FnKind::Main {
+        if self.r.chance(20) {
+            // A byte of a map value (their contents differ between runs).
+            let p = self.r.pick(f.pregs);
+            let _ = writeln!(f.text, "ldxb %r1, [%r{p}+{}]", self.r.below(8));
+        } else if f.kind == FnKind::Main {
             let off = self.r.pick(&[0, 4, 8, 12, 16]);
             let _ = writeln!(f.text, "ldxw %r1, [%r6+{off}]");
         } else {
@@ -696,6 +702,11 @@ fn run_once(insns: &[Insn], helpers: &HelperTable, seed: u64, round: u64) -> Res
     let mut arr = vec![0u8; ARR_N * (ARR_VS + GAP)];
     let mut hash = vec![0u8; HASH_N * (HASH_VS + GAP)];
     let mut glob = vec![0u8; GLOB_VS + GAP];
+    if round > 0 {
+        for b in arr.iter_mut().chain(hash.iter_mut()).chain(glob.iter_mut()) {
+            *b = r.next() as u8;
+        }
+    }
     let mut stack = vec![0u8; STACK_SIZE];
     let mut readable = vec![(stack.as_ptr() as u64, STACK_SIZE as u64)];
     let mut mem = Memory::new();
@@ -766,6 +777,12 @@ fn accepted_random_map_programs_never_fault() {
     let mut rejected: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut seen: BTreeMap<&'static str, u64> = BTreeMap::new();
     for n in 0..programs {
+        if n > 0 && n % 1_000_000 == 0 {
+            eprintln!(
+                "soundness (maps): {n} programs, {accepted} accepted, {:.1?}",
+                start.elapsed()
+            );
+        }
         let mut r = Rng(seed ^ n.wrapping_mul(0xd1b5_4a32_d192_ed03));
         let (text, features) = program(&mut r);
         plain += u64::from(!features.guided);
