@@ -30,12 +30,12 @@
 //! #3868 (code decided dead ran), and without the traps at #8232 (an out-of-bounds store).
 //!
 //! Every accepted program runs several times with different ctx bytes and map values (so
-//! different lookup keys and branch outcomes) and different hash-map keys present. The lookup helper returns the
-//! real address of the element (its own checked region, with unregistered gaps between
-//! elements) or NULL. Programs run as the runtime prepares them, after
-//! `sanitize_dead_code`: executing an instruction that no explored path reached hits a trap
-//! (an unknown helper here). Any execution error is a failure, reported with the seed, the
-//! program index, the inputs, the fault without the traps, and the assembler text.
+//! different lookup keys and branch outcomes) and different hash-map keys present. The
+//! lookup helper returns the real address of the element (its own checked region, with
+//! unregistered gaps between elements) or NULL. Programs run as the runtime prepares them,
+//! after `sanitize_dead_code`: executing an instruction that no explored path reached hits
+//! a trap (`ExecError::DeadCode`). Any execution error is a failure, reported with the seed,
+//! the program index, the inputs, the fault without the traps, and the assembler text.
 //!
 //! CI runs a fixed-seed share (`DEFAULT_PROGRAMS`). Longer runs:
 //! `GPUBPF_SOUNDNESS_PROGRAMS=200000 GPUBPF_SOUNDNESS_SEED=7 cargo test --release --test
