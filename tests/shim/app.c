@@ -16,11 +16,14 @@
  *   threads T L         T threads doing L launches each
  *   live READY GO SIZE  one allocation ("before RC"), creates file READY, waits for file GO,
  *                       another allocation ("after RC")
+ *   hammer T STOP       T threads launching as fast as they can until file STOP exists
+ *                       ("launches N", the total)
  * At the end: "mock alloc=… free=… launch=… launch_ptsz=… getinfo=…" (what reached the
  * driver).
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +138,19 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+static atomic_int stop;
+
+static void *hammer_main(void *arg)
+{
+	unsigned long long *count = arg;
+
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		launches(1);
+		(*count)++;
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3)
@@ -190,6 +206,24 @@ int main(int argc, char **argv)
 			usleep(10000);
 		}
 		printf("after %d\n", cu.alloc(&d2, size));
+	} else if (strcmp(scenario, "hammer") == 0 && argc == 5) {
+		long t = atol(argv[3]);
+		pthread_t *ts = calloc((size_t)t, sizeof(*ts));
+		unsigned long long *counts = calloc((size_t)t, sizeof(*counts));
+		for (long i = 0; i < t; i++)
+			if (pthread_create(&ts[i], NULL, hammer_main, &counts[i]) != 0)
+				die("pthread_create");
+		while (access(argv[4], F_OK) != 0)
+			usleep(10000);
+		atomic_store(&stop, 1);
+		unsigned long long total = 0;
+		for (long i = 0; i < t; i++) {
+			pthread_join(ts[i], NULL);
+			total += counts[i];
+		}
+		printf("launches %llu\n", total);
+		free(ts);
+		free(counts);
 	} else {
 		die("unknown scenario or wrong arguments");
 	}
