@@ -470,3 +470,40 @@ fn swap_under_load_counts_every_call_exactly_once() {
         REPLACEMENTS - 10
     );
 }
+
+/// A forked child is policed as its own process: the quota counts it under its own pid
+/// (the cached pid was refreshed) with its own limit, and its denials happen in the child.
+#[test]
+fn a_forked_child_is_policed_as_its_own_process() {
+    if !tools_present() {
+        return;
+    }
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("reg");
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    load(&home, &quota, &["limit_bytes=350", "log_denials=0"]);
+    let out = mock.run_app(&home, "link", &["fork", "4", "100"]);
+    let lines = stdout_lines(&out);
+    let child_pid: u64 = lines[1]
+        .strip_prefix("child pid ")
+        .and_then(|p| p.parse().ok())
+        .expect("child pid line");
+    assert_eq!(
+        lines[2..],
+        [
+            "child alloc 0 0",
+            "child alloc 1 0",
+            "child alloc 2 0",
+            "child alloc 3 2",
+            "child exit 0",
+            // The mock's counters are per process: the parent's one allocation.
+            "mock alloc=1 free=0 launch=0 launch_ptsz=0 getinfo=0",
+        ]
+    );
+    assert_eq!(lines[0], "parent alloc 0");
+    let usage = dump(&home, "proc_usage");
+    assert_eq!(usage[&child_pid]["bytes"], 300);
+    assert_eq!(usage[&child_pid]["denied"], 1);
+    assert_eq!(usage.len(), 2, "{usage:?}");
+}

@@ -16,6 +16,9 @@
  *   threads T L         T threads doing L launches each
  *   live READY GO SIZE  one allocation ("before RC"), creates file READY, waits for file GO,
  *                       another allocation ("after RC")
+ *   fork N SIZE         one allocation in the parent ("parent alloc RC"), then a forked child
+ *                       does N allocations ("child alloc I RC") and exits; the parent waits
+ *                       ("child exit STATUS")
  *   hammer T STOP       T threads launching as fast as they can until file STOP exists
  *                       ("launches N", the total)
  * At the end: "mock alloc=… free=… launch=… launch_ptsz=… getinfo=…" (what reached the
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -206,6 +210,27 @@ int main(int argc, char **argv)
 			usleep(10000);
 		}
 		printf("after %d\n", cu.alloc(&d2, size));
+	} else if (strcmp(scenario, "fork") == 0 && argc == 5) {
+		long n = atol(argv[3]);
+		size_t size = (size_t)atoll(argv[4]);
+		CUdeviceptr d = 0;
+		printf("parent alloc %d\n", cu.alloc(&d, size));
+		fflush(stdout);
+		pid_t child = fork();
+		if (child < 0)
+			die("fork");
+		if (child == 0) {
+			printf("child pid %d\n", (int)getpid());
+			for (long i = 0; i < n; i++) {
+				CUdeviceptr c = 0;
+				printf("child alloc %ld %d\n", i, cu.alloc(&c, size));
+			}
+			fflush(stdout);
+			_exit(0);
+		}
+		int status = 0;
+		waitpid(child, &status, 0);
+		printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	} else if (strcmp(scenario, "hammer") == 0 && argc == 5) {
 		long t = atol(argv[3]);
 		pthread_t *ts = calloc((size_t)t, sizeof(*ts));

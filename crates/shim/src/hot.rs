@@ -369,6 +369,14 @@ pub fn publish(mut chains: BTreeMap<u32, Chain>) {
     }
 }
 
+/// Sends every wrapper's next call to the slow path (which re-initialises a forked child);
+/// async-signal-safe (atomic stores only).
+pub fn force_slow_path() {
+    for slot in &SLOTS {
+        slot.hint.store(UNINIT, Ordering::Release);
+    }
+}
+
 /// Makes every point unpoliced (initialisation found nothing to run or failed).
 pub fn publish_nothing() {
     publish(BTreeMap::new());

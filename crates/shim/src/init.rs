@@ -11,6 +11,12 @@
 //!    logged), publishes the chains and acknowledges the generation.
 //! 4. A watcher thread sleeps on the generation word (`Control::wait_change`); on a change
 //!    it rebuilds and republishes off the hot path, then acknowledges.
+//! 5. After `fork` the child (whose only thread is the one that forked) refreshes the cached
+//!    pid in the `pthread_atfork` handler and sends every wrapper to the slow path; its
+//!    first driver call then registers the child in the process table, rebuilds the chains
+//!    and starts the child's own watcher. (A `fork` while another thread is in the middle
+//!    of the shim's first initialisation leaves the child unable to initialise: its copy of
+//!    the initialisation lock stays taken.)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
@@ -28,9 +34,18 @@ pub const LOG_ENV: &str = "GPUBPF_LOG";
 static INIT: Once = Once::new();
 static REGISTRY: OnceLock<Registry> = OnceLock::new();
 static ATFORK: AtomicBool = AtomicBool::new(false);
+/// Set in a forked child until its first driver call has re-initialised it.
+static FORKED: AtomicBool = AtomicBool::new(false);
 
-/// Initialises the shim once per process; later calls return at once.
+/// Initialises the shim once per process (and once more in a forked child); later calls
+/// return at once.
 pub fn ensure() {
+    if FORKED.load(Ordering::Relaxed)
+        && FORKED.swap(false, Ordering::AcqRel)
+        && hot::as_busy(reinit_after_fork).is_none()
+    {
+        hot::publish_nothing();
+    }
     INIT.call_once(|| {
         if hot::as_busy(init).is_none() {
             // A panic during initialisation: run unpoliced rather than break the process.
@@ -50,8 +65,42 @@ fn install_logging() {
         .try_init();
 }
 
+/// `pthread_atfork` child handler: only async-signal-safe work (atomic stores, `getpid`).
 extern "C" fn after_fork_in_child() {
     hot::set_pid(std::process::id());
+    if INIT.is_completed() {
+        FORKED.store(true, Ordering::Release);
+        hot::force_slow_path();
+    }
+}
+
+/// The forked child's first driver call: its own process-table slot, chains and watcher.
+fn reinit_after_fork() {
+    let Some(reg) = REGISTRY.get() else {
+        // The parent ran unpoliced: so does the child.
+        hot::publish_nothing();
+        return;
+    };
+    start(reg);
+}
+
+/// Registers the process, publishes the chains and starts the watcher.
+fn start(reg: &'static Registry) {
+    let slot = match reg.control().register(std::process::id()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %error_chain(&e), "not registered in the process table");
+            None
+        }
+    };
+    let seen = reg.generation();
+    reload(reg, slot, true);
+    let spawned = std::thread::Builder::new()
+        .name("gpubpf-watch".into())
+        .spawn(move || watch(reg, slot, seen));
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the watcher thread; policies stay as loaded");
+    }
 }
 
 fn init() {
@@ -77,21 +126,7 @@ fn init() {
             return;
         }
     };
-    let slot = match reg.control().register(std::process::id()) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!(error = %error_chain(&e), "not registered in the process table");
-            None
-        }
-    };
-    let seen = reg.generation();
-    reload(reg, slot, true);
-    let spawned = std::thread::Builder::new()
-        .name("gpubpf-watch".into())
-        .spawn(move || watch(reg, slot, seen));
-    if let Err(e) = spawned {
-        tracing::warn!(error = %e, "cannot start the watcher thread; policies stay as loaded");
-    }
+    start(reg);
 }
 
 fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64) {
