@@ -139,7 +139,14 @@ pub fn variant_at(
         .take_while(|(a, _)| *a == addr)
         .map(|(_, v)| usize::from(*v))
         .collect();
-    match same.as_slice() {
+    choose(&same, requested, version, per_thread)
+}
+
+/// Among variants `same` that share one address, the one to answer a request for base name
+/// `requested` at (`version`, `per_thread`): the only one; else those of the requested base
+/// name, preferring the symbol the catalog predicts for the request; else the first.
+fn choose(same: &[usize], requested: &[u8], version: u32, per_thread: bool) -> Option<usize> {
+    match same {
         [] => None,
         [one] => Some(*one),
         many => {
@@ -173,4 +180,60 @@ pub fn variant_by_symbol(name: &[u8]) -> Option<usize> {
         .ok()
         .and_then(|i| t.get(i))
         .map(|(_, v)| usize::from(*v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(symbol: &str) -> usize {
+        variant_by_symbol(symbol.as_bytes()).expect("catalogued")
+    }
+
+    #[test]
+    fn symbols_map_to_their_variant_and_attach_point() {
+        let points = gpubpf_runtime::attach::all();
+        let mut n = 0;
+        for (pi, p) in points.iter().enumerate() {
+            for variant in p.variants {
+                let e = &VARIANTS[v(variant.symbol)];
+                assert_eq!(e.symbol.to_bytes(), variant.symbol.as_bytes());
+                assert_eq!(usize::from(e.point), pi);
+                n += 1;
+            }
+        }
+        assert_eq!(n, VARIANT_COUNT);
+        assert_eq!(variant_by_symbol(b"cuNoSuchFunction"), None);
+        assert_eq!(variant_by_symbol(b"dlsym"), None);
+    }
+
+    #[test]
+    fn shared_addresses_resolve_to_the_requested_variant() {
+        let (legacy, ptsz) = (v("cuLaunchKernel"), v("cuLaunchKernel_ptsz"));
+        let alloc = v("cuMemAlloc_v2");
+        assert_eq!(choose(&[], b"cuLaunchKernel", 13000, false), None);
+        assert_eq!(
+            choose(&[alloc], b"cuLaunchKernel", 13000, false),
+            Some(alloc)
+        );
+        // One function exported under both names: the request's flags decide.
+        assert_eq!(
+            choose(&[legacy, ptsz], b"cuLaunchKernel", 13000, true),
+            Some(ptsz)
+        );
+        assert_eq!(
+            choose(&[ptsz, legacy], b"cuLaunchKernel", 13000, false),
+            Some(legacy)
+        );
+        // Another base name's symbol at the same address loses to the requested one.
+        assert_eq!(
+            choose(&[alloc, legacy], b"cuLaunchKernel", 13000, false),
+            Some(legacy)
+        );
+        // Nothing of the requested name: the first.
+        assert_eq!(
+            choose(&[alloc, legacy], b"cuFoo", 13000, false),
+            Some(alloc)
+        );
+    }
 }
