@@ -19,6 +19,8 @@
  *   fork N SIZE         one allocation in the parent ("parent alloc RC"), then a forked child
  *                       does N allocations ("child alloc I RC") and exits; the parent waits
  *                       ("child exit STATUS")
+ *   bench N             N launches, then N allocation+free pairs, timed: "launch_ns X" and
+ *                       "alloc_free_ns Y" per call (median of 5 rounds)
  *   hammer T STOP       T threads launching as fast as they can until file STOP exists
  *                       ("launches N", the total)
  * At the end: "mock alloc=… free=… launch=… launch_ptsz=… getinfo=…" (what reached the
@@ -32,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -142,6 +145,43 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Median over 5 rounds of the time per iteration of `what` (0: launch, 1: alloc+free). */
+static double bench(int what, long n)
+{
+	double r[5];
+
+	for (int k = 0; k < 5; k++) {
+		double t0 = now_ns();
+		for (long i = 0; i < n; i++) {
+			if (what == 0) {
+				launches(1);
+			} else {
+				CUdeviceptr d = 0;
+				if (cu.alloc(&d, 256) != 0 || cu.free(d) != 0)
+					die("alloc/free failed");
+			}
+		}
+		r[k] = (now_ns() - t0) / (double)n;
+	}
+	qsort(r, 5, sizeof(r[0]), cmp_double);
+	return r[2];
+}
+
 static atomic_int stop;
 
 static void *hammer_main(void *arg)
@@ -231,6 +271,10 @@ int main(int argc, char **argv)
 		int status = 0;
 		waitpid(child, &status, 0);
 		printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	} else if (strcmp(scenario, "bench") == 0 && argc == 4) {
+		long n = atol(argv[3]);
+		printf("launch_ns %.1f\n", bench(0, n));
+		printf("alloc_free_ns %.1f\n", bench(1, n));
 	} else if (strcmp(scenario, "hammer") == 0 && argc == 5) {
 		long t = atol(argv[3]);
 		pthread_t *ts = calloc((size_t)t, sizeof(*ts));

@@ -19,7 +19,7 @@
 //!    success ([`read_out`]), [`Policed::exit`] (exit programs, which may override the
 //!    result), and write-backs of writable out-values ([`write_out`]).
 //!
-//! The BPF stack is per thread ([`STACK`]). A program fault counts as verdict 0 and is
+//! The BPF stack is per thread (`ThreadState`). A program fault counts as verdict 0 and is
 //! logged once per process; nothing here panics or unwinds into the application (the
 //! engines are entered through `catch_unwind`).
 
@@ -94,14 +94,61 @@ static PID: AtomicU32 = AtomicU32::new(0);
 
 static FAULT_LOGGED: AtomicBool = AtomicBool::new(false);
 
-thread_local! {
+/// Everything a thread keeps for the shim, in one thread-local so that a policed call
+/// looks it up once (a cdylib's thread-locals cost a `__tls_get_addr` call per access).
+/// Nothing in it needs dropping, so it stays valid until the thread is gone.
+struct ThreadState {
     /// The BPF stack of this thread's policy runs.
-    static STACK: RefCell<Stack> = const { RefCell::new(Stack([0; STACK_SIZE])) };
+    stack: RefCell<Stack>,
     /// Depth of policy runs and shim initialisation on this thread; non-zero makes every
     /// driver call go straight to the driver.
-    static BUSY: Cell<u32> = const { Cell::new(0) };
+    busy: Cell<u32>,
     /// This thread's id for `hdr.tid`; 0 until first needed.
-    static TID: Cell<u32> = const { Cell::new(0) };
+    tid: Cell<u32>,
+}
+
+thread_local! {
+    static THREAD: ThreadState = const {
+        ThreadState {
+            stack: RefCell::new(Stack([0; STACK_SIZE])),
+            busy: Cell::new(0),
+            tid: Cell::new(0),
+        }
+    };
+}
+
+/// This thread's state, `None` while the thread is being torn down.
+fn thread_state() -> Option<&'static ThreadState> {
+    // SAFETY: `ThreadState` has no destructor, so its storage lives as long as the thread;
+    // the reference is only used by this thread (`Policed`, which carries it, is neither
+    // `Send` nor `Sync`) and never outlives the driver call that took it.
+    THREAD
+        .try_with(|t| unsafe { &*(t as *const ThreadState) })
+        .ok()
+}
+
+impl ThreadState {
+    fn as_busy<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        self.busy.set(self.busy.get().saturating_add(1));
+        let r = catch_unwind(AssertUnwindSafe(f)).ok();
+        self.busy.set(self.busy.get().saturating_sub(1));
+        r
+    }
+
+    /// Runs `f` on the BPF stack, marked busy; `None` when the stack is in use or `f`
+    /// panicked.
+    fn with_stack<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> Option<R> {
+        let mut s = self.stack.try_borrow_mut().ok()?;
+        self.as_busy(|| f(&mut s))
+    }
+
+    fn tid(&self) -> u32 {
+        if self.tid.get() == 0 {
+            // SAFETY: `gettid` has no preconditions and cannot fail.
+            self.tid.set(unsafe { libc::gettid() }.unsigned_abs());
+        }
+        self.tid.get()
+    }
 }
 
 /// The real driver function of variant `v`, resolved (and cached) on first use.
@@ -147,38 +194,19 @@ pub fn policed(point: usize) -> Option<Policed> {
 
 #[inline(never)]
 fn policed_slow(point: usize) -> Option<Policed> {
-    if busy() {
+    let thread = thread_state()?;
+    if thread.busy.get() != 0 {
         return None;
     }
     crate::init::ensure();
     let guard = SLOTS.get(point)?.chain.load();
-    guard.is_some().then_some(Policed { guard })
+    guard.is_some().then_some(Policed { guard, thread })
 }
 
-/// Whether this thread is inside a policy run or the shim's initialisation.
-pub fn busy() -> bool {
-    BUSY.try_with(|b| b.get() != 0).unwrap_or(true)
-}
-
-/// Runs `f` marked busy (driver calls it makes go straight to the driver), catching
-/// panics: `None` when `f` panicked.
+/// Runs `f` marked busy on this thread (driver calls it makes go straight to the driver),
+/// catching panics: `None` when `f` panicked (or the thread is being torn down).
 pub fn as_busy<R>(f: impl FnOnce() -> R) -> Option<R> {
-    let _ = BUSY.try_with(|b| b.set(b.get().saturating_add(1)));
-    let r = catch_unwind(AssertUnwindSafe(f)).ok();
-    let _ = BUSY.try_with(|b| b.set(b.get().saturating_sub(1)));
-    r
-}
-
-/// Runs `f` on this thread's BPF stack, marked busy; `None` when the stack is not available
-/// (thread exiting, or already in use) or `f` panicked.
-fn with_stack<R>(f: impl FnOnce(&mut Stack) -> R) -> Option<R> {
-    STACK
-        .try_with(|s| {
-            let mut s = s.try_borrow_mut().ok()?;
-            as_busy(|| f(&mut s))
-        })
-        .ok()
-        .flatten()
+    thread_state()?.as_busy(f)
 }
 
 fn note_faults(faults: u32) {
@@ -189,22 +217,13 @@ fn note_faults(faults: u32) {
     }
 }
 
-fn current_tid() -> u32 {
-    TID.try_with(|t| {
-        if t.get() == 0 {
-            // SAFETY: `gettid` has no preconditions and cannot fail.
-            t.set(unsafe { libc::gettid() }.unsigned_abs());
-        }
-        t.get()
-    })
-    .unwrap_or(0)
-}
-
 /// Sets the cached process id (at initialisation and in a forked child) and forgets the
 /// calling thread's cached thread id.
 pub fn set_pid(pid: u32) {
     PID.store(pid, Ordering::Relaxed);
-    let _ = TID.try_with(|t| t.set(0));
+    if let Some(t) = thread_state() {
+        t.tid.set(0);
+    }
 }
 
 /// Ordinal of the current context's device, -1 when there is none.
@@ -228,6 +247,7 @@ fn current_device() -> i32 {
 /// A call that runs policies: holds the chain alive until the call has left.
 pub struct Policed {
     guard: Guard<Option<Arc<Chain>>>,
+    thread: &'static ThreadState,
 }
 
 impl std::fmt::Debug for Policed {
@@ -243,7 +263,7 @@ impl Policed {
         if let [w0, w1, w2, w3, ..] = c {
             *w0 = u64::from(api_id);
             *w1 = u64::from(current_device() as u32) | (u64::from(flags) << 32);
-            *w2 = u64::from(PID.load(Ordering::Relaxed)) | (u64::from(current_tid()) << 32);
+            *w2 = u64::from(PID.load(Ordering::Relaxed)) | (u64::from(self.thread.tid()) << 32);
             *w3 = u64::from(variant) << 32;
         }
     }
@@ -256,7 +276,9 @@ impl Policed {
         if chain.entry.is_empty() {
             return None;
         }
-        let v = with_stack(|stack| chain.entry_words(c, stack))?;
+        let v = self
+            .thread
+            .with_stack(|stack| chain.entry_words(c, stack))?;
         note_faults(v.faults);
         (v.verdict != 0).then_some(v.verdict)
     }
@@ -270,7 +292,10 @@ impl Policed {
         if chain.exit.is_empty() {
             return result;
         }
-        match with_stack(|stack| chain.exit_words(c, stack, result, out_valid)) {
+        match self
+            .thread
+            .with_stack(|stack| chain.exit_words(c, stack, result, out_valid))
+        {
             Some((r, faults)) => {
                 note_faults(faults);
                 r
