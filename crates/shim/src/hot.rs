@@ -9,9 +9,14 @@
 //! 2. Otherwise (a chain is published, or the shim is not initialised yet, which the
 //!    [`UNINIT`] sentinel marks): unless this thread is already inside a policy or the
 //!    shim's own initialisation (re-entrant calls go straight to the driver), initialise
-//!    lazily ([`crate::init::ensure`]), then take an `arc-swap` guard on the point's chain.
-//!    The guard keeps that chain alive until the call has left, however often the watcher
-//!    thread publishes a new one meanwhile (RCU).
+//!    lazily ([`crate::init::ensure`]), then hold the point's chain for the whole call:
+//!    normally through the thread's chain cache (an `Arc` per point, refreshed with
+//!    `load_full` only when the point's hint no longer names the cached chain, so a steady
+//!    state costs no atomic read-modify-write), else (cache busy: a nested call on this
+//!    thread, or the thread is exiting) through an `arc-swap` guard. Either keeps that chain
+//!    alive until the call has left, however often the watcher thread publishes a new one
+//!    meanwhile (RCU). A thread's cache keeps the last chain it used per point alive until
+//!    the thread uses that point again or exits.
 //! 3. The ctx is an array of 64-bit words on the wrapper's stack, sized by the catalog:
 //!    [`Policed::header`], then the argument slots at the offsets `docs/ctx-abi.md` fixes,
 //!    then [`Policed::enter`] (entry programs; a non-zero verdict skips the real call), the
@@ -23,7 +28,7 @@
 //! logged once per process; nothing here panics or unwinds into the application (the
 //! engines are entered through `catch_unwind`).
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::BTreeMap;
 use std::ffi::{c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -96,7 +101,6 @@ static FAULT_LOGGED: AtomicBool = AtomicBool::new(false);
 
 /// Everything a thread keeps for the shim, in one thread-local so that a policed call
 /// looks it up once (a cdylib's thread-locals cost a `__tls_get_addr` call per access).
-/// Nothing in it needs dropping, so it stays valid until the thread is gone.
 struct ThreadState {
     /// The BPF stack of this thread's policy runs.
     stack: RefCell<Stack>,
@@ -105,6 +109,8 @@ struct ThreadState {
     busy: Cell<u32>,
     /// This thread's id for `hdr.tid`; 0 until first needed.
     tid: Cell<u32>,
+    /// The chain this thread last used, per attach point.
+    cache: RefCell<[Option<Arc<Chain>>; POINT_COUNT]>,
 }
 
 thread_local! {
@@ -113,15 +119,17 @@ thread_local! {
             stack: RefCell::new(Stack([0; STACK_SIZE])),
             busy: Cell::new(0),
             tid: Cell::new(0),
+            cache: RefCell::new([const { None }; POINT_COUNT]),
         }
     };
 }
 
 /// This thread's state, `None` while the thread is being torn down.
 fn thread_state() -> Option<&'static ThreadState> {
-    // SAFETY: `ThreadState` has no destructor, so its storage lives as long as the thread;
-    // the reference is only used by this thread (`Policed`, which carries it, is neither
-    // `Send` nor `Sync`) and never outlives the driver call that took it.
+    // SAFETY: `try_with` hands out the state only before its destructor has started; the
+    // reference is only used by this thread (`Policed`, which carries it, is neither `Send`
+    // nor `Sync`) and never outlives the driver call that took it, during which the
+    // thread's destructors cannot run.
     THREAD
         .try_with(|t| unsafe { &*(t as *const ThreadState) })
         .ok()
@@ -199,8 +207,29 @@ fn policed_slow(point: usize) -> Option<Policed> {
         return None;
     }
     crate::init::ensure();
-    let guard = SLOTS.get(point)?.chain.load();
-    guard.is_some().then_some(Policed { guard, thread })
+    let slot = SLOTS.get(point)?;
+    if let Ok(mut cache) = thread.cache.try_borrow_mut() {
+        let entry = cache.get_mut(point)?;
+        let hint = slot.hint.load(Ordering::Acquire);
+        if entry.as_ref().map(Arc::as_ptr) != Some(hint.cast_const()) {
+            // The published chain changed (or was never cached): take a reference of our
+            // own. The chain it replaces is not in use on this thread (the cache is only
+            // borrowed by one call at a time).
+            *entry = slot.chain.load_full();
+        }
+        if entry.is_none() {
+            return None;
+        }
+        return Some(Policed {
+            chain: Held::Cached(cache, point),
+            thread,
+        });
+    }
+    let guard = slot.chain.load();
+    guard.is_some().then_some(Policed {
+        chain: Held::Guard(guard),
+        thread,
+    })
 }
 
 /// Runs `f` marked busy on this thread (driver calls it makes go straight to the driver),
@@ -246,8 +275,25 @@ fn current_device() -> i32 {
 
 /// A call that runs policies: holds the chain alive until the call has left.
 pub struct Policed {
-    guard: Guard<Option<Arc<Chain>>>,
+    chain: Held,
     thread: &'static ThreadState,
+}
+
+/// How a policed call holds its chain.
+enum Held {
+    /// Through this thread's cache (borrowed for the call), at this point's index.
+    Cached(RefMut<'static, [Option<Arc<Chain>>; POINT_COUNT]>, usize),
+    /// Through an `arc-swap` guard.
+    Guard(Guard<Option<Arc<Chain>>>),
+}
+
+impl Held {
+    fn get(&self) -> Option<&Chain> {
+        match self {
+            Held::Cached(cache, i) => cache.get(*i).and_then(Option::as_deref),
+            Held::Guard(g) => g.as_deref(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Policed {
@@ -272,7 +318,7 @@ impl Policed {
     /// verdict without calling the driver).
     #[inline]
     pub fn enter(&self, c: &mut [u64]) -> Option<CUresult> {
-        let chain = self.guard.as_deref()?;
+        let chain = self.chain.get()?;
         if chain.entry.is_empty() {
             return None;
         }
@@ -286,7 +332,7 @@ impl Policed {
     /// Exit programs: the result the caller gets.
     #[inline]
     pub fn exit(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
-        let Some(chain) = self.guard.as_deref() else {
+        let Some(chain) = self.chain.get() else {
             return result;
         };
         if chain.exit.is_empty() {
