@@ -507,3 +507,58 @@ fn a_forked_child_is_policed_as_its_own_process() {
     assert_eq!(usage[&child_pid]["denied"], 1);
     assert_eq!(usage.len(), 2, "{usage:?}");
 }
+
+/// `gpubpf run`: loads the policies, starts the command with the shim (found beside the
+/// `gpubpf` binary) preloaded, and exits with the command's status.
+#[test]
+fn gpubpf_run_loads_policies_preloads_the_shim_and_keeps_the_exit_status() {
+    if !tools_present() {
+        return;
+    }
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("reg");
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    shim_library(); // built beside the gpubpf binary
+    let gpubpf = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(common::cli::gpubpf())
+            .args(args)
+            .env("GPUBPF_HOME", &home)
+            .env("GPUBPF_CUDA_LIBRARY", &mock.libcuda)
+            .env("LD_LIBRARY_PATH", &mock.dir)
+            .env_remove("GPUBPF_SHIM")
+            .env_remove("LD_PRELOAD")
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run gpubpf")
+    };
+    let out = gpubpf(&[
+        "run".as_ref(),
+        "--policy".as_ref(),
+        quota.as_os_str(),
+        "--set".as_ref(),
+        "limit_bytes=250".as_ref(),
+        "--set".as_ref(),
+        "log_denials=0".as_ref(),
+        "--".as_ref(),
+        mock.app_link.as_os_str(),
+        "link".as_ref(),
+        "quota".as_ref(),
+        "3".as_ref(),
+        "100".as_ref(),
+    ]);
+    assert_eq!(
+        ok(&out),
+        "alloc 0 0\nalloc 1 0\nalloc 2 2\nfree 0\nretry 0\n\
+         mock alloc=3 free=3 launch=0 launch_ptsz=0 getinfo=0\n"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loaded quota"));
+    let out = gpubpf(&[
+        "run".as_ref(),
+        "--".as_ref(),
+        "sh".as_ref(),
+        "-c".as_ref(),
+        "exit 7".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(7));
+}

@@ -61,6 +61,35 @@ fn default_name(path: &std::path::Path) -> String {
 }
 
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
+    let (record, generation) = load(&args)?;
+    if out.json() {
+        let mut v = serde_json::to_value(&record)?;
+        v["generation"] = json!(generation);
+        return out.print_json(&v);
+    }
+    println!("loaded {} (generation {generation})", record.name);
+    for p in &record.programs {
+        for l in &p.links {
+            println!(
+                "  {} -> {} ({}, priority {})",
+                p.name, l.attach_point, l.phase, l.priority
+            );
+        }
+    }
+    for b in &record.maps {
+        println!(
+            "  map {} ({}, {})",
+            b.registry_name,
+            b.spec,
+            if b.created { "created" } else { "existing" }
+        );
+    }
+    Ok(())
+}
+
+/// Verifies the object of `args` and records it in the default registry (`GPUBPF_HOME`):
+/// the record and the registry generation that now includes it.
+pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64)> {
     let path = &args.object;
     let bytes = std::fs::read(path).map_err(|e| CliError {
         code: exit::BAD_OBJECT,
@@ -148,30 +177,7 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
         .publish_object(&record, &bytes)
         .with_context(|| format!("cannot record program `{name}`"))?;
     drop(writer);
-    let generation = reg.generation();
-    if out.json() {
-        let mut v = serde_json::to_value(&record)?;
-        v["generation"] = json!(generation);
-        return out.print_json(&v);
-    }
-    println!("loaded {name} (generation {generation})");
-    for p in &record.programs {
-        for l in &p.links {
-            println!(
-                "  {} -> {} ({}, priority {})",
-                p.name, l.attach_point, l.phase, l.priority
-            );
-        }
-    }
-    for b in &record.maps {
-        println!(
-            "  map {} ({}, {})",
-            b.registry_name,
-            b.spec,
-            if b.created { "created" } else { "existing" }
-        );
-    }
-    Ok(())
+    Ok((record, reg.generation()))
 }
 
 #[cfg(test)]
