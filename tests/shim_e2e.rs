@@ -262,25 +262,30 @@ fn a_policy_loaded_while_the_application_runs_takes_effect() {
         assert!(Instant::now() < deadline, "application never got ready");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let generation = load(&home, &quota, &["limit_bytes=500", "log_denials=0"]);
-    // Wait until the process acknowledged the generation (its watcher republished).
-    let reg = Registry::open(&home).expect("open registry");
-    loop {
-        let acked = reg
-            .control()
-            .processes()
-            .iter()
-            .find(|p| p.pid == pid)
-            .map(|p| p.acked_generation);
-        if acked.is_some_and(|g| g >= generation) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "process never acknowledged generation {generation} (acked: {acked:?})"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // `--wait` returns once the process acknowledged the change (its watcher republished).
+    let j = ok_json(&cli(
+        &home,
+        &[
+            "-j",
+            "load",
+            quota.to_str().expect("utf-8 path"),
+            "--set",
+            "limit_bytes=500",
+            "--set",
+            "log_denials=0",
+            "--wait=60s",
+        ],
+    ));
+    assert_eq!(j["acknowledged_by"], 1, "{j}");
+    let acked: Vec<_> = Registry::open(&home)
+        .expect("open registry")
+        .control()
+        .processes()
+        .into_iter()
+        .filter(|p| p.pid == pid)
+        .map(|p| p.acked_generation)
+        .collect();
+    assert_eq!(acked, [j["generation"].as_u64().expect("generation")]);
     std::fs::write(&go, b"").expect("create go");
     let out = child.wait_with_output().expect("wait");
     assert!(

@@ -81,6 +81,7 @@ pub fn run(args: Args, _out: &Output) -> anyhow::Result<()> {
             name: None,
             set: args.set.clone(),
             priority: 0,
+            wait: None,
         })
         .with_context(|| format!("--policy `{spec}`"))?;
         eprintln!("gpubpf: loaded {} (generation {generation})", record.name);
