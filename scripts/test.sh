@@ -17,7 +17,8 @@ echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "==> cargo build (binaries the end-to-end tests run)"
+echo "==> cargo build (binaries and the shim the end-to-end tests run)"
 cargo build --workspace --bins --locked
+cargo build -p gpubpf-shim --locked
 echo "==> cargo test"
 cargo test --workspace --locked --no-fail-fast

@@ -175,3 +175,53 @@ fn never_reached_code_becomes_traps_before_compiling() {
     assert_eq!((o.result, o.called, o.denied_by), (0, true, None));
     assert!(o.faults.is_empty(), "{:?}", o.faults);
 }
+
+/// The shim's allocation-free path (`entry_words`/`exit_words` on a ctx of 64-bit words)
+/// decides exactly as `Chain::call` does on the same programs.
+#[test]
+fn word_ctx_path_matches_chain_call() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    if !load(tmp.path(), "veto_small.bpf.c", "small", 10)
+        || !load(tmp.path(), "veto_big.bpf.c", "big", 0)
+    {
+        return;
+    }
+    let reg = Registry::open(&tmp.path().join("reg")).expect("open registry");
+    let set = PolicySet::load(&reg, &standard_helpers()).expect("re-verify and compile");
+    let alloc = attach::resolve("cudaMalloc").expect("alias");
+    let chain = set.chain(alloc).expect("programs on cuMemAlloc");
+    let mut stack = Stack::new_boxed();
+    let words = alloc.ctx_size as usize / 8;
+    let size_slot = alloc.field("args.bytesize").expect("field").offset as usize / 8;
+    for (size, verdict, denied_by, after_exit) in [
+        (200u64, 7, Some(0), 7),
+        (50, 5, Some(1), 0),
+        (1, 5, Some(1), 0),
+    ] {
+        let mut c = vec![0u64; words];
+        c[0] = u64::from(alloc.id);
+        c[size_slot] = size;
+        let v = chain.entry_words(&mut c, &mut stack);
+        assert_eq!(
+            (v.verdict, v.denied_by, v.faults),
+            (verdict, denied_by, 0),
+            "{size}"
+        );
+        // hdr.phase = entry (high half of word 0).
+        assert_eq!(c[0] >> 32, 0);
+        let (result, faults) = chain.exit_words(&mut c, &mut stack, v.verdict, false);
+        assert_eq!((result, faults), (after_exit, 0), "{size}");
+        assert_eq!(c[0] >> 32, 1, "hdr.phase = exit");
+        // The same call through CtxBuf/Chain::call.
+        let mut ctx = CtxBuf::new(alloc, Phase::Entry);
+        ctx.set("args.bytesize", size).expect("field");
+        let o = chain.call(&mut ctx, &mut stack, |_| panic!("vetoed call must not run"));
+        assert_eq!(o.result, after_exit, "{size}");
+    }
+    // A ctx shorter than the layout is refused, never run.
+    let mut short = vec![0u64; words - 1];
+    assert!(matches!(
+        chain.entry[0].run_words(&mut short, &mut stack),
+        Err(gpubpf_runtime::dispatch::WordsError::CtxTooSmall { .. })
+    ));
+}

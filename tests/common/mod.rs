@@ -6,3 +6,4 @@
 pub mod cli;
 pub mod conformance_data;
 pub mod conformance_run;
+pub mod shim;

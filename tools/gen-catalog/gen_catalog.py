@@ -181,11 +181,24 @@ def strip_comments(text: str) -> str:
 
 
 def strip_preprocessor(text: str) -> str:
+    """Blanks preprocessor lines. Both branches of a conditional are kept, except that the
+    `#else` branch of a data-model test (`#if defined(_WIN64) || defined(__LP64__)`, which
+    picks 32-bit types such as `typedef unsigned int CUdeviceptr_v2;` otherwise) is dropped:
+    the catalog describes 64-bit hosts."""
     lines, cont = [], False
+    stack: list[list[bool]] = []  # per open conditional: [tests the data model, in #else]
     for line in text.split("\n"):
         is_pp = cont or line.lstrip().startswith("#")
+        directive = line.strip().lstrip("#").strip() if is_pp and not cont else ""
         cont = is_pp and line.rstrip().endswith("\\")
-        lines.append("" if is_pp else line)
+        if directive.startswith("if"):
+            stack.append(["__LP64__" in directive or "_WIN64" in directive, False])
+        elif directive.startswith(("else", "elif")) and stack:
+            stack[-1][1] = True
+        elif directive.startswith("endif") and stack:
+            stack.pop()
+        dropped = any(model and in_else for model, in_else in stack)
+        lines.append("" if is_pp or dropped else line)
     return "\n".join(lines)
 
 

@@ -68,6 +68,27 @@ class Generator(unittest.TestCase):
         self.assertEqual(g.resolve_type("CUlaunchConfig", t).kind, "struct")
         self.assertEqual(g.resolve_type("CUhostFn", t).kind, "fnptr")
 
+    def test_64_bit_data_model(self):
+        # cuda.h picks 32-bit device pointers unless `_WIN64 || __LP64__`: the catalog
+        # describes 64-bit hosts, so the `#else` branch must not win.
+        h = """
+#if defined(_WIN64) || defined(__LP64__)
+typedef unsigned long long CUdeviceptr_v2;
+#else
+typedef unsigned int CUdeviceptr_v2;
+#endif
+typedef CUdeviceptr_v2 CUdeviceptr;
+#ifdef OTHER
+typedef int kept_a;
+#else
+typedef long long kept_b;
+#endif
+"""
+        t = g.parse_types(h)
+        self.assertEqual(g.resolve_type("CUdeviceptr", t).size, 8)
+        self.assertIn("kept_a", t)
+        self.assertIn("kept_b", t)
+
     def test_declared_symbols_follow_the_macros(self):
         d = g.declared_symbols(CUDA_H)
         for s in ["cuMemAlloc", "cuMemAlloc_v2", "cuLaunchKernel", "cuLaunchKernel_ptsz",

@@ -47,6 +47,8 @@ enum Command {
     Verify(cmd::verify::Args),
     /// Verify an object and record its programs, maps and links in the registry.
     Load(cmd::load::Args),
+    /// Run a command with the shim preloaded, after loading the given policies.
+    Run(cmd::run::Args),
     /// Loaded programs.
     #[command(subcommand)]
     Prog(cmd::prog::Command),
@@ -96,6 +98,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cmd::inspect::run(a, &out),
         Command::Verify(a) => cmd::verify::run(a, &out),
         Command::Load(a) => cmd::load::run(a, &out),
+        Command::Run(a) => cmd::run::run(a, &out),
         Command::Prog(c) => cmd::prog::run(c, &out),
         Command::Maps(c) => cmd::maps::run(c, &out),
         Command::AttachPoints(a) => cmd::attach_points::run(a, &out),

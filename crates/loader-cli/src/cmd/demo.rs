@@ -253,6 +253,7 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
         name: Some("quota".into()),
         set: vec![format!("limit_bytes={limit}")],
         priority: 0,
+        wait: None,
     };
     load::run(load_args(&args.limit), out)?;
 

@@ -35,6 +35,61 @@ pub struct Args {
     /// Order among programs on the same attach point: lower runs first.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub priority: i32,
+    /// Return once every live process running the shim has acknowledged the change (or
+    /// fail after TIMEOUT: `10s`, `500ms`, plain seconds; default 10s), saying how many did.
+    #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "10s")]
+    pub wait: Option<String>,
+}
+
+/// `10s`, `500ms`, `2m` or plain seconds.
+pub fn parse_timeout(s: &str) -> anyhow::Result<std::time::Duration> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| anyhow::anyhow!("invalid timeout `{s}`: use e.g. `10s`, `500ms`, `2m`"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => anyhow::bail!("invalid timeout unit in `{s}`: use ms, s or m"),
+    };
+    anyhow::ensure!(secs.is_finite() && secs >= 0.0, "invalid timeout `{s}`");
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// Waits until every live registered process has acknowledged `generation` or `timeout`
+/// passes: the number of processes that acknowledged, or an error naming those that did not.
+pub fn wait_acked(
+    reg: &Registry,
+    generation: u64,
+    timeout: std::time::Duration,
+) -> anyhow::Result<usize> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let procs = reg.control().processes();
+        let pending: Vec<u32> = procs
+            .iter()
+            .filter(|p| p.acked_generation < generation)
+            .map(|p| p.pid)
+            .collect();
+        if pending.is_empty() {
+            return Ok(procs.len());
+        }
+        if std::time::Instant::now() >= deadline {
+            let pids: Vec<String> = pending.iter().map(u32::to_string).collect();
+            anyhow::bail!(
+                "{} of {} process(es) acknowledged generation {generation} within {timeout:?};                  still waiting for pid {}",
+                procs.len() - pending.len(),
+                procs.len(),
+                pids.join(", ")
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 fn default_name(path: &std::path::Path) -> String {
@@ -61,6 +116,49 @@ fn default_name(path: &std::path::Path) -> String {
 }
 
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
+    let timeout = args.wait.as_deref().map(parse_timeout).transpose()?;
+    let (record, generation) = load(&args)?;
+    let acked = match timeout {
+        Some(t) => {
+            let reg = Registry::open_default().context("cannot open the registry")?;
+            Some(wait_acked(&reg, generation, t)?)
+        }
+        None => None,
+    };
+    if out.json() {
+        let mut v = serde_json::to_value(&record)?;
+        v["generation"] = json!(generation);
+        if let Some(n) = acked {
+            v["acknowledged_by"] = json!(n);
+        }
+        return out.print_json(&v);
+    }
+    println!("loaded {} (generation {generation})", record.name);
+    if let Some(n) = acked {
+        println!("  acknowledged by {n} process(es)");
+    }
+    for p in &record.programs {
+        for l in &p.links {
+            println!(
+                "  {} -> {} ({}, priority {})",
+                p.name, l.attach_point, l.phase, l.priority
+            );
+        }
+    }
+    for b in &record.maps {
+        println!(
+            "  map {} ({}, {})",
+            b.registry_name,
+            b.spec,
+            if b.created { "created" } else { "existing" }
+        );
+    }
+    Ok(())
+}
+
+/// Verifies the object of `args` and records it in the default registry (`GPUBPF_HOME`):
+/// the record and the registry generation that now includes it.
+pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64)> {
     let path = &args.object;
     let bytes = std::fs::read(path).map_err(|e| CliError {
         code: exit::BAD_OBJECT,
@@ -148,35 +246,23 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
         .publish_object(&record, &bytes)
         .with_context(|| format!("cannot record program `{name}`"))?;
     drop(writer);
-    let generation = reg.generation();
-    if out.json() {
-        let mut v = serde_json::to_value(&record)?;
-        v["generation"] = json!(generation);
-        return out.print_json(&v);
-    }
-    println!("loaded {name} (generation {generation})");
-    for p in &record.programs {
-        for l in &p.links {
-            println!(
-                "  {} -> {} ({}, priority {})",
-                p.name, l.attach_point, l.phase, l.priority
-            );
-        }
-    }
-    for b in &record.maps {
-        println!(
-            "  map {} ({}, {})",
-            b.registry_name,
-            b.spec,
-            if b.created { "created" } else { "existing" }
-        );
-    }
-    Ok(())
+    Ok((record, reg.generation()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timeouts_parse_with_units() {
+        use std::time::Duration;
+        assert_eq!(parse_timeout("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_timeout("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_timeout("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_timeout("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_timeout("3h").is_err());
+        assert!(parse_timeout("x").is_err());
+    }
 
     #[test]
     fn default_names_are_registry_safe() {

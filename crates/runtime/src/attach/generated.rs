@@ -457,7 +457,7 @@ const SIG_102: &[Param] = &[
     Param { name: "flags", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_103: &[Param] = &[
-    Param { name: "devPtr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "devPtr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "extMem", c_type: "CUexternalMemory", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "bufferDesc", c_type: "const CUDA_EXTERNAL_MEMORY_BUFFER_DESC_v1 *", class: ParamClass::InStruct, value_size: 8, signed: false },
 ];
@@ -546,7 +546,7 @@ const SIG_121: &[Param] = &[
     Param { name: "buffer", c_type: "GLuint", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_122: &[Param] = &[
-    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "size", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "buffer", c_type: "GLuint", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
@@ -557,7 +557,7 @@ const SIG_123: &[Param] = &[
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_124: &[Param] = &[
-    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "size", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "buffer", c_type: "GLuint", class: ParamClass::Scalar, value_size: 4, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
@@ -681,7 +681,7 @@ const SIG_144: &[Param] = &[
     Param { name: "hGraph", c_type: "CUgraph", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "dependencies", c_type: "const CUgraphNode *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "numDependencies", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
-    Param { name: "dptr", c_type: "CUdeviceptr", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_145: &[Param] = &[
     Param { name: "phGraphNode", c_type: "CUgraphNode *", class: ParamClass::OutPointer, value_size: 8, signed: false },
@@ -951,7 +951,7 @@ const SIG_199: &[Param] = &[
 ];
 const SIG_200: &[Param] = &[
     Param { name: "hNode", c_type: "CUgraphNode", class: ParamClass::Handle, value_size: 8, signed: false },
-    Param { name: "dptr_out", c_type: "CUdeviceptr *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "dptr_out", c_type: "CUdeviceptr *", class: ParamClass::OutPointer, value_size: 8, signed: false },
 ];
 const SIG_201: &[Param] = &[
     Param { name: "hNode", c_type: "CUgraphNode", class: ParamClass::Handle, value_size: 8, signed: false },
@@ -1070,7 +1070,7 @@ const SIG_224: &[Param] = &[
     Param { name: "resource", c_type: "CUgraphicsResource", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_225: &[Param] = &[
-    Param { name: "pDevPtr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "pDevPtr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "pSize", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "resource", c_type: "CUgraphicsResource", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
@@ -1137,7 +1137,7 @@ const SIG_239: &[Param] = &[
     Param { name: "Flags", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_240: &[Param] = &[
-    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_241: &[Param] = &[
     Param { name: "pHandle", c_type: "CUipcEventHandle_v1 *", class: ParamClass::RawPointer, value_size: 8, signed: false },
@@ -1145,14 +1145,14 @@ const SIG_241: &[Param] = &[
 ];
 const SIG_242: &[Param] = &[
     Param { name: "pHandle", c_type: "CUipcMemHandle_v1 *", class: ParamClass::RawPointer, value_size: 8, signed: false },
-    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_243: &[Param] = &[
     Param { name: "phEvent", c_type: "CUevent *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "handle", c_type: "CUipcEventHandle_v1", class: ParamClass::StructByValue, value_size: 64, signed: false },
 ];
 const SIG_244: &[Param] = &[
-    Param { name: "pdptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "pdptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "handle", c_type: "CUipcMemHandle_v1", class: ParamClass::StructByValue, value_size: 64, signed: false },
     Param { name: "Flags", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
@@ -1262,7 +1262,7 @@ const SIG_262: &[Param] = &[
     Param { name: "lib", c_type: "CUlibrary", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_263: &[Param] = &[
-    Param { name: "dptr", c_type: "CUdeviceptr *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "bytes", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "library", c_type: "CUlibrary", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "name", c_type: "const char *", class: ParamClass::RawPointer, value_size: 8, signed: false },
@@ -1426,24 +1426,24 @@ const SIG_292: &[Param] = &[
     Param { name: "callback", c_type: "CUlogsCallbackHandle", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_293: &[Param] = &[
-    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "size", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_294: &[Param] = &[
-    Param { name: "ptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "ptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "size", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "alignment", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
-    Param { name: "addr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "addr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "flags", c_type: "unsigned long long", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_295: &[Param] = &[
-    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "count", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "advice", c_type: "CUmem_advise", class: ParamClass::Scalar, value_size: 4, signed: false },
     Param { name: "device", c_type: "CUdevice_v1", class: ParamClass::Scalar, value_size: 4, signed: true },
 ];
 const SIG_296: &[Param] = &[
-    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "count", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "advice", c_type: "CUmem_advise", class: ParamClass::Scalar, value_size: 4, signed: false },
     Param { name: "location", c_type: "CUmemLocation_v1", class: ParamClass::StructByValue, value_size: 8, signed: false },
@@ -1453,16 +1453,16 @@ const SIG_297: &[Param] = &[
     Param { name: "bytesize", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_298: &[Param] = &[
-    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "bytesize", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_299: &[Param] = &[
-    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "bytesize", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_300: &[Param] = &[
-    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "bytesize", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "pool", c_type: "CUmemoryPool", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
@@ -1476,7 +1476,7 @@ const SIG_302: &[Param] = &[
     Param { name: "bytesize", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_303: &[Param] = &[
-    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "bytesize", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "flags", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
@@ -1488,7 +1488,7 @@ const SIG_304: &[Param] = &[
     Param { name: "ElementSizeBytes", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_305: &[Param] = &[
-    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "pPitch", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "WidthInBytes", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "Height", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
@@ -1534,7 +1534,7 @@ const SIG_311: &[Param] = &[
     Param { name: "dptr", c_type: "CUdeviceptr_v1", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_312: &[Param] = &[
-    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_313: &[Param] = &[
@@ -1543,7 +1543,7 @@ const SIG_313: &[Param] = &[
 const SIG_314: &[Param] = &[
     Param { name: "flags", c_type: "unsigned long long *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "location", c_type: "const CUmemLocation_v1 *", class: ParamClass::InStruct, value_size: 8, signed: false },
-    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_315: &[Param] = &[
     Param { name: "pbase", c_type: "CUdeviceptr_v1 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
@@ -1551,9 +1551,9 @@ const SIG_315: &[Param] = &[
     Param { name: "dptr", c_type: "CUdeviceptr_v1", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_316: &[Param] = &[
-    Param { name: "pbase", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "pbase", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "psize", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
-    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_317: &[Param] = &[
     Param { name: "granularity", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
@@ -1571,7 +1571,7 @@ const SIG_319: &[Param] = &[
 ];
 const SIG_320: &[Param] = &[
     Param { name: "handle", c_type: "void *", class: ParamClass::RawPointer, value_size: 8, signed: false },
-    Param { name: "dptr", c_type: "CUdeviceptr", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "size", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "handleType", c_type: "CUmemRangeHandleType", class: ParamClass::Scalar, value_size: 4, signed: false },
     Param { name: "flags", c_type: "unsigned long long", class: ParamClass::Scalar, value_size: 8, signed: false },
@@ -1585,7 +1585,7 @@ const SIG_322: &[Param] = &[
     Param { name: "total", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
 ];
 const SIG_323: &[Param] = &[
-    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "size", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "summaryGranularity", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "samplingGranularity", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
@@ -1602,7 +1602,7 @@ const SIG_325: &[Param] = &[
     Param { name: "Flags", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_326: &[Param] = &[
-    Param { name: "pdptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "pdptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "p", c_type: "void *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "Flags", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
@@ -1621,7 +1621,7 @@ const SIG_329: &[Param] = &[
     Param { name: "shHandleType", c_type: "CUmemAllocationHandleType", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_330: &[Param] = &[
-    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "size", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "offset", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "handle", c_type: "CUmemGenericAllocationHandle_v1", class: ParamClass::Scalar, value_size: 8, signed: false },
@@ -1641,7 +1641,7 @@ const SIG_333: &[Param] = &[
 ];
 const SIG_334: &[Param] = &[
     Param { name: "shareData_out", c_type: "CUmemPoolPtrExportData_v1 *", class: ParamClass::RawPointer, value_size: 8, signed: false },
-    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_335: &[Param] = &[
     Param { name: "handle_out", c_type: "void *", class: ParamClass::RawPointer, value_size: 8, signed: false },
@@ -1666,7 +1666,7 @@ const SIG_338: &[Param] = &[
     Param { name: "flags", c_type: "unsigned long long", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_339: &[Param] = &[
-    Param { name: "ptr_out", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "ptr_out", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "pool", c_type: "CUmemoryPool", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "shareData", c_type: "CUmemPoolPtrExportData_v1 *", class: ParamClass::RawPointer, value_size: 8, signed: false },
 ];
@@ -1680,13 +1680,13 @@ const SIG_341: &[Param] = &[
     Param { name: "minBytesToKeep", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_342: &[Param] = &[
-    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "count", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "dstDevice", c_type: "CUdevice_v1", class: ParamClass::Scalar, value_size: 4, signed: true },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_343: &[Param] = &[
-    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "count", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "location", c_type: "CUmemLocation_v1", class: ParamClass::StructByValue, value_size: 8, signed: false },
     Param { name: "flags", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
@@ -1696,7 +1696,7 @@ const SIG_344: &[Param] = &[
     Param { name: "data", c_type: "void *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "dataSize", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "attribute", c_type: "CUmem_range_attribute", class: ParamClass::Scalar, value_size: 4, signed: false },
-    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "count", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_345: &[Param] = &[
@@ -1704,7 +1704,7 @@ const SIG_345: &[Param] = &[
     Param { name: "dataSizes", c_type: "size_t *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "attributes", c_type: "CUmem_range_attribute *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "numAttributes", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
-    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "devPtr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "count", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_346: &[Param] = &[
@@ -1715,7 +1715,7 @@ const SIG_347: &[Param] = &[
     Param { name: "addr", c_type: "void *", class: ParamClass::RawPointer, value_size: 8, signed: false },
 ];
 const SIG_348: &[Param] = &[
-    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "size", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "desc", c_type: "const CUmemAccessDesc_v1 *", class: ParamClass::InStruct, value_size: 8, signed: false },
     Param { name: "count", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
@@ -1726,8 +1726,8 @@ const SIG_349: &[Param] = &[
     Param { name: "pool", c_type: "CUmemoryPool", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_350: &[Param] = &[
-    Param { name: "dst", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
-    Param { name: "src", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dst", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
+    Param { name: "src", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_351: &[Param] = &[
@@ -1784,8 +1784,8 @@ const SIG_363: &[Param] = &[
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_364: &[Param] = &[
-    Param { name: "dst", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
-    Param { name: "src", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dst", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
+    Param { name: "src", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
@@ -1810,7 +1810,7 @@ const SIG_367: &[Param] = &[
     Param { name: "ByteCount", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_368: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "srcArray", c_type: "CUarray", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "srcOffset", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
@@ -1871,7 +1871,7 @@ const SIG_375: &[Param] = &[
 const SIG_376: &[Param] = &[
     Param { name: "dstArray", c_type: "CUarray", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "dstOffset", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
-    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_377: &[Param] = &[
@@ -1880,8 +1880,8 @@ const SIG_377: &[Param] = &[
     Param { name: "ByteCount", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_378: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
-    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
+    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_379: &[Param] = &[
@@ -1891,8 +1891,8 @@ const SIG_379: &[Param] = &[
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_380: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
-    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
+    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
@@ -1903,7 +1903,7 @@ const SIG_381: &[Param] = &[
 ];
 const SIG_382: &[Param] = &[
     Param { name: "dstHost", c_type: "void *", class: ParamClass::RawPointer, value_size: 8, signed: false },
-    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_383: &[Param] = &[
@@ -1914,7 +1914,7 @@ const SIG_383: &[Param] = &[
 ];
 const SIG_384: &[Param] = &[
     Param { name: "dstHost", c_type: "void *", class: ParamClass::RawPointer, value_size: 8, signed: false },
-    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
@@ -1950,7 +1950,7 @@ const SIG_389: &[Param] = &[
     Param { name: "ByteCount", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_390: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "srcHost", c_type: "const void *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
@@ -1961,29 +1961,29 @@ const SIG_391: &[Param] = &[
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_392: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "srcHost", c_type: "const void *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_393: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "dstContext", c_type: "CUcontext", class: ParamClass::Handle, value_size: 8, signed: false },
-    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "srcContext", c_type: "CUcontext", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_394: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "dstContext", c_type: "CUcontext", class: ParamClass::Handle, value_size: 8, signed: false },
-    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "srcDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "srcContext", c_type: "CUcontext", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "ByteCount", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_395: &[Param] = &[
-    Param { name: "dst", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
-    Param { name: "src", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dst", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
+    Param { name: "src", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "size", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "attr", c_type: "CUmemcpyAttributes_v1 *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
@@ -1994,12 +1994,12 @@ const SIG_396: &[Param] = &[
     Param { name: "N", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_397: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "us", c_type: "unsigned short", class: ParamClass::Scalar, value_size: 2, signed: false },
     Param { name: "N", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_398: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "us", c_type: "unsigned short", class: ParamClass::Scalar, value_size: 2, signed: false },
     Param { name: "N", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
@@ -2012,14 +2012,14 @@ const SIG_399: &[Param] = &[
     Param { name: "Height", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_400: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "dstPitch", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "us", c_type: "unsigned short", class: ParamClass::Scalar, value_size: 2, signed: false },
     Param { name: "Width", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "Height", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_401: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "dstPitch", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "us", c_type: "unsigned short", class: ParamClass::Scalar, value_size: 2, signed: false },
     Param { name: "Width", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
@@ -2034,14 +2034,14 @@ const SIG_402: &[Param] = &[
     Param { name: "Height", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_403: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "dstPitch", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ui", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
     Param { name: "Width", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "Height", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_404: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "dstPitch", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ui", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
     Param { name: "Width", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
@@ -2056,14 +2056,14 @@ const SIG_405: &[Param] = &[
     Param { name: "Height", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_406: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "dstPitch", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "uc", c_type: "unsigned char", class: ParamClass::Scalar, value_size: 1, signed: false },
     Param { name: "Width", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "Height", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_407: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "dstPitch", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "uc", c_type: "unsigned char", class: ParamClass::Scalar, value_size: 1, signed: false },
     Param { name: "Width", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
@@ -2076,12 +2076,12 @@ const SIG_408: &[Param] = &[
     Param { name: "N", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_409: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ui", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
     Param { name: "N", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_410: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "ui", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
     Param { name: "N", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
@@ -2092,12 +2092,12 @@ const SIG_411: &[Param] = &[
     Param { name: "N", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_412: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "uc", c_type: "unsigned char", class: ParamClass::Scalar, value_size: 1, signed: false },
     Param { name: "N", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_413: &[Param] = &[
-    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dstDevice", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "uc", c_type: "unsigned char", class: ParamClass::Scalar, value_size: 1, signed: false },
     Param { name: "N", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
@@ -2145,7 +2145,7 @@ const SIG_422: &[Param] = &[
     Param { name: "name", c_type: "const char *", class: ParamClass::RawPointer, value_size: 8, signed: false },
 ];
 const SIG_423: &[Param] = &[
-    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "bytes", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "hmod", c_type: "CUmodule", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "name", c_type: "const char *", class: ParamClass::RawPointer, value_size: 8, signed: false },
@@ -2192,7 +2192,7 @@ const SIG_432: &[Param] = &[
 const SIG_433: &[Param] = &[
     Param { name: "mcHandle", c_type: "CUmemGenericAllocationHandle", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "mcOffset", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
-    Param { name: "memptr", c_type: "CUdeviceptr", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "memptr", c_type: "CUdeviceptr", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "size", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "flags", c_type: "unsigned long long", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
@@ -2200,7 +2200,7 @@ const SIG_434: &[Param] = &[
     Param { name: "mcHandle", c_type: "CUmemGenericAllocationHandle", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "dev", c_type: "CUdevice", class: ParamClass::Scalar, value_size: 4, signed: true },
     Param { name: "mcOffset", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
-    Param { name: "memptr", c_type: "CUdeviceptr", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "memptr", c_type: "CUdeviceptr", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "size", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "flags", c_type: "unsigned long long", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
@@ -2310,18 +2310,18 @@ const SIG_451: &[Param] = &[
 const SIG_452: &[Param] = &[
     Param { name: "data", c_type: "void *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "attribute", c_type: "CUpointer_attribute", class: ParamClass::Scalar, value_size: 4, signed: false },
-    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_453: &[Param] = &[
     Param { name: "numAttributes", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
     Param { name: "attributes", c_type: "CUpointer_attribute *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "data", c_type: "void **", class: ParamClass::RawPointer, value_size: 8, signed: false },
-    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_454: &[Param] = &[
     Param { name: "value", c_type: "const void *", class: ParamClass::RawPointer, value_size: 8, signed: false },
     Param { name: "attribute", c_type: "CUpointer_attribute", class: ParamClass::Scalar, value_size: 4, signed: false },
-    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "ptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_455: &[Param] = &[
     Param { name: "configFile", c_type: "const char *", class: ParamClass::RawPointer, value_size: 8, signed: false },
@@ -2342,7 +2342,7 @@ const SIG_457: &[Param] = &[
 ];
 const SIG_458: &[Param] = &[
     Param { name: "hStream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
-    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "length", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "flags", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
@@ -2505,13 +2505,13 @@ const SIG_489: &[Param] = &[
 ];
 const SIG_490: &[Param] = &[
     Param { name: "stream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
-    Param { name: "addr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "addr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "value", c_type: "cuuint32_t", class: ParamClass::Scalar, value_size: 4, signed: false },
     Param { name: "flags", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
 const SIG_491: &[Param] = &[
     Param { name: "stream", c_type: "CUstream", class: ParamClass::Handle, value_size: 8, signed: false },
-    Param { name: "addr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "addr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "value", c_type: "cuuint64_t", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "flags", c_type: "unsigned int", class: ParamClass::Scalar, value_size: 4, signed: false },
 ];
@@ -2625,7 +2625,7 @@ const SIG_509: &[Param] = &[
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_510: &[Param] = &[
-    Param { name: "pdptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 4, signed: false },
+    Param { name: "pdptr", c_type: "CUdeviceptr_v2 *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
 ];
 const SIG_511: &[Param] = &[
@@ -2680,7 +2680,7 @@ const SIG_521: &[Param] = &[
 const SIG_522: &[Param] = &[
     Param { name: "ByteOffset", c_type: "size_t *", class: ParamClass::OutPointer, value_size: 8, signed: false },
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
-    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "bytes", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_523: &[Param] = &[
@@ -2692,7 +2692,7 @@ const SIG_523: &[Param] = &[
 const SIG_524: &[Param] = &[
     Param { name: "hTexRef", c_type: "CUtexref", class: ParamClass::Handle, value_size: 8, signed: false },
     Param { name: "desc", c_type: "const CUDA_ARRAY_DESCRIPTOR_v2 *", class: ParamClass::InStruct, value_size: 8, signed: false },
-    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 4, signed: false },
+    Param { name: "dptr", c_type: "CUdeviceptr_v2", class: ParamClass::Scalar, value_size: 8, signed: false },
     Param { name: "Pitch", c_type: "size_t", class: ParamClass::Scalar, value_size: 8, signed: false },
 ];
 const SIG_525: &[Param] = &[

@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 
 use gpubpf_verifier::VerifyStats;
 
+use crate::attach::abi::FLAG_OUT_VALID;
 use crate::attach::{AttachPoint, Phase};
 use crate::helper_table::{HelperTable, STACK_SIZE};
 use crate::jit::{self, CompiledProgram};
 use crate::program::PreparedProgram;
-use crate::registry::Registry;
+use crate::registry::{ObjectRecord, Registry};
 
 use super::build::LoadedObject;
 use super::ctx::CtxBuf;
@@ -43,6 +44,8 @@ pub struct AttachedProgram {
     compiled: CompiledProgram,
     /// Keeps the maps the code addresses alive as long as the code may run.
     prepared: PreparedProgram,
+    /// Size of the ctx the program was verified against (its attach point's `ctx_size`).
+    ctx_size: u32,
 }
 
 impl AttachedProgram {
@@ -70,6 +73,133 @@ impl AttachedProgram {
         // layout (8-byte aligned, `ctx_size` bytes). The maps it addresses are kept alive by
         // `self.prepared`, and `stack` is a full `STACK_SIZE` frame area.
         unsafe { self.compiled.execute(ctx.as_mut_ptr(), &mut stack.0) }
+    }
+
+    /// Runs the program on a ctx held in 64-bit words (the shim's stack array), laid out
+    /// as the attach catalog says for the program's attach point. A ctx shorter than that
+    /// layout is refused with [`WordsError::CtxTooSmall`] instead of running.
+    pub fn run_words(&self, ctx: &mut [u64], stack: &mut Stack) -> Result<u64, WordsError> {
+        let have = ctx.len().saturating_mul(8);
+        if have < self.ctx_size as usize {
+            return Err(WordsError::CtxTooSmall {
+                have,
+                need: self.ctx_size,
+            });
+        }
+        // SAFETY: as in `run`: the program was verified against the layout of its attach
+        // point, which spans `ctx_size` bytes; `ctx` is 8-byte aligned and at least that
+        // long (checked above). `self.prepared` keeps the maps alive.
+        unsafe {
+            self.compiled
+                .execute(ctx.as_mut_ptr().cast(), &mut stack.0)
+                .map_err(WordsError::Exec)
+        }
+    }
+}
+
+/// Why [`AttachedProgram::run_words`] did not produce a return value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WordsError {
+    /// The ctx is shorter than the layout the program was verified against.
+    #[error("ctx of {have} bytes is shorter than the {need} bytes of the attach point's layout")]
+    CtxTooSmall { have: usize, need: u32 },
+    /// The program stopped with a run-time error.
+    #[error("program fault")]
+    Exec(#[source] jit::ExecError),
+}
+
+/// What the entry programs decided, from [`Chain::entry_words`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryVerdict {
+    /// 0: the call proceeds; otherwise the `CUresult` returned instead of calling.
+    pub verdict: u32,
+    /// Index in [`Chain::entry`] of the program whose verdict it is.
+    pub denied_by: Option<usize>,
+    /// Programs that failed at run time (counted as verdict 0).
+    pub faults: u32,
+}
+
+/// Word index of `hdr.phase` (high half) / `hdr.api_id` (low half).
+const W_PHASE: usize = 0;
+/// Word index of `hdr.flags` (high half) / `hdr.device` (low half).
+const W_FLAGS: usize = 1;
+/// Word index of `hdr.result` (low half) / `hdr.variant` (high half).
+const W_RESULT: usize = 3;
+
+fn set_high(w: &mut u64, v: u32) {
+    *w = (*w & 0xffff_ffff) | (u64::from(v) << 32);
+}
+
+fn set_low(w: &mut u64, v: u32) {
+    *w = (*w & !0xffff_ffff) | u64::from(v);
+}
+
+/// Header words of a word ctx (little-endian hosts: the field at byte offset `8k + 4` is
+/// the high half of word `k`).
+const _: () = assert!(cfg!(target_endian = "little"));
+
+impl Chain {
+    /// Entry programs on a ctx held in words, without allocating: sets `hdr.phase` to entry
+    /// and runs the programs in priority order until one returns a non-zero verdict. A
+    /// program that fails counts as verdict 0 (fail open) and is counted in `faults`.
+    pub fn entry_words(&self, ctx: &mut [u64], stack: &mut Stack) -> EntryVerdict {
+        let mut out = EntryVerdict {
+            verdict: 0,
+            denied_by: None,
+            faults: 0,
+        };
+        if let Some(w) = ctx.get_mut(W_PHASE) {
+            set_high(w, Phase::Entry.ctx_value());
+        }
+        for (i, p) in self.entry.iter().enumerate() {
+            match p.run_words(ctx, stack) {
+                Ok(0) => {}
+                Ok(v) => {
+                    // The verifier bounds entry verdicts to small CUresult values.
+                    out.verdict = u32::try_from(v).unwrap_or(u32::MAX);
+                    out.denied_by = Some(i);
+                    break;
+                }
+                Err(_) => out.faults = out.faults.saturating_add(1),
+            }
+        }
+        out
+    }
+
+    /// Exit programs on a ctx held in words, without allocating: sets `hdr.phase` to exit,
+    /// `hdr.result` to `result` and `GPUBPF_CTX_F_OUT_VALID` to `out_valid`, runs every exit
+    /// program, and returns the final result (which a program may have overridden) and the
+    /// number of programs that failed.
+    pub fn exit_words(
+        &self,
+        ctx: &mut [u64],
+        stack: &mut Stack,
+        result: u32,
+        out_valid: bool,
+    ) -> (u32, u32) {
+        if let Some(w) = ctx.get_mut(W_PHASE) {
+            set_high(w, Phase::Exit.ctx_value());
+        }
+        if let Some(w) = ctx.get_mut(W_FLAGS) {
+            let flags = (*w >> 32) as u32;
+            let flags = if out_valid {
+                flags | FLAG_OUT_VALID
+            } else {
+                flags & !FLAG_OUT_VALID
+            };
+            set_high(w, flags);
+        }
+        if let Some(w) = ctx.get_mut(W_RESULT) {
+            set_low(w, result);
+        }
+        let mut faults = 0u32;
+        for p in &self.exit {
+            if p.run_words(ctx, stack).is_err() {
+                faults = faults.saturating_add(1);
+            }
+        }
+        let result = ctx.get(W_RESULT).map_or(result, |w| *w as u32);
+        (result, faults)
     }
 }
 
@@ -165,34 +295,87 @@ impl PolicySet {
             chains: BTreeMap::new(),
         };
         for rec in &snap.objects {
-            let loaded = LoadedObject::open(reg, rec)?;
-            for prec in &rec.programs {
-                // A recorded program missing from the object is an error even without links.
-                loaded.program(prec)?;
-                for link in &prec.links {
-                    let built = loaded.build(prec, link, helpers)?;
-                    let attached = AttachedProgram {
-                        object: rec.name.clone(),
-                        name: prec.name.clone(),
-                        phase: built.phase,
-                        priority: link.priority,
-                        stats: built.stats,
-                        compiled: built.compiled,
-                        prepared: built.prepared,
-                    };
-                    let chain = set.chains.entry(built.point.id).or_default();
-                    match built.phase {
-                        Phase::Entry => chain.entry.push(attached),
-                        Phase::Exit => chain.exit.push(attached),
+            set.add_object(reg, rec, helpers)?;
+        }
+        set.sort();
+        Ok(set)
+    }
+
+    /// Like [`PolicySet::load`], but an object that fails (corrupt, re-verification
+    /// rejected, maps changed, …) is left out on its own while every other object is kept:
+    /// returns the set and, per failed object, its name and the error. Only a registry that
+    /// cannot be read at all is an error.
+    pub fn load_each(
+        reg: &Registry,
+        helpers: &HelperTable,
+    ) -> Result<(Self, Vec<(String, DispatchError)>), DispatchError> {
+        let snap = reg.snapshot()?;
+        let mut set = PolicySet {
+            generation: snap.generation,
+            chains: BTreeMap::new(),
+        };
+        let mut failed = Vec::new();
+        for rec in &snap.objects {
+            let mut one = PolicySet::default();
+            match one.add_object(reg, rec, helpers) {
+                Ok(()) => {
+                    for (id, chain) in one.chains {
+                        let c = set.chains.entry(id).or_default();
+                        c.entry.extend(chain.entry);
+                        c.exit.extend(chain.exit);
                     }
+                }
+                Err(e) => failed.push((rec.name.clone(), e)),
+            }
+        }
+        set.sort();
+        Ok((set, failed))
+    }
+
+    /// Builds every link of every program of `rec` into this set's chains (unsorted).
+    fn add_object(
+        &mut self,
+        reg: &Registry,
+        rec: &ObjectRecord,
+        helpers: &HelperTable,
+    ) -> Result<(), DispatchError> {
+        let loaded = LoadedObject::open(reg, rec)?;
+        for prec in &rec.programs {
+            // A recorded program missing from the object is an error even without links.
+            loaded.program(prec)?;
+            for link in &prec.links {
+                let built = loaded.build(prec, link, helpers)?;
+                let attached = AttachedProgram {
+                    object: rec.name.clone(),
+                    name: prec.name.clone(),
+                    phase: built.phase,
+                    priority: link.priority,
+                    stats: built.stats,
+                    compiled: built.compiled,
+                    prepared: built.prepared,
+                    ctx_size: built.point.ctx_size,
+                };
+                let chain = self.chains.entry(built.point.id).or_default();
+                match built.phase {
+                    Phase::Entry => chain.entry.push(attached),
+                    Phase::Exit => chain.exit.push(attached),
                 }
             }
         }
-        for chain in set.chains.values_mut() {
+        Ok(())
+    }
+
+    fn sort(&mut self) {
+        for chain in self.chains.values_mut() {
             chain.entry.sort_by_key(|p| p.priority);
             chain.exit.sort_by_key(|p| p.priority);
         }
-        Ok(set)
+    }
+
+    /// The chains by attach-point id, taken out of the set (the shim publishes each on its
+    /// own).
+    pub fn into_chains(self) -> BTreeMap<u32, Chain> {
+        self.chains
     }
 
     /// The chain of `point`, if any program is attached to it.

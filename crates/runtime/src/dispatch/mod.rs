@@ -18,7 +18,7 @@ mod chain;
 mod ctx;
 
 pub use build::{BuiltProgram, LoadedObject};
-pub use chain::{AttachedProgram, CallOutcome, Chain, PolicySet, Stack};
+pub use chain::{AttachedProgram, CallOutcome, Chain, EntryVerdict, PolicySet, Stack, WordsError};
 pub use ctx::CtxBuf;
 
 /// Errors building or running policies.

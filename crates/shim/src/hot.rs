@@ -1,0 +1,506 @@
+//! The hot path every generated wrapper runs.
+//!
+//! A wrapper (`generated.rs`) does, for its attach point `P` and variant `V`:
+//!
+//! 1. [`policed`]`(P)`: one relaxed atomic load of the point's *hint* pointer. Null — the
+//!    common case, nothing attached — and the wrapper calls the real driver function
+//!    ([`real`]`(V)`: one more load of the cached, lazily resolved address) and returns its
+//!    result. Nothing else happens: no syscall, lock, allocation or `getenv`.
+//! 2. Otherwise (a chain is published, or the shim is not initialised yet, which the
+//!    [`UNINIT`] sentinel marks): unless this thread is already inside a policy or the
+//!    shim's own initialisation (re-entrant calls go straight to the driver), initialise
+//!    lazily ([`crate::init::ensure`]), then hold the point's chain for the whole call:
+//!    normally through the thread's chain cache (an `Arc` per point, refreshed with
+//!    `load_full` only when the point's hint no longer names the cached chain, so a steady
+//!    state costs no atomic read-modify-write), else (cache busy: a nested call on this
+//!    thread, or the thread is exiting) through an `arc-swap` guard. Either keeps that chain
+//!    alive until the call has left, however often the watcher thread publishes a new one
+//!    meanwhile (RCU). A thread's cache keeps the last chain it used per point alive until
+//!    the thread uses that point again or exits.
+//! 3. The ctx is an array of 64-bit words on the wrapper's stack, sized by the catalog:
+//!    [`Policed::header`], then the argument slots at the offsets `docs/ctx-abi.md` fixes,
+//!    then [`Policed::enter`] (entry programs; a non-zero verdict skips the real call), the
+//!    real call with writable arguments read back from their slots, out-values read after
+//!    success ([`read_out`]), [`Policed::exit`] (exit programs, which may override the
+//!    result), and write-backs of writable out-values ([`write_out`]).
+//!
+//! The BPF stack is per thread (`ThreadState`). A program fault counts as verdict 0 and is
+//! logged once per process; nothing here panics or unwinds into the application (the
+//! engines are entered through `catch_unwind`).
+
+use std::cell::{Cell, RefCell, RefMut};
+use std::collections::BTreeMap;
+use std::ffi::{c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::{null_mut, NonNull};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use arc_swap::{ArcSwapOption, Guard};
+use gpubpf_runtime::dispatch::{Chain, Stack};
+use gpubpf_runtime::helper_table::STACK_SIZE;
+
+use crate::abi_types::CUresult;
+use crate::generated::{CTX_GET_DEVICE, POINT_COUNT, POINT_IDS, VARIANTS, VARIANT_COUNT};
+
+/// What a wrapper returns when the real driver function cannot be called: the driver
+/// library could not be opened or does not export the symbol (`CUDA_ERROR_NOT_FOUND`,
+/// "a named symbol was not found").
+pub const NO_DRIVER: CUresult = 500;
+
+/// The code address of a wrapper, for the routing tables.
+#[derive(Clone, Copy, Debug)]
+pub struct Wrapper(pub *const c_void);
+
+// SAFETY: a code address, never dereferenced as data; sharing it between threads is as safe
+// as sharing a function pointer.
+unsafe impl Sync for Wrapper {}
+
+/// One exported driver symbol: its name, attach point and wrapper.
+#[derive(Debug)]
+pub struct VariantEntry {
+    /// Exported symbol, e.g. `cuMemAlloc_v2`.
+    pub symbol: &'static CStr,
+    /// Index of its attach point in `gpubpf_runtime::attach::all()`.
+    pub point: u16,
+    /// The shim's wrapper of that symbol.
+    pub wrapper: Wrapper,
+}
+
+/// Per attach point: the published chain and a plain pointer to it for the one-load test.
+struct Slot {
+    /// Null when nothing is attached, [`UNINIT`] before initialisation, else the address
+    /// of the chain in `chain` (only compared, never dereferenced).
+    hint: AtomicPtr<Chain>,
+    chain: ArcSwapOption<Chain>,
+}
+
+/// Hint value before the shim is initialised: sends the first call of every wrapper to
+/// the slow path, which initialises. No chain is ever at this (dangling, aligned) address.
+pub const UNINIT: *mut Chain = NonNull::<Chain>::dangling().as_ptr();
+
+static SLOTS: [Slot; POINT_COUNT] = [const {
+    Slot {
+        hint: AtomicPtr::new(UNINIT),
+        chain: ArcSwapOption::const_empty(),
+    }
+}; POINT_COUNT];
+
+/// Real driver function per variant, resolved on first use; [`MISSING`] when the driver
+/// has no such symbol.
+static REAL: [AtomicPtr<c_void>; VARIANT_COUNT] =
+    [const { AtomicPtr::new(null_mut()) }; VARIANT_COUNT];
+
+/// Marks a symbol the driver does not export (so it is not looked up again).
+const MISSING: *mut c_void = NonNull::<u64>::dangling().as_ptr().cast();
+
+/// Process id for `hdr.pid`, set at initialisation and in a forked child.
+static PID: AtomicU32 = AtomicU32::new(0);
+
+static FAULT_LOGGED: AtomicBool = AtomicBool::new(false);
+
+/// Everything a thread keeps for the shim, in one thread-local so that a policed call
+/// looks it up once (a cdylib's thread-locals cost a `__tls_get_addr` call per access).
+struct ThreadState {
+    /// The BPF stack of this thread's policy runs.
+    stack: RefCell<Stack>,
+    /// Depth of policy runs and shim initialisation on this thread; non-zero makes every
+    /// driver call go straight to the driver.
+    busy: Cell<u32>,
+    /// This thread's id for `hdr.tid`; 0 until first needed.
+    tid: Cell<u32>,
+    /// The chain this thread last used, per attach point.
+    cache: RefCell<[Option<Arc<Chain>>; POINT_COUNT]>,
+}
+
+thread_local! {
+    static THREAD: ThreadState = const {
+        ThreadState {
+            stack: RefCell::new(Stack([0; STACK_SIZE])),
+            busy: Cell::new(0),
+            tid: Cell::new(0),
+            cache: RefCell::new([const { None }; POINT_COUNT]),
+        }
+    };
+}
+
+/// This thread's state, `None` while the thread is being torn down.
+fn thread_state() -> Option<&'static ThreadState> {
+    // SAFETY: `try_with` hands out the state only before its destructor has started; the
+    // reference is only used by this thread (`Policed`, which carries it, is neither `Send`
+    // nor `Sync`) and never outlives the driver call that took it, during which the
+    // thread's destructors cannot run.
+    THREAD
+        .try_with(|t| unsafe { &*(t as *const ThreadState) })
+        .ok()
+}
+
+impl ThreadState {
+    fn as_busy<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        self.busy.set(self.busy.get().saturating_add(1));
+        let r = catch_unwind(AssertUnwindSafe(f)).ok();
+        self.busy.set(self.busy.get().saturating_sub(1));
+        r
+    }
+
+    /// Runs `f` on the BPF stack, marked busy; `None` when the stack is in use or `f`
+    /// panicked.
+    fn with_stack<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> Option<R> {
+        let mut s = self.stack.try_borrow_mut().ok()?;
+        self.as_busy(|| f(&mut s))
+    }
+
+    fn tid(&self) -> u32 {
+        if self.tid.get() == 0 {
+            // SAFETY: `gettid` has no preconditions and cannot fail.
+            self.tid.set(unsafe { libc::gettid() }.unsigned_abs());
+        }
+        self.tid.get()
+    }
+}
+
+/// The real driver function of variant `v`, resolved (and cached) on first use.
+#[inline(always)]
+pub fn real(v: usize) -> Option<*mut c_void> {
+    let p = REAL.get(v)?.load(Ordering::Acquire);
+    if p.is_null() {
+        return resolve_real(v);
+    }
+    (p != MISSING).then_some(p)
+}
+
+#[cold]
+#[inline(never)]
+fn resolve_real(v: usize) -> Option<*mut c_void> {
+    let entry = VARIANTS.get(v)?;
+    let cell = REAL.get(v)?;
+    match crate::driver::lookup(entry.symbol) {
+        Some(p) => {
+            cell.store(p, Ordering::Release);
+            Some(p)
+        }
+        None => {
+            // Only cache a miss once the library itself is open (a missing library is
+            // retried, so that a later `dlopen` path or environment can still succeed).
+            if crate::driver::is_open() {
+                cell.store(MISSING, Ordering::Release);
+            }
+            None
+        }
+    }
+}
+
+/// The chain of attach point `point` when policies must run for this call.
+#[inline(always)]
+pub fn policed(point: usize) -> Option<Policed> {
+    let hint = SLOTS.get(point)?.hint.load(Ordering::Relaxed);
+    if hint.is_null() {
+        return None;
+    }
+    policed_slow(point)
+}
+
+#[inline(never)]
+fn policed_slow(point: usize) -> Option<Policed> {
+    let thread = thread_state()?;
+    if thread.busy.get() != 0 {
+        return None;
+    }
+    crate::init::ensure();
+    let slot = SLOTS.get(point)?;
+    if let Ok(mut cache) = thread.cache.try_borrow_mut() {
+        let entry = cache.get_mut(point)?;
+        let hint = slot.hint.load(Ordering::Acquire);
+        if entry.as_ref().map(Arc::as_ptr) != Some(hint.cast_const()) {
+            // The published chain changed (or was never cached): take a reference of our
+            // own. The chain it replaces is not in use on this thread (the cache is only
+            // borrowed by one call at a time).
+            *entry = slot.chain.load_full();
+        }
+        if entry.is_none() {
+            return None;
+        }
+        return Some(Policed {
+            chain: Held::Cached(cache, point),
+            thread,
+        });
+    }
+    let guard = slot.chain.load();
+    guard.is_some().then_some(Policed {
+        chain: Held::Guard(guard),
+        thread,
+    })
+}
+
+/// Runs `f` marked busy on this thread (driver calls it makes go straight to the driver),
+/// catching panics: `None` when `f` panicked (or the thread is being torn down).
+pub fn as_busy<R>(f: impl FnOnce() -> R) -> Option<R> {
+    thread_state()?.as_busy(f)
+}
+
+fn note_faults(faults: u32) {
+    if faults > 0 && !FAULT_LOGGED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "a policy program failed at run time; it counts as verdict 0 (logged once per process)"
+        );
+    }
+}
+
+/// Sets the cached process id (at initialisation and in a forked child) and forgets the
+/// calling thread's cached thread id.
+pub fn set_pid(pid: u32) {
+    PID.store(pid, Ordering::Relaxed);
+    if let Some(t) = thread_state() {
+        t.tid.set(0);
+    }
+}
+
+/// Ordinal of the current context's device, -1 when there is none.
+fn current_device() -> i32 {
+    let Some(f) = real(CTX_GET_DEVICE) else {
+        return -1;
+    };
+    let mut dev: i32 = -1;
+    // SAFETY: `f` is the driver's `cuCtxGetDevice(CUdevice *device)`; `dev` is a valid
+    // `int` for the call.
+    let r = unsafe {
+        std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut i32) -> CUresult>(f)(&mut dev)
+    };
+    if r == 0 {
+        dev
+    } else {
+        -1
+    }
+}
+
+/// A call that runs policies: holds the chain alive until the call has left.
+pub struct Policed {
+    chain: Held,
+    thread: &'static ThreadState,
+}
+
+/// How a policed call holds its chain.
+enum Held {
+    /// Through this thread's cache (borrowed for the call), at this point's index.
+    Cached(RefMut<'static, [Option<Arc<Chain>>; POINT_COUNT]>, usize),
+    /// Through an `arc-swap` guard.
+    Guard(Guard<Option<Arc<Chain>>>),
+}
+
+impl Held {
+    fn get(&self) -> Option<&Chain> {
+        match self {
+            Held::Cached(cache, i) => cache.get(*i).and_then(Option::as_deref),
+            Held::Guard(g) => g.as_deref(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Policed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policed").finish_non_exhaustive()
+    }
+}
+
+impl Policed {
+    /// Fills the ctx header: api id, phase (entry), device, flags, pid, tid, variant.
+    #[inline]
+    pub fn header(&self, c: &mut [u64], api_id: u32, variant: u32, flags: u32) {
+        if let [w0, w1, w2, w3, ..] = c {
+            *w0 = u64::from(api_id);
+            *w1 = u64::from(current_device() as u32) | (u64::from(flags) << 32);
+            *w2 = u64::from(PID.load(Ordering::Relaxed)) | (u64::from(self.thread.tid()) << 32);
+            *w3 = u64::from(variant) << 32;
+        }
+    }
+
+    /// Entry programs: `Some(verdict)` when one refused the call (the wrapper returns the
+    /// verdict without calling the driver).
+    #[inline]
+    pub fn enter(&self, c: &mut [u64]) -> Option<CUresult> {
+        let chain = self.chain.get()?;
+        if chain.entry.is_empty() {
+            return None;
+        }
+        let v = self
+            .thread
+            .with_stack(|stack| chain.entry_words(c, stack))?;
+        note_faults(v.faults);
+        (v.verdict != 0).then_some(v.verdict)
+    }
+
+    /// Exit programs: the result the caller gets.
+    #[inline]
+    pub fn exit(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
+        let Some(chain) = self.chain.get() else {
+            return result;
+        };
+        if chain.exit.is_empty() {
+            return result;
+        }
+        match self
+            .thread
+            .with_stack(|stack| chain.exit_words(c, stack, result, out_valid))
+        {
+            Some((r, faults)) => {
+                note_faults(faults);
+                r
+            }
+            None => result,
+        }
+    }
+}
+
+/// The value behind out-pointer `p` (`size` bytes, sign-extended when `signed`); 0 for NULL.
+///
+/// # Safety
+/// `p` is NULL or valid for reading `size` bytes.
+#[inline]
+pub unsafe fn read_out(p: *mut c_void, size: u8, signed: bool) -> u64 {
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: non-null and readable for `size` bytes (the caller's contract); unaligned
+    // reads because the application's pointer may be.
+    unsafe {
+        match (size, signed) {
+            (1, _) => u64::from(p.cast::<u8>().read_unaligned()),
+            (2, _) => u64::from(p.cast::<u16>().read_unaligned()),
+            (4, false) => u64::from(p.cast::<u32>().read_unaligned()),
+            (4, true) => i64::from(p.cast::<i32>().read_unaligned()) as u64,
+            _ => p.cast::<u64>().read_unaligned(),
+        }
+    }
+}
+
+/// Writes the low `size` bytes of `value` through out-pointer `p`; nothing for NULL.
+///
+/// # Safety
+/// `p` is NULL or valid for writing `size` bytes.
+#[inline]
+pub unsafe fn write_out(p: *mut c_void, size: u8, value: u64) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: non-null and writable for `size` bytes (the caller's contract).
+    unsafe {
+        match size {
+            1 => p.cast::<u8>().write_unaligned(value as u8),
+            2 => p.cast::<u16>().write_unaligned(value as u16),
+            4 => p.cast::<u32>().write_unaligned(value as u32),
+            _ => p.cast::<u64>().write_unaligned(value),
+        }
+    }
+}
+
+/// Fills `grid_x..=stream` of the launch block from a `CUlaunchConfig` (seven `unsigned
+/// int`s, then `CUstream hStream` at offset 32); leaves them zero for NULL.
+///
+/// # Safety
+/// `config` is NULL or points to a readable `CUlaunchConfig`.
+pub unsafe fn launch_from_config(config: *mut c_void, launch: &mut [u64]) {
+    if config.is_null() {
+        return;
+    }
+    if let [gx, gy, gz, bx, by, bz, shmem, stream] = launch {
+        let base = config.cast::<u32>();
+        // SAFETY: a `CUlaunchConfig` starts with seven `unsigned int`s and has its stream
+        // handle at byte offset 32 (the caller's contract makes it readable).
+        unsafe {
+            for (i, dst) in [gx, gy, gz, bx, by, bz, shmem].into_iter().enumerate() {
+                *dst = u64::from(base.add(i).read_unaligned());
+            }
+            *stream = config.cast::<u8>().add(32).cast::<u64>().read_unaligned();
+        }
+    }
+}
+
+/// Publishes `chains` (by attach-point id): each point gets its chain or none. Calls in
+/// flight keep the chain they loaded; it is freed when the last of them has left.
+pub fn publish(mut chains: BTreeMap<u32, Chain>) {
+    for (slot, id) in SLOTS.iter().zip(POINT_IDS.iter()) {
+        match chains.remove(id) {
+            Some(chain) => {
+                let chain = Arc::new(chain);
+                let ptr = Arc::as_ptr(&chain).cast_mut();
+                slot.chain.store(Some(chain));
+                slot.hint.store(ptr, Ordering::Release);
+            }
+            None => {
+                slot.hint.store(null_mut(), Ordering::Release);
+                slot.chain.store(None);
+            }
+        }
+    }
+    for id in chains.keys() {
+        tracing::warn!(
+            api_id = id,
+            "programs for an attach point this shim does not know; ignored"
+        );
+    }
+}
+
+/// Sends every wrapper's next call to the slow path (which re-initialises a forked child);
+/// async-signal-safe (atomic stores only).
+pub fn force_slow_path() {
+    for slot in &SLOTS {
+        slot.hint.store(UNINIT, Ordering::Release);
+    }
+}
+
+/// Makes every point unpoliced (initialisation found nothing to run or failed).
+pub fn publish_nothing() {
+    publish(BTreeMap::new());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_values_are_read_and_written_with_their_size_and_sign() {
+        let mut word: u64 = u64::MAX;
+        let p = (&mut word as *mut u64).cast::<c_void>();
+        // SAFETY: `p` points to 8 writable bytes for every call below.
+        unsafe {
+            write_out(p, 4, 0xffff_fffe);
+            assert_eq!(read_out(p, 4, true), (-2i64) as u64);
+            assert_eq!(read_out(p, 4, false), 0xffff_fffe);
+            assert_eq!(word, 0xffff_ffff_ffff_fffe, "only 4 bytes written");
+            write_out(p, 8, 7);
+            assert_eq!(read_out(p, 8, false), 7);
+            write_out(p, 1, 0x1ff);
+            assert_eq!(read_out(p, 1, false), 0xff);
+            write_out(p, 2, 0x12345);
+            assert_eq!(read_out(p, 2, false), 0x2345);
+            assert_eq!(read_out(null_mut(), 8, false), 0);
+            write_out(null_mut(), 8, 1);
+        }
+    }
+
+    #[test]
+    fn launch_block_from_a_launch_config() {
+        #[repr(C)]
+        struct Config {
+            dims: [u32; 7],
+            stream: u64,
+            attrs: u64,
+            num_attrs: u32,
+        }
+        let mut cfg = Config {
+            dims: [1, 2, 3, 4, 5, 6, 7],
+            stream: 0xabcd,
+            attrs: 0,
+            num_attrs: 0,
+        };
+        let mut launch = [0u64; 8];
+        // SAFETY: `cfg` is a readable CUlaunchConfig-shaped value.
+        unsafe { launch_from_config((&mut cfg as *mut Config).cast(), &mut launch) };
+        assert_eq!(launch, [1, 2, 3, 4, 5, 6, 7, 0xabcd]);
+        assert_eq!((cfg.attrs, cfg.num_attrs), (0, 0));
+        let mut untouched = [9u64; 8];
+        // SAFETY: NULL is allowed.
+        unsafe { launch_from_config(null_mut(), &mut untouched) };
+        assert_eq!(untouched, [9; 8]);
+    }
+}

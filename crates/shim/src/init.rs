@@ -1,0 +1,185 @@
+//! Lazy initialisation (on the first driver call, never in an ELF constructor) and the
+//! watcher thread that keeps the published chains in step with the registry.
+//!
+//! 1. Logging: a `tracing` subscriber on stderr when `GPUBPF_LOG` is set (an env-filter
+//!    directive such as `info` or `gpubpf=debug`); nothing otherwise.
+//! 2. The registry at `GPUBPF_HOME` (default: `registry::default_home()`). A registry that
+//!    does not exist or cannot be opened leaves the process unpoliced (logged once); the
+//!    shim never creates one in an application's name.
+//! 3. The process registers in the registry's process table, builds a `PolicySet` with
+//!    every object re-verified and compiled (an object that fails is left out on its own,
+//!    logged), publishes the chains and acknowledges the generation.
+//! 4. A watcher thread sleeps on the generation word (`Control::wait_change`); on a change
+//!    it rebuilds and republishes off the hot path, then acknowledges.
+//! 5. After `fork` the child (whose only thread is the one that forked) refreshes the cached
+//!    pid in the `pthread_atfork` handler and sends every wrapper to the slow path; its
+//!    first driver call then registers the child in the process table, rebuilds the chains
+//!    and starts the child's own watcher. (A `fork` while another thread is in the middle
+//!    of the shim's first initialisation leaves the child unable to initialise: its copy of
+//!    the initialisation lock stays taken.)
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Once, OnceLock};
+use std::time::Duration;
+
+use gpubpf_runtime::dispatch::PolicySet;
+use gpubpf_runtime::helpers::standard_helpers;
+use gpubpf_runtime::registry::{self, Registry};
+
+use crate::hot;
+
+/// Environment variable holding the shim's log filter.
+pub const LOG_ENV: &str = "GPUBPF_LOG";
+
+static INIT: Once = Once::new();
+static REGISTRY: OnceLock<Registry> = OnceLock::new();
+static ATFORK: AtomicBool = AtomicBool::new(false);
+/// Set in a forked child until its first driver call has re-initialised it.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// Initialises the shim once per process (and once more in a forked child); later calls
+/// return at once.
+pub fn ensure() {
+    if FORKED.load(Ordering::Relaxed)
+        && FORKED.swap(false, Ordering::AcqRel)
+        && hot::as_busy(reinit_after_fork).is_none()
+    {
+        hot::publish_nothing();
+    }
+    INIT.call_once(|| {
+        if hot::as_busy(init).is_none() {
+            // A panic during initialisation: run unpoliced rather than break the process.
+            hot::publish_nothing();
+        }
+    });
+}
+
+fn install_logging() {
+    let Some(filter) = std::env::var_os(LOG_ENV) else {
+        return;
+    };
+    let filter = tracing_subscriber::EnvFilter::new(filter.to_string_lossy());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// `pthread_atfork` child handler: only async-signal-safe work (atomic stores, `getpid`).
+extern "C" fn after_fork_in_child() {
+    hot::set_pid(std::process::id());
+    if INIT.is_completed() {
+        FORKED.store(true, Ordering::Release);
+        hot::force_slow_path();
+    }
+}
+
+/// The forked child's first driver call: its own process-table slot, chains and watcher.
+fn reinit_after_fork() {
+    let Some(reg) = REGISTRY.get() else {
+        // The parent ran unpoliced: so does the child.
+        hot::publish_nothing();
+        return;
+    };
+    start(reg);
+}
+
+/// Registers the process, publishes the chains and starts the watcher.
+fn start(reg: &'static Registry) {
+    let slot = match reg.control().register(std::process::id()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %error_chain(&e), "not registered in the process table");
+            None
+        }
+    };
+    let seen = reg.generation();
+    reload(reg, slot, true);
+    let spawned = std::thread::Builder::new()
+        .name("gpubpf-watch".into())
+        .spawn(move || watch(reg, slot, seen));
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the watcher thread; policies stay as loaded");
+    }
+}
+
+fn init() {
+    install_logging();
+    hot::set_pid(std::process::id());
+    if !ATFORK.swap(true, Ordering::Relaxed) {
+        // SAFETY: registers a plain function without captured state as the child handler.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    }
+    let home = std::env::var_os(registry::HOME_ENV)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(registry::default_home);
+    if !home.join("control").is_file() {
+        tracing::info!(home = %home.display(), "no gpubpf registry; the process runs unpoliced");
+        hot::publish_nothing();
+        return;
+    }
+    let reg = match Registry::open(&home) {
+        Ok(r) => REGISTRY.get_or_init(|| r),
+        Err(e) => {
+            tracing::warn!(home = %home.display(), error = %error_chain(&e), "cannot open the gpubpf registry; the process runs unpoliced");
+            hot::publish_nothing();
+            return;
+        }
+    };
+    start(reg);
+}
+
+fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64) {
+    loop {
+        let g = reg.control().wait_change(seen, Duration::from_secs(3600));
+        if g != seen {
+            let _ = hot::as_busy(|| reload(reg, slot, false));
+            seen = g;
+        }
+    }
+}
+
+/// Rebuilds every chain from the registry and publishes them (when the registry cannot be
+/// read, the chains already published stay; at `first` nothing is published then).
+fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
+    let started = std::time::Instant::now();
+    match PolicySet::load_each(reg, &standard_helpers()) {
+        Ok((set, failed)) => {
+            for (object, e) in &failed {
+                tracing::warn!(object = %object, error = %error_chain(e), "policy object skipped");
+            }
+            let generation = set.generation;
+            let programs = set.programs().count();
+            hot::publish(set.into_chains());
+            if let Some(s) = slot {
+                reg.control().ack(s, generation);
+            }
+            tracing::info!(
+                generation,
+                programs,
+                skipped = failed.len(),
+                micros = started.elapsed().as_micros() as u64,
+                "policies published"
+            );
+        }
+        Err(e) => {
+            tracing::warn!(error = %error_chain(&e), "cannot read the registry; policies unchanged");
+            if first {
+                hot::publish_nothing();
+            }
+        }
+    }
+}
+
+/// `error: cause: cause…`, for one-line logs.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

@@ -1,0 +1,189 @@
+//! The shim (`libgpubpf.so`) and the mock CUDA stack of `tests/shim/`, built for end-to-end
+//! tests: the shim with cargo into the running test's target directory, the mock driver and
+//! the test applications with the system C compiler (`cc`) into a directory kept for the
+//! test process (under `CARGO_TARGET_TMPDIR`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// Path of `libgpubpf.so`, built on first use (`cargo build -p gpubpf-shim`, a no-op when up
+/// to date) in the profile of the running test executable.
+pub fn shim_library() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable path");
+            let profile_dir = exe
+                .parent()
+                .and_then(|d| d.parent())
+                .expect("target profile directory")
+                .to_path_buf();
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "--quiet", "-p", "gpubpf-shim"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            if let Some(t) = profile_dir.parent() {
+                cmd.env("CARGO_TARGET_DIR", t);
+            }
+            let status = cmd.status().expect("run cargo build");
+            assert!(status.success(), "cargo build -p gpubpf-shim failed");
+            let lib = profile_dir.join("libgpubpf.so");
+            assert!(lib.is_file(), "{} missing after cargo build", lib.display());
+            lib
+        })
+        .clone()
+}
+
+/// The built mock stack.
+#[derive(Debug)]
+pub struct MockStack {
+    /// Directory holding `libcuda.so.1` (put it on `LD_LIBRARY_PATH`).
+    pub dir: PathBuf,
+    /// The mock driver.
+    pub libcuda: PathBuf,
+    /// `app.c` linked against the mock driver (route `link`).
+    pub app_link: PathBuf,
+    /// `app.c` without a link to the driver (routes `dlsym` and `proc`).
+    pub app_dyn: PathBuf,
+    /// `next.c`: prints what `dlsym(RTLD_NEXT, "whoami")` from liba.so finds.
+    pub next: PathBuf,
+}
+
+fn cc(args: &[&str]) {
+    let out = Command::new("cc").args(args).output().expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Builds the mock driver and the applications once per test process.
+pub fn mock_stack() -> &'static MockStack {
+    static STACK: OnceLock<MockStack> = OnceLock::new();
+    STACK.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim");
+        // Kept for the whole test process (statics are never dropped), under the target
+        // directory's scratch space rather than /tmp.
+        let dir = tempfile::Builder::new()
+            .prefix("mock-cuda")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("tempdir")
+            .keep();
+        let s = |p: &str| src.join(p).to_str().expect("utf-8 path").to_owned();
+        let o = |p: &str| dir.join(p).to_str().expect("utf-8 path").to_owned();
+        let flags = ["-O1", "-Wall", "-Wextra", "-Werror"];
+        let mut args = flags.to_vec();
+        let (mock_src, libcuda) = (s("mock_cuda.c"), o("libcuda.so.1"));
+        args.extend([
+            "-shared",
+            "-fPIC",
+            "-Wl,-Bsymbolic",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            &libcuda,
+            &mock_src,
+        ]);
+        cc(&args);
+        let (app_src, app_link, app_dyn) = (s("app.c"), o("app_link"), o("app_dyn"));
+        let dir_s = o("");
+        let rpath = format!("-Wl,-rpath,{dir_s}");
+        let lpath = format!("-L{dir_s}");
+        let mut args = flags.to_vec();
+        args.extend([
+            "-DLINK_CUDA",
+            "-o",
+            &app_link,
+            &app_src,
+            &lpath,
+            "-l:libcuda.so.1",
+            &rpath,
+            "-lpthread",
+        ]);
+        cc(&args);
+        let mut args = flags.to_vec();
+        args.extend(["-o", &app_dyn, &app_src, "-ldl", "-lpthread"]);
+        cc(&args);
+        let (next_src, liba, libb, next) = (s("next.c"), o("liba.so"), o("libb.so"), o("next"));
+        for (def, lib) in [("-DLIB_A", &liba), ("-DLIB_B", &libb)] {
+            let mut args = flags.to_vec();
+            args.extend([def, "-shared", "-fPIC", "-o", lib, &next_src, "-ldl"]);
+            cc(&args);
+        }
+        let mut args = flags.to_vec();
+        args.extend([
+            "-o",
+            &next,
+            &next_src,
+            // Keep libb.so although the program does not reference it: it is what
+            // RTLD_NEXT from liba.so must find.
+            "-Wl,--no-as-needed",
+            &liba,
+            &libb,
+            &rpath,
+            "-ldl",
+        ]);
+        cc(&args);
+        MockStack {
+            libcuda: dir.join("libcuda.so.1"),
+            app_link: dir.join("app_link"),
+            app_dyn: dir.join("app_dyn"),
+            next: dir.join("next"),
+            dir,
+        }
+    })
+}
+
+/// Whether a C compiler runs (`cc`).
+pub fn have_cc() -> bool {
+    Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+impl MockStack {
+    /// A command running `program` with the shim preloaded on the mock driver, its registry
+    /// at `home`, `GPUBPF_LOG` unset.
+    pub fn command(&self, program: &Path, home: &Path) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env("LD_PRELOAD", shim_library())
+            .env("GPUBPF_CUDA_LIBRARY", &self.libcuda)
+            .env("LD_LIBRARY_PATH", &self.dir)
+            .env("GPUBPF_HOME", home)
+            .env_remove("GPUBPF_LOG")
+            .env_remove("RUST_LOG");
+        cmd
+    }
+
+    /// The application binary for `route` (`link`, `dlsym` or `proc`).
+    pub fn app(&self, route: &str) -> &Path {
+        if route == "link" {
+            &self.app_link
+        } else {
+            &self.app_dyn
+        }
+    }
+
+    /// Runs the application through `route` with `args`; asserts that it exited 0.
+    pub fn run_app(&self, home: &Path, route: &str, args: &[&str]) -> Output {
+        let out = self
+            .command(self.app(route), home)
+            .arg(route)
+            .args(args)
+            .output()
+            .expect("run the test application");
+        assert!(
+            out.status.success(),
+            "app {route} {args:?}: {:?}\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}

@@ -1,0 +1,569 @@
+//! End to end: unmodified test applications on the mock CUDA driver (`tests/shim/`) with
+//! `libgpubpf.so` preloaded and policies loaded by the real `gpubpf` CLI, on every route into
+//! the driver (direct ELF binding, `dlsym` on a `dlopen`ed handle, `cuGetProcAddress_v2` with
+//! the self-lookup as CUDA 13's cudart does).
+//!
+//! Needs `cc` and clang (scripts/test.sh installs them); prints `skipped: …` without them.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use gpubpf_runtime::attach;
+use gpubpf_runtime::registry::Registry;
+use serde_json::Value;
+
+use common::cli::{ok, ok_json, run_with_registry as cli};
+use common::shim::{have_cc, mock_stack, shim_library};
+
+const ROUTES: [&str; 3] = ["link", "dlsym", "proc"];
+
+fn tools_present() -> bool {
+    if !have_cc() {
+        eprintln!("skipped: cc not found");
+        return false;
+    }
+    if !common::cli::have_clang() {
+        eprintln!("skipped: clang not found");
+        return false;
+    }
+    true
+}
+
+/// Builds `src` (relative to the repository) into `dir` with `gpubpf build`.
+fn policy(dir: &Path, src: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
+    let name = src.file_name().and_then(|n| n.to_str()).expect("file name");
+    let obj = dir.join(name.replace(".bpf.c", ".o"));
+    assert!(common::cli::build_object(&src, &obj, &dir.join("sdk")));
+    obj
+}
+
+fn load(home: &Path, obj: &Path, sets: &[&str]) -> u64 {
+    let mut args = vec!["-j", "load", obj.to_str().expect("utf-8 path")];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    ok_json(&cli(home, &args))["generation"]
+        .as_u64()
+        .expect("generation")
+}
+
+fn stdout_lines(out: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `gpubpf maps dump MAP` as key -> value.
+fn dump(home: &Path, map: &str) -> BTreeMap<u64, Value> {
+    let j = ok_json(&cli(home, &["-j", "maps", "dump", map]));
+    j.as_array()
+        .expect("array")
+        .iter()
+        .map(|e| (e["key"].as_u64().expect("integer key"), e["value"].clone()))
+        .collect()
+}
+
+fn api(name: &str) -> u64 {
+    u64::from(attach::resolve(name).expect("catalogued").id)
+}
+
+#[test]
+fn quota_denies_exactly_the_allocation_that_crosses_the_limit_on_every_route() {
+    if !tools_present() {
+        return;
+    }
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("reg");
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    // 350 bytes: three allocations of 100 fit, the fourth would cross the limit.
+    load(&home, &quota, &["limit_bytes=350", "log_denials=0"]);
+    for route in ROUTES {
+        let out = mock.run_app(&home, route, &["quota", "5", "100"]);
+        assert_eq!(
+            stdout_lines(&out),
+            [
+                "alloc 0 0",
+                "alloc 1 0",
+                "alloc 2 0",
+                "alloc 3 2",
+                "alloc 4 2",
+                "free 0",
+                "retry 0",
+                // Denied calls never reached the driver.
+                "mock alloc=4 free=4 launch=0 launch_ptsz=0 getinfo=0",
+            ],
+            "route {route}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Three processes, each denied twice and left with nothing allocated.
+    let usage = dump(&home, "proc_usage");
+    assert_eq!(usage.len(), 3, "{usage:?}");
+    for u in usage.values() {
+        assert_eq!(
+            (&u["bytes"], &u["allocs"], &u["frees"], &u["denied"]),
+            (&0.into(), &4.into(), &4.into(), &2.into()),
+            "{u}"
+        );
+    }
+}
+
+#[test]
+fn trace_counts_exactly_the_calls_made_on_every_route() {
+    if !tools_present() {
+        return;
+    }
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let trace = policy(tmp.path(), "policies/trace.bpf.c");
+    for (i, route) in ROUTES.iter().enumerate() {
+        let home = tmp.path().join(format!("reg-{route}"));
+        load(&home, &trace, &[]);
+        let (launches, allocs) = (7 + i, 3 + i);
+        let out = mock.run_app(
+            &home,
+            route,
+            &["count", &launches.to_string(), &allocs.to_string()],
+        );
+        let lines = stdout_lines(&out);
+        // The cuGetProcAddress route asks for the per-thread default stream: its launches
+        // reach the driver's cuLaunchKernel_ptsz.
+        let (legacy, ptsz) = if *route == "proc" {
+            (0, launches)
+        } else {
+            (launches, 0)
+        };
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some(
+                format!(
+                    "mock alloc={allocs} free={allocs} launch={legacy} launch_ptsz={ptsz} getinfo=1"
+                )
+                .as_str()
+            ),
+            "route {route}"
+        );
+        let stats = dump(&home, "stats");
+        let calls = |name| {
+            stats
+                .get(&api(name))
+                .map(|v| v["calls"].as_u64().expect("calls"))
+        };
+        assert_eq!(
+            calls("cuLaunchKernel"),
+            Some(launches as u64),
+            "route {route}"
+        );
+        assert_eq!(calls("cuMemAlloc"), Some(allocs as u64), "route {route}");
+        assert_eq!(calls("cuMemFree"), Some(allocs as u64), "route {route}");
+        assert_eq!(stats.len(), 3, "route {route}: {stats:?}");
+    }
+}
+
+#[test]
+fn threads_are_counted_exactly() {
+    if !tools_present() {
+        return;
+    }
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("reg");
+    load(&home, &policy(tmp.path(), "policies/trace.bpf.c"), &[]);
+    let out = mock.run_app(&home, "proc", &["threads", "8", "250"]);
+    assert_eq!(
+        stdout_lines(&out),
+        ["mock alloc=0 free=0 launch=0 launch_ptsz=2000 getinfo=0"]
+    );
+    let stats = dump(&home, "stats");
+    assert_eq!(stats[&api("cuLaunchKernel")]["calls"], 2000);
+}
+
+#[test]
+fn ctx_header_launch_block_and_out_value_write_back() {
+    if !tools_present() {
+        return;
+    }
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let probe = policy(tmp.path(), "tests/shim/ctx_probe.bpf.c");
+    let launch = attach::resolve("cuLaunchKernel").expect("catalogued");
+    let ptsz = launch
+        .variant_by_symbol("cuLaunchKernel_ptsz")
+        .expect("ptsz variant")
+        .0 as u64;
+    for (route, variant, per_thread) in [("link", 0, 0), ("proc", ptsz, 4)] {
+        let home = tmp.path().join(format!("reg-{route}"));
+        load(&home, &probe, &[]);
+        let child = mock
+            .command(mock.app(route), &home)
+            .args([route, "count", "4", "1"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let pid = u64::from(child.id());
+        let out = child.wait_with_output().expect("wait");
+        assert!(out.status.success());
+        // The exit program's out.total reached the application; free is the driver's.
+        assert_eq!(
+            stdout_lines(&out)[0],
+            "getinfo 0 free=1073741824 total=12345",
+            "route {route}"
+        );
+        let p = dump(&home, "probe");
+        let want: BTreeMap<u64, Value> = [
+            (0, 4.into()),
+            (1, per_thread.into()),
+            (2, variant.into()),
+            (3, 1.into()), // device 0 (+1)
+            (4, pid.into()),
+            (5, 32.into()), // launch.block_x
+            (6, 32.into()), // args.blockDimX
+            (7, 1.into()),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(p, want, "route {route}");
+    }
+}
+
+#[test]
+fn a_policy_loaded_while_the_application_runs_takes_effect() {
+    if !tools_present() {
+        return;
+    }
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("reg");
+    // An empty registry: the process starts unpoliced and watches it.
+    drop(Registry::open(&home).expect("create registry"));
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
+    let child = mock
+        .command(&mock.app_dyn, &home)
+        .arg("proc")
+        .args(["live"])
+        .arg(&ready)
+        .arg(&go)
+        .arg("1000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "application never got ready");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // `--wait` returns once the process acknowledged the change (its watcher republished).
+    let j = ok_json(&cli(
+        &home,
+        &[
+            "-j",
+            "load",
+            quota.to_str().expect("utf-8 path"),
+            "--set",
+            "limit_bytes=500",
+            "--set",
+            "log_denials=0",
+            "--wait=60s",
+        ],
+    ));
+    assert_eq!(j["acknowledged_by"], 1, "{j}");
+    let acked: Vec<_> = Registry::open(&home)
+        .expect("open registry")
+        .control()
+        .processes()
+        .into_iter()
+        .filter(|p| p.pid == pid)
+        .map(|p| p.acked_generation)
+        .collect();
+    assert_eq!(acked, [j["generation"].as_u64().expect("generation")]);
+    std::fs::write(&go, b"").expect("create go");
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Before the load the allocation went through; after it, the same size is over the
+    // new limit and refused without reaching the driver.
+    assert_eq!(
+        stdout_lines(&out),
+        [
+            "before 0",
+            "after 2",
+            "mock alloc=1 free=0 launch=0 launch_ptsz=0 getinfo=0"
+        ]
+    );
+    let usage = dump(&home, "proc_usage");
+    assert_eq!(usage[&u64::from(pid)]["denied"], 1);
+}
+
+#[test]
+fn a_corrupt_registry_leaves_the_process_unpoliced_and_says_why_once() {
+    if !tools_present() {
+        return;
+    }
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("reg");
+    std::fs::create_dir(&home).expect("mkdir");
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod");
+    std::fs::write(home.join("control"), b"not a control block").expect("write control");
+    let out = mock
+        .command(&mock.app_link, &home)
+        .env("GPUBPF_LOG", "warn")
+        .args(["link", "quota", "3", "100"])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    assert_eq!(
+        stdout_lines(&out),
+        [
+            "alloc 0 0",
+            "alloc 1 0",
+            "alloc 2 0",
+            "free 0",
+            "retry 0",
+            "mock alloc=4 free=4 launch=0 launch_ptsz=0 getinfo=0"
+        ]
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches("cannot open the gpubpf registry").count(),
+        1,
+        "{err}"
+    );
+}
+
+#[test]
+fn rtld_next_resolves_relative_to_the_real_caller() {
+    if !have_cc() {
+        eprintln!("skipped: cc not found");
+        return;
+    }
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = mock
+        .command(&mock.next, tmp.path())
+        .output()
+        .expect("run next");
+    assert_eq!(ok(&out), "B\n");
+}
+
+#[test]
+fn the_library_exports_dlsym_both_resolvers_and_every_catalogued_symbol() {
+    use object::{Object as _, ObjectSymbol as _};
+    let bytes = std::fs::read(shim_library()).expect("read libgpubpf.so");
+    let file = object::File::parse(&*bytes).expect("ELF");
+    let exported: std::collections::BTreeSet<&str> = file
+        .dynamic_symbols()
+        .filter(|s| s.is_definition() && s.is_global())
+        .filter_map(|s| s.name().ok())
+        .collect();
+    for name in ["dlsym", "cuGetProcAddress", "cuGetProcAddress_v2"] {
+        assert!(exported.contains(name), "{name} not exported");
+    }
+    let mut n = 0;
+    for p in attach::all() {
+        for v in p.variants {
+            assert!(exported.contains(v.symbol), "{} not exported", v.symbol);
+            n += 1;
+        }
+    }
+    assert_eq!(n, attach::generated::VARIANT_COUNT);
+}
+
+fn vm_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+fn wait_acked(home: &Path, pid: u32, generation: u64, deadline: Instant) {
+    let reg = Registry::open(home).expect("open registry");
+    loop {
+        let acked = reg
+            .control()
+            .processes()
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.acked_generation);
+        if acked.is_some_and(|g| g >= generation) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} never acknowledged generation {generation} (acked: {acked:?})"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// RCU under load: 8 threads launch without pause while the counting policy is replaced
+/// again and again; every launch runs exactly one version of the program (the count, kept in
+/// a map that replacements keep by name, equals the launches made), nothing crashes, and the
+/// process does not grow with the replacements.
+#[test]
+fn swap_under_load_counts_every_call_exactly_once() {
+    if !tools_present() {
+        return;
+    }
+    const REPLACEMENTS: usize = 60;
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("reg");
+    let count = policy(tmp.path(), "tests/shim/count_launch.bpf.c");
+    load(&home, &count, &[]);
+    let stop = tmp.path().join("stop");
+    let child = mock
+        .command(&mock.app_link, &home)
+        .args(["link", "hammer", "8"])
+        .arg(&stop)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut rss_after_warmup = 0;
+    for i in 0..REPLACEMENTS {
+        let g = load(&home, &count, &[]);
+        if i == 9 {
+            wait_acked(&home, pid, g, deadline);
+            rss_after_warmup = vm_rss_kib(pid);
+        }
+        if i + 1 == REPLACEMENTS {
+            wait_acked(&home, pid, g, deadline);
+        }
+    }
+    let rss_end = vm_rss_kib(pid);
+    std::fs::write(&stop, b"").expect("create stop");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success());
+    let lines = stdout_lines(&out);
+    let made: u64 = lines[0]
+        .strip_prefix("launches ")
+        .and_then(|n| n.parse().ok())
+        .expect("launch total");
+    assert!(made > 0);
+    assert_eq!(
+        lines[1],
+        format!("mock alloc=0 free=0 launch={made} launch_ptsz=0 getinfo=0")
+    );
+    assert_eq!(dump(&home, "launches")[&0], made);
+    eprintln!(
+        "{made} launches; RSS {rss_after_warmup} KiB after warm-up, {rss_end} KiB at the end"
+    );
+    // 50 more replacements after warm-up: a leaked chain (code pages, map mappings) per
+    // replacement would show; allow allocator noise.
+    assert!(
+        rss_end < rss_after_warmup + 8 * 1024,
+        "RSS grew from {rss_after_warmup} KiB to {rss_end} KiB over {} replacements",
+        REPLACEMENTS - 10
+    );
+}
+
+/// A forked child is policed as its own process: the quota counts it under its own pid
+/// (the cached pid was refreshed) with its own limit, and its denials happen in the child.
+#[test]
+fn a_forked_child_is_policed_as_its_own_process() {
+    if !tools_present() {
+        return;
+    }
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("reg");
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    load(&home, &quota, &["limit_bytes=350", "log_denials=0"]);
+    let out = mock.run_app(&home, "link", &["fork", "4", "100"]);
+    let lines = stdout_lines(&out);
+    let child_pid: u64 = lines[1]
+        .strip_prefix("child pid ")
+        .and_then(|p| p.parse().ok())
+        .expect("child pid line");
+    assert_eq!(
+        lines[2..],
+        [
+            "child alloc 0 0",
+            "child alloc 1 0",
+            "child alloc 2 0",
+            "child alloc 3 2",
+            "child exit 0",
+            // The mock's counters are per process: the parent's one allocation.
+            "mock alloc=1 free=0 launch=0 launch_ptsz=0 getinfo=0",
+        ]
+    );
+    assert_eq!(lines[0], "parent alloc 0");
+    let usage = dump(&home, "proc_usage");
+    assert_eq!(usage[&child_pid]["bytes"], 300);
+    assert_eq!(usage[&child_pid]["denied"], 1);
+    assert_eq!(usage.len(), 2, "{usage:?}");
+}
+
+/// `gpubpf run`: loads the policies, starts the command with the shim (found beside the
+/// `gpubpf` binary) preloaded, and exits with the command's status.
+#[test]
+fn gpubpf_run_loads_policies_preloads_the_shim_and_keeps_the_exit_status() {
+    if !tools_present() {
+        return;
+    }
+    let mock = mock_stack();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("reg");
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    shim_library(); // built beside the gpubpf binary
+    let gpubpf = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(common::cli::gpubpf())
+            .args(args)
+            .env("GPUBPF_HOME", &home)
+            .env("GPUBPF_CUDA_LIBRARY", &mock.libcuda)
+            .env("LD_LIBRARY_PATH", &mock.dir)
+            .env_remove("GPUBPF_SHIM")
+            .env_remove("LD_PRELOAD")
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run gpubpf")
+    };
+    let out = gpubpf(&[
+        "run".as_ref(),
+        "--policy".as_ref(),
+        quota.as_os_str(),
+        "--set".as_ref(),
+        "limit_bytes=250".as_ref(),
+        "--set".as_ref(),
+        "log_denials=0".as_ref(),
+        "--".as_ref(),
+        mock.app_link.as_os_str(),
+        "link".as_ref(),
+        "quota".as_ref(),
+        "3".as_ref(),
+        "100".as_ref(),
+    ]);
+    assert_eq!(
+        ok(&out),
+        "alloc 0 0\nalloc 1 0\nalloc 2 2\nfree 0\nretry 0\n\
+         mock alloc=3 free=3 launch=0 launch_ptsz=0 getinfo=0\n"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loaded quota"));
+    let out = gpubpf(&[
+        "run".as_ref(),
+        "--".as_ref(),
+        "sh".as_ref(),
+        "-c".as_ref(),
+        "exit 7".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(7));
+}
