@@ -120,3 +120,185 @@ fn globals_of_mixed_sizes_at_their_symbol_offsets() {
     assert_eq!(r[0]["value"]["b_pair"], json!({"lo": 5, "hi": 6}));
     assert_eq!(r[0]["value"]["b_flag"], 1);
 }
+
+fn update(home: &Path, args: &[&str]) -> std::process::Output {
+    let mut a = vec!["maps", "update"];
+    a.extend_from_slice(args);
+    run(home, &a)
+}
+
+#[test]
+fn field_updates_change_only_the_named_fields() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(obj) = build(d.path()) else { return };
+    let home = d.path().join("reg");
+    ok(&run(&home, &["load", obj.to_str().unwrap()]));
+
+    // Global data: each update names one variable; the others keep their values.
+    ok(&update(
+        &home,
+        &["mixed.bss", "--key", "0", "--value", "b_big=5"],
+    ));
+    ok(&update(
+        &home,
+        &["mixed.bss", "--key", "0", "--value", "b_mid=7"],
+    ));
+    ok(&update(
+        &home,
+        &[
+            "mixed.bss",
+            "--key",
+            "0",
+            "--value",
+            r#"{"b_pair": {"hi": 3}}"#,
+        ],
+    ));
+    ok(&update(
+        &home,
+        &["mixed.bss", "--key", "0", "--value", "b_pair.lo=4"],
+    ));
+    let b = raw(&home, "mixed.bss");
+    assert_eq!(u64_at(&b, 0), 5, "b_big kept: {b:?}");
+    assert_eq!(u32_at(&b, 12), 7, "b_mid kept: {b:?}");
+    assert_eq!((u32_at(&b, 16), b[20]), (4, 3), "b_pair: {b:?}");
+    ok(&update(
+        &home,
+        &["mixed.data", "--key", "0", "--value", "d_small=200"],
+    ));
+    let r = j(&run(&home, &["-j", "maps", "dump", "mixed.data"]));
+    assert_eq!(
+        r[0]["value"],
+        json!({"d_big": 1000, "d_small": 200, "d_mid": 12, "d_pair": {"lo": 13, "hi": 14}})
+    );
+
+    // A hash map of structs: an existing entry keeps the fields not named; a new entry
+    // starts from zeroes; a named char array is replaced as a whole.
+    ok(&update(
+        &home,
+        &[
+            "usage",
+            "--key",
+            "42",
+            "--value",
+            "bytes=4096,allocs=3,comm=python3",
+        ],
+    ));
+    ok(&update(
+        &home,
+        &["usage", "--key", "42", "--value", "denied=7"],
+    ));
+    ok(&update(
+        &home,
+        &[
+            "usage",
+            "--key",
+            "42",
+            "--value",
+            r#"{"allocs": 4, "comm": "sh"}"#,
+        ],
+    ));
+    let l = j(&run(
+        &home,
+        &["-j", "maps", "lookup", "usage", "--key", "42"],
+    ));
+    assert_eq!(
+        l["value"],
+        json!({"bytes": 4096, "allocs": 4, "denied": 7, "comm": "sh"})
+    );
+    ok(&update(
+        &home,
+        &[
+            "usage", "--key", "43", "--value", "denied=1", "--flags", "noexist",
+        ],
+    ));
+    let l = j(&run(
+        &home,
+        &["-j", "maps", "lookup", "usage", "--key", "43"],
+    ));
+    assert_eq!(
+        l["value"],
+        json!({"bytes": 0, "allocs": 0, "denied": 1, "comm": ""})
+    );
+    let out = update(
+        &home,
+        &[
+            "usage", "--key", "44", "--value", "denied=1", "--flags", "exist",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    // A whole value (hex bytes) still replaces everything, as in bpftool.
+    ok(&update(
+        &home,
+        &[
+            "usage",
+            "--key",
+            "42",
+            "--value",
+            &format!("hex:{}", "00".repeat(24)),
+        ],
+    ));
+    let l = j(&run(
+        &home,
+        &["-j", "maps", "lookup", "usage", "--key", "42"],
+    ));
+    assert_eq!(l["value"]["bytes"], 0);
+}
+
+#[test]
+fn rodata_updates_are_refused_unless_forced() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(obj) = build(d.path()) else { return };
+    let home = d.path().join("reg");
+    ok(&run(
+        &home,
+        &["load", obj.to_str().unwrap(), "--set", "r_mid=77"],
+    ));
+    let before = raw(&home, "mixed.rodata");
+
+    let out = update(&home, &["mixed.rodata", "--key", "0", "--value", "r_mid=5"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("read-only") && err.contains("--set") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(raw(&home, "mixed.rodata"), before, "nothing written");
+    let out = run(
+        &home,
+        &[
+            "-j",
+            "maps",
+            "update",
+            "mixed.rodata",
+            "--key",
+            "0",
+            "--value",
+            "r_mid=5",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let e: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(e["error"].as_str().unwrap().contains("read-only"), "{e}");
+
+    let out = update(
+        &home,
+        &[
+            "mixed.rodata",
+            "--key",
+            "0",
+            "--value",
+            "r_mid=5",
+            "--force",
+        ],
+    );
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("read-only") && err.contains("next `gpubpf load`"),
+        "--force says what it does: {err}"
+    );
+    let after = raw(&home, "mixed.rodata");
+    assert_eq!(u32_at(&after, 12), 5);
+    assert_eq!(u64_at(&after, 0), u64_at(&before, 0), "r_big kept");
+    assert_eq!(&after[16..24], &before[16..24], "r_pair kept");
+}

@@ -4,12 +4,17 @@
 //! them (structs as JSON objects, integers as numbers); otherwise they are hex bytes. On
 //! input, `--key`/`--value` take hex bytes (`hex:0a000000`, `0a 00 00 00`), or with BTF a
 //! JSON value or `field=value` pairs, or an integer for 1/2/4/8-byte untyped values.
+//!
+//! `update` with field names changes only those fields (a read-modify-write under the
+//! map's lock, `Map::update_masked`); hex bytes or a whole value replace the value.
+//! `.rodata` maps are refused unless `--force` (bpftool refuses writes to frozen maps).
 
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use gpubpf_runtime::maps::types::{format_value, parse_value};
+use gpubpf_runtime::maps::types::{format_value, parse_patch, parse_value};
 use gpubpf_runtime::maps::{Map, MapMeta, MapSpec, MapType, BPF_ANY, BPF_EXIST, BPF_NOEXIST};
+use gpubpf_runtime::object::BPF_F_RDONLY_PROG;
 use gpubpf_runtime::registry::Registry;
 use serde_json::{json, Value};
 
@@ -51,6 +56,10 @@ pub enum Command {
         /// `any` (create or update), `noexist` (create only), `exist` (update only).
         #[arg(long, default_value = "any", value_parser = ["any", "noexist", "exist"])]
         flags: String,
+        /// Write a `.rodata` map anyway (programs see it as read-only constants): the
+        /// change is not recorded, and the next `gpubpf load` of the object rewrites it.
+        #[arg(long)]
+        force: bool,
     },
     /// Delete an entry.
     Delete {
@@ -127,15 +136,6 @@ fn parse_key(map: &Map, key: &str) -> anyhow::Result<Vec<u8>> {
     .with_context(|| format!("bad --key `{key}`"))
 }
 
-fn parse_val(map: &Map, value: &str) -> anyhow::Result<Vec<u8>> {
-    parse_value(
-        map.meta().value_type.as_ref(),
-        value,
-        map.spec().value_size as usize,
-    )
-    .with_context(|| format!("bad --value `{value}`"))
-}
-
 /// The JSON description used by `list` and `show`.
 fn describe(map: &Map) -> Value {
     let s = map.spec();
@@ -197,17 +197,44 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             key,
             value,
             flags,
+            force,
         } => {
             let map = open_map(&reg, &name)?;
+            let read_only = map.spec().flags & BPF_F_RDONLY_PROG != 0;
+            if read_only && !force {
+                bail!(
+                    "map `{name}` is read-only (`.rodata`: programs see its values as \
+                     constants, frozen at load like bpftool's); change them with \
+                     `gpubpf load OBJECT --name {object} --set VAR=VALUE` (loading the name \
+                     again replaces the program), or write the map anyway with --force",
+                    object = name.strip_suffix(".rodata").unwrap_or(&name)
+                );
+            }
             let k = parse_key(&map, &key)?;
-            let v = parse_val(&map, &value)?;
+            let patch = parse_patch(
+                map.meta().value_type.as_ref(),
+                &value,
+                map.spec().value_size as usize,
+            )
+            .with_context(|| format!("bad --value `{value}`"))?;
             let f = match flags.as_str() {
                 "noexist" => BPF_NOEXIST,
                 "exist" => BPF_EXIST,
                 _ => BPF_ANY,
             };
-            map.update(&k, &v, f)
-                .with_context(|| format!("update of `{name}`"))?;
+            if patch.is_whole() {
+                map.update(&k, &patch.bytes, f)
+            } else {
+                map.update_masked(&k, &patch.bytes, &patch.mask, f)
+            }
+            .with_context(|| format!("update of `{name}`"))?;
+            if read_only {
+                eprintln!(
+                    "warning: wrote read-only map `{name}` (--force): programs read the new \
+                     value from their next run; it is not recorded, and the next `gpubpf load` \
+                     of the object rewrites `{name}` from the object and its --set values"
+                );
+            }
             done(out, "updated")
         }
         Command::Delete { name, key } => {
