@@ -59,7 +59,7 @@ pub fn describe(obj: &Object) -> Value {
             json!({
                 "name": p.name,
                 "section": p.section,
-                "attach": p.attach,
+                "attach": (!p.attach.is_empty()).then_some(&p.attach),
                 "attach_id": p.attach_id,
                 "phase": p.phase.as_str(),
                 "insns": p.insns.len(),

@@ -1,4 +1,4 @@
-//! `gpubpf load OBJ [--attach API[,API…]] [--name N] [--set VAR=VALUE] [--priority P]`:
+//! `gpubpf load OBJ [--attach API|PROG=API[,…]] [--name N] [--set VAR=VALUE] [--priority P]`:
 //! parse, relocate and verify an object, bind or create its maps, and record its programs
 //! and links in the registry (no running application needed; live processes pick the
 //! change up through the registry's generation word).
@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use gpubpf_runtime::object::{Object, ObjectError};
-use gpubpf_runtime::program::{bind_maps, map_defs, prepare, resolve_links, verify_at};
+use gpubpf_runtime::program::{
+    bind_maps, map_defs, plan_attach, prepare, resolve_links, verify_at,
+};
 use gpubpf_runtime::registry::{sha256_hex, ObjectRecord, ProgramRecord, Registry, RECORD_FORMAT};
 use serde_json::json;
 
@@ -20,10 +22,12 @@ use crate::output::Output;
 pub struct Args {
     /// The object file (`clang -target bpf` output).
     pub object: PathBuf,
-    /// Attach to these APIs instead of the sections' (`cudaMalloc`, `cuMemAlloc_v2`, …;
-    /// comma-separated or repeated). Applies to every program of the object, each in its
-    /// section's phase (entry or exit).
-    #[arg(long, value_delimiter = ',', value_name = "API")]
+    /// Where programs attach (comma-separated or repeated), each in its section's phase:
+    /// `PROG=API` for one program (`API` another spelling of its section's API, or any API
+    /// for a `SEC("cuda")`/`SEC("cudaret")` program); `API` alone for the programs whose
+    /// section names no API, or for every program when they all name one API. Programs
+    /// written for different APIs need `PROG=API`.
+    #[arg(long, value_delimiter = ',', value_name = "API|PROG=API")]
     pub attach: Vec<String>,
     /// Registry name (default: the file name without `.o`). Loading a name again replaces
     /// that program atomically; its maps keep their contents.
@@ -82,9 +86,11 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     }
 
     // Resolve attach points and verify every program where it will run.
+    let plan = plan_attach(&obj.programs, &args.attach)
+        .with_context(|| format!("`{}`", path.display()))?;
     let mut programs = Vec::new();
-    for p in &obj.programs {
-        let links = resolve_links(p, &args.attach, args.priority)
+    for (p, attach) in obj.programs.iter().zip(&plan) {
+        let links = resolve_links(p, attach, args.priority)
             .with_context(|| format!("program `{}`", p.name))?;
         for (point, link) in &links {
             verify_at(&obj, p, point).map_err(|e| CliError {

@@ -642,9 +642,11 @@ mod tests {
         let mut whole = parse_patch(Some(&t), all, 24).unwrap();
         whole.mask[20..].fill(0xff); // the bits after the bitfield are padding
         assert!(whole.is_whole());
-        assert!(parse_patch(Some(&t), &format!("hex:{}", "01".repeat(24)), 24)
-            .unwrap()
-            .is_whole());
+        assert!(
+            parse_patch(Some(&t), &format!("hex:{}", "01".repeat(24)), 24)
+                .unwrap()
+                .is_whole()
+        );
         assert!(parse_patch(None, "7", 4).unwrap().is_whole());
     }
 

@@ -8,12 +8,15 @@
 //!   plain 64-bit immediate: the address of the process-local [`crate::maps::Map`] (the
 //!   map handle helpers receive) or the address of the value inside the shared mapping.
 //!   The [`PreparedProgram`] keeps the maps alive as long as the code may run.
+//! - [`plan_attach`]: what `--attach API` / `--attach PROG=API` means for each program.
 
+mod attach_plan;
 mod bind;
 mod from_object;
 mod prepare;
 mod verify;
 
+pub use attach_plan::{plan_attach, section_api, AttachPlanError};
 pub use bind::{bind_maps, global_map_name, BindError, BoundMap, MapDef};
 pub use from_object::{map_defs, map_type, type_desc};
 pub use prepare::{prepare, PrepareError, PreparedProgram};
