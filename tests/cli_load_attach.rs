@@ -161,6 +161,16 @@ fn attach_api_moves_generic_and_single_api_programs() {
             link("count_exit", "cuLaunchKernel", "exit", "cuLaunchKernel"),
         ]
     );
+    let err = fails(&run(
+        &home,
+        &[
+            "load",
+            g,
+            "--attach",
+            "count_entry=cuMemFree,count_exit=cuMemFree,cudaMalloc",
+        ],
+    ));
+    assert!(err.contains("applies to no program"), "{err}");
     let insp = j(&run(&home, &["-j", "inspect", g]));
     assert_eq!(insp["programs"][0]["section"], "cuda");
     assert!(insp["programs"][0]["attach"].is_null(), "{insp}");

@@ -51,6 +51,8 @@ pub enum AttachPlanError {
     NoApi { program: String, section: String },
     #[error("`--attach {entry}`: empty program or API name")]
     Malformed { entry: String },
+    #[error("`--attach {api}` applies to no program: every program is named by a `PROG=API`")]
+    Unused { api: String },
     #[error("`--attach {api}`")]
     Attach {
         api: String,
@@ -128,6 +130,11 @@ pub fn plan_attach(
             .filter(|&i| section_api(&programs[i]).is_none())
             .collect();
         let targets = if generic.is_empty() { rest } else { generic };
+        if targets.is_empty() {
+            return Err(AttachPlanError::Unused {
+                api: bare.join(","),
+            });
+        }
         let first = targets.first().map(|&i| programs[i].attach.as_str());
         if targets
             .iter()
