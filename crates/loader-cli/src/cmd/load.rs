@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', value_name = "API|PROG=API")]
     pub attach: Vec<String>,
     /// Registry name (default: the file name without `.o`). Loading a name again replaces
-    /// that program atomically; its maps keep their contents.
+    /// that program atomically; its maps (`NAME.MAP`, private to it) keep their contents.
     #[arg(long)]
     pub name: Option<String>,
     /// Set a global before loading (`--set limit_bytes=8GiB`); repeatable.
@@ -150,14 +150,25 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
         maps: bound.iter().map(|b| b.binding.clone()).collect(),
         programs,
     };
+    let previous = reg.object(&name).ok();
     writer
         .publish_object(&record, &bytes)
         .with_context(|| format!("cannot record program `{name}`"))?;
+    // Maps of the replaced version that this one no longer binds go, unless used or pinned.
+    let dropped: Vec<String> = previous
+        .iter()
+        .flat_map(|o| o.maps.iter().map(|m| m.registry_name.clone()))
+        .filter(|m| !record.maps.iter().any(|b| &b.registry_name == m))
+        .collect();
+    let removed = writer
+        .remove_unused_maps(&dropped)
+        .with_context(|| format!("loaded `{name}`, but removing maps it no longer uses failed"))?;
     drop(writer);
     let generation = reg.generation();
     if out.json() {
         let mut v = serde_json::to_value(&record)?;
         v["generation"] = json!(generation);
+        v["maps_removed"] = json!(removed);
         return out.print_json(&v);
     }
     println!("loaded {name} (generation {generation})");
@@ -176,6 +187,9 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
             b.spec,
             if b.created { "created" } else { "existing" }
         );
+    }
+    for m in &removed {
+        println!("  map {m} removed (the new version does not use it)");
     }
     Ok(())
 }

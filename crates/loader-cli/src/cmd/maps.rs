@@ -91,6 +91,17 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Pin a map: it stays when no loaded object uses it (maps declared
+    /// `__uint(pinning, LIBBPF_PIN_BY_NAME)` are pinned when loaded).
+    Pin {
+        /// Map name.
+        name: String,
+    },
+    /// Unpin a map; it is removed when no loaded object uses it.
+    Unpin {
+        /// Map name.
+        name: String,
+    },
     /// Create an empty map (maps are normally created by `gpubpf load`).
     Create {
         /// Map name.
@@ -114,9 +125,16 @@ fn open_registry() -> anyhow::Result<Registry> {
     Registry::open_default().context("cannot open the registry")
 }
 
-fn open_map(reg: &Registry, name: &str) -> anyhow::Result<Arc<Map>> {
-    reg.open_map(name)
+/// The registry name `name` means: itself, or the one object's private `OBJECT.name`.
+fn resolve(reg: &Registry, name: &str) -> anyhow::Result<String> {
+    reg.resolve_map_name(name)
         .with_context(|| format!("cannot open map `{name}`"))
+}
+
+fn open_map(reg: &Registry, name: &str) -> anyhow::Result<Arc<Map>> {
+    let real = resolve(reg, name)?;
+    reg.open_map(&real)
+        .with_context(|| format!("cannot open map `{real}`"))
 }
 
 /// Text form of a formatted key/value: hex without quotes, JSON otherwise.
@@ -137,7 +155,7 @@ fn parse_key(map: &Map, key: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The JSON description used by `list` and `show`.
-fn describe(map: &Map) -> Value {
+fn describe(reg: &Registry, map: &Map) -> Value {
     let s = map.spec();
     let meta: &MapMeta = map.meta();
     let mut v = json!({
@@ -149,6 +167,7 @@ fn describe(map: &Map) -> Value {
         "flags": s.flags,
         "entries": map.len(),
         "bytes": map.file_size(),
+        "pinned": reg.is_pinned(map.name()),
     });
     if let Some(t) = &meta.key_type {
         v["key_type"] = json!(t.c_name());
@@ -251,11 +270,44 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             done(out, "cleared")
         }
         Command::Rm { name, force } => {
+            let name = resolve(&reg, &name)?;
             reg.writer()
                 .context("cannot lock the registry")?
                 .remove_map(&name, force)
                 .with_context(|| format!("cannot remove map `{name}`"))?;
             done(out, "removed")
+        }
+        Command::Pin { name } => {
+            let name = resolve(&reg, &name)?;
+            let new = reg
+                .writer()
+                .context("cannot lock the registry")?
+                .pin_map(&name)
+                .with_context(|| format!("cannot pin map `{name}`"))?;
+            if !out.json() {
+                println!(
+                    "{name} {}",
+                    if new { "pinned" } else { "was already pinned" }
+                );
+            }
+            done(out, "pinned")
+        }
+        Command::Unpin { name } => {
+            let name = resolve(&reg, &name)?;
+            let removed = reg
+                .writer()
+                .context("cannot lock the registry")?
+                .unpin_map(&name)
+                .with_context(|| format!("cannot unpin map `{name}`"))?;
+            if out.json() {
+                return out.print_json(&json!({ "status": "unpinned", "removed": removed }));
+            }
+            if removed {
+                println!("{name} unpinned and removed (no loaded program uses it)");
+            } else {
+                println!("{name} unpinned (loaded programs still use it)");
+            }
+            Ok(())
         }
         Command::Create {
             name,
@@ -288,7 +340,7 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                 .create_map(&name, &spec, &MapMeta::default())
                 .with_context(|| format!("cannot create map `{name}`"))?;
             if out.json() {
-                out.print_json(&describe(&map))
+                out.print_json(&describe(&reg, &map))
             } else {
                 println!("created {name}: {spec}");
                 Ok(())
@@ -309,7 +361,7 @@ fn list(reg: &Registry, out: &Output) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for name in reg.map_names().context("cannot list maps")? {
         match reg.open_map(&name) {
-            Ok(m) => rows.push(describe(&m)),
+            Ok(m) => rows.push(describe(reg, &m)),
             Err(e) => {
                 rows.push(json!({ "name": name, "error": format!("{:#}", anyhow::Error::from(e)) }))
             }
@@ -342,7 +394,8 @@ fn list(reg: &Registry, out: &Output) -> anyhow::Result<()> {
 
 fn show(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {
     let map = open_map(reg, name)?;
-    let mut v = describe(&map);
+    let name = map.name();
+    let mut v = describe(reg, &map);
     let users: Vec<String> = reg
         .snapshot()
         .context("cannot read loaded programs")?
@@ -378,6 +431,9 @@ fn show(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {
     }
     if !users.is_empty() {
         println!("  used by:    {}", users.join(", "));
+    }
+    if reg.is_pinned(name) {
+        println!("  pinned:     yes (kept when no loaded program uses it)");
     }
     Ok(())
 }

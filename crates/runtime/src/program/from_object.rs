@@ -60,6 +60,7 @@ pub fn map_defs(obj: &Object) -> Vec<MapDef> {
                     global_section: m.is_global().then(|| m.name.clone()),
                 },
                 initial: m.initial.clone(),
+                pinned: m.pinned,
             }
         })
         .collect()
