@@ -1,6 +1,7 @@
 //! End-to-end tests of `gpubpf load` and `gpubpf prog …` with policies compiled by clang
 //! (`gpubpf build`): verification (exit code 3 and the diagnostic on rejection), map
-//! binding by name (created, reused with their contents, conflicting definitions named),
+//! binding by name (created, reused with their contents, conflicting definitions of a
+//! pinned map named; private maps and unload in `cli_maps_pinning.rs`),
 //! global data (`--set` into `.rodata`, `.bss` kept across reloads), typed dumps of the
 //! loaded maps, and the registry record (attach point, phase, priority, map names).
 //!
@@ -28,6 +29,7 @@ struct {
 	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, struct stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } alloc_stats SEC(".maps");
 
 struct {
@@ -62,7 +64,7 @@ int count_alloc(struct gpubpf_cuMemAlloc_entry *ctx)
 char LICENSE[] SEC("license") = "GPL";
 "#;
 
-/// Same map name, other value type: must conflict.
+/// Same pinned map name, other value type: must conflict.
 const CONFLICT: &str = r#"
 #include "gpubpf.h"
 struct {
@@ -70,6 +72,7 @@ struct {
 	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } alloc_stats SEC(".maps");
 SEC("cudaret/cuMemFree")
 int f(void *ctx)
@@ -151,7 +154,12 @@ fn load_bind_reload_conflict_unload() {
     let names: Vec<&str> = rec.maps.iter().map(|m| m.registry_name.as_str()).collect();
     assert_eq!(
         names,
-        ["alloc_stats", "events", "counter.rodata", "counter.bss"]
+        [
+            "alloc_stats",
+            "counter.events",
+            "counter.rodata",
+            "counter.bss"
+        ]
     );
     assert_eq!(
         reg.object_bytes("counter").unwrap(),
@@ -281,12 +289,17 @@ fn load_bind_reload_conflict_unload() {
     assert_eq!(s["object_sha256"].as_str().unwrap().len(), 64);
     let out = run(&home, &["maps", "rm", "alloc_stats"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("used by `counter`"));
-    ok(&run(&home, &["prog", "unload", "counter"]));
+    let u = json(&run(&home, &["-j", "prog", "unload", "counter"]));
+    assert_eq!(
+        u["maps_removed"],
+        serde_json::json!(["counter.events", "counter.rodata", "counter.bss"])
+    );
+    assert_eq!(u["maps_kept"], serde_json::json!(["alloc_stats"]));
     assert!(json(&run(&home, &["-j", "prog", "list"]))
         .as_array()
         .unwrap()
         .is_empty());
-    // Maps outlive their programs until removed.
+    // A pinned map outlives its programs until removed.
     assert_eq!(
         json(&run(
             &home,

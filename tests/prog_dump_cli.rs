@@ -134,7 +134,7 @@ fn xlated_lists_every_instruction_with_source_lines() {
         "{text}"
     );
     // Map references are rewritten to addresses and say which registry map they name.
-    assert!(text.contains("/* map[proc_usage] */"), "{text}");
+    assert!(text.contains("/* map[quota.proc_usage] */"), "{text}");
     assert!(text.contains("/* map[quota.rodata][0]+"), "{text}");
     // The subprogram is labelled.
     assert!(text.lines().any(|l| l == "over_limit:"), "{text}");

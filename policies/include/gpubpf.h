@@ -123,6 +123,14 @@ enum {
 	BPF_F_MMAPABLE = (1U << 10),
 };
 
+/* __uint(pinning, …) of a map in SEC(".maps"), as libbpf: maps are private to their
+ * object unless pinned by name, which shares one map across every object that declares it
+ * (same definition) and keeps it after unload (`gpubpf maps unpin` releases it). */
+enum libbpf_pin_type {
+	LIBBPF_PIN_NONE = 0,
+	LIBBPF_PIN_BY_NAME = 1,
+};
+
 /* Flags of bpf_ringbuf_output/submit/discard. */
 enum {
 	BPF_RB_NO_WAKEUP = (1ULL << 0),

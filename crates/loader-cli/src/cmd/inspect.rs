@@ -59,7 +59,7 @@ pub fn describe(obj: &Object) -> Value {
             json!({
                 "name": p.name,
                 "section": p.section,
-                "attach": p.attach,
+                "attach": (!p.attach.is_empty()).then_some(&p.attach),
                 "attach_id": p.attach_id,
                 "phase": p.phase.as_str(),
                 "insns": p.insns.len(),
@@ -86,6 +86,7 @@ pub fn describe(obj: &Object) -> Value {
                 "key_type": m.key_type.as_ref().map(|t| &t.name),
                 "value_type": m.value_type.as_ref().map(|t| &t.name),
                 "origin": m.origin,
+                "pinned": m.pinned,
             })
         })
         .collect();
@@ -171,7 +172,7 @@ pub fn render_text(path: &Path, r: &Value) -> String {
     for m in list("maps") {
         let _ = writeln!(
             o,
-            "  {}: {}, key {} ({}), value {} ({}), max_entries {}, flags {:#x}",
+            "  {}: {}, key {} ({}), value {} ({}), max_entries {}, flags {:#x}{}",
             s(&m["name"]),
             s(&m["type"]),
             s(&m["key_size"]),
@@ -179,7 +180,12 @@ pub fn render_text(path: &Path, r: &Value) -> String {
             s(&m["value_size"]),
             s(&m["value_type"]),
             s(&m["max_entries"]),
-            m["flags"].as_u64().unwrap_or(0)
+            m["flags"].as_u64().unwrap_or(0),
+            if m["pinned"] == true {
+                ", pinned by name"
+            } else {
+                ""
+            }
         );
     }
     let _ = writeln!(o, "globals:");

@@ -1,4 +1,4 @@
-//! `gpubpf load OBJ [--attach API[,API…]] [--name N] [--set VAR=VALUE] [--priority P]`:
+//! `gpubpf load OBJ [--attach API|PROG=API[,…]] [--name N] [--set VAR=VALUE] [--priority P]`:
 //! parse, relocate and verify an object, bind or create its maps, and record its programs
 //! and links in the registry (no running application needed; live processes pick the
 //! change up through the registry's generation word).
@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use gpubpf_runtime::object::{Object, ObjectError};
-use gpubpf_runtime::program::{bind_maps, map_defs, prepare, resolve_links, verify_at};
+use gpubpf_runtime::program::{
+    bind_maps, map_defs, plan_attach, prepare, resolve_links, verify_at,
+};
 use gpubpf_runtime::registry::{sha256_hex, ObjectRecord, ProgramRecord, Registry, RECORD_FORMAT};
 use serde_json::json;
 
@@ -20,13 +22,15 @@ use crate::output::Output;
 pub struct Args {
     /// The object file (`clang -target bpf` output).
     pub object: PathBuf,
-    /// Attach to these APIs instead of the sections' (`cudaMalloc`, `cuMemAlloc_v2`, …;
-    /// comma-separated or repeated). Applies to every program of the object, each in its
-    /// section's phase (entry or exit).
-    #[arg(long, value_delimiter = ',', value_name = "API")]
+    /// Where programs attach (comma-separated or repeated), each in its section's phase:
+    /// `PROG=API` for one program (`API` another spelling of its section's API, or any API
+    /// for a `SEC("cuda")`/`SEC("cudaret")` program); `API` alone for the programs whose
+    /// section names no API, or for every program when they all name one API. Programs
+    /// written for different APIs need `PROG=API`.
+    #[arg(long, value_delimiter = ',', value_name = "API|PROG=API")]
     pub attach: Vec<String>,
     /// Registry name (default: the file name without `.o`). Loading a name again replaces
-    /// that program atomically; its maps keep their contents.
+    /// that program atomically; its maps (`NAME.MAP`, private to it) keep their contents.
     #[arg(long)]
     pub name: Option<String>,
     /// Set a global before loading (`--set limit_bytes=8GiB`); repeatable.
@@ -117,7 +121,7 @@ fn default_name(path: &std::path::Path) -> String {
 
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     let timeout = args.wait.as_deref().map(parse_timeout).transpose()?;
-    let (record, generation) = load(&args)?;
+    let (record, generation, removed) = load(&args)?;
     let acked = match timeout {
         Some(t) => {
             let reg = Registry::open_default().context("cannot open the registry")?;
@@ -128,6 +132,7 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     if out.json() {
         let mut v = serde_json::to_value(&record)?;
         v["generation"] = json!(generation);
+        v["maps_removed"] = json!(removed);
         if let Some(n) = acked {
             v["acknowledged_by"] = json!(n);
         }
@@ -153,12 +158,16 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
             if b.created { "created" } else { "existing" }
         );
     }
+    for m in &removed {
+        println!("  map {m} removed (the new version does not use it)");
+    }
     Ok(())
 }
 
 /// Verifies the object of `args` and records it in the default registry (`GPUBPF_HOME`):
-/// the record and the registry generation that now includes it.
-pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64)> {
+/// the record, the registry generation that now includes it, and the maps of a replaced
+/// version that were removed because nothing uses them any more.
+pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64, Vec<String>)> {
     let path = &args.object;
     let bytes = std::fs::read(path).map_err(|e| CliError {
         code: exit::BAD_OBJECT,
@@ -180,9 +189,11 @@ pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64)> {
     }
 
     // Resolve attach points and verify every program where it will run.
+    let plan = plan_attach(&obj.programs, &args.attach)
+        .with_context(|| format!("`{}`", path.display()))?;
     let mut programs = Vec::new();
-    for p in &obj.programs {
-        let links = resolve_links(p, &args.attach, args.priority)
+    for (p, attach) in obj.programs.iter().zip(&plan) {
+        let links = resolve_links(p, attach, args.priority)
             .with_context(|| format!("program `{}`", p.name))?;
         for (point, link) in &links {
             verify_at(&obj, p, point).map_err(|e| CliError {
@@ -242,11 +253,21 @@ pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64)> {
         maps: bound.iter().map(|b| b.binding.clone()).collect(),
         programs,
     };
+    let previous = reg.object(&name).ok();
     writer
         .publish_object(&record, &bytes)
         .with_context(|| format!("cannot record program `{name}`"))?;
+    // Maps of the replaced version that this one no longer binds go, unless used or pinned.
+    let dropped: Vec<String> = previous
+        .iter()
+        .flat_map(|o| o.maps.iter().map(|m| m.registry_name.clone()))
+        .filter(|m| !record.maps.iter().any(|b| &b.registry_name == m))
+        .collect();
+    let removed = writer
+        .remove_unused_maps(&dropped)
+        .with_context(|| format!("loaded `{name}`, but removing maps it no longer uses failed"))?;
     drop(writer);
-    Ok((record, reg.generation()))
+    Ok((record, reg.generation(), removed))
 }
 
 #[cfg(test)]

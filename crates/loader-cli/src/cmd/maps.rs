@@ -4,12 +4,17 @@
 //! them (structs as JSON objects, integers as numbers); otherwise they are hex bytes. On
 //! input, `--key`/`--value` take hex bytes (`hex:0a000000`, `0a 00 00 00`), or with BTF a
 //! JSON value or `field=value` pairs, or an integer for 1/2/4/8-byte untyped values.
+//!
+//! `update` with field names changes only those fields (a read-modify-write under the
+//! map's lock, `Map::update_masked`); hex bytes or a whole value replace the value.
+//! `.rodata` maps are refused unless `--force` (bpftool refuses writes to frozen maps).
 
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use gpubpf_runtime::maps::types::{format_value, parse_value};
+use gpubpf_runtime::maps::types::{format_value, parse_patch, parse_value};
 use gpubpf_runtime::maps::{Map, MapMeta, MapSpec, MapType, BPF_ANY, BPF_EXIST, BPF_NOEXIST};
+use gpubpf_runtime::object::BPF_F_RDONLY_PROG;
 use gpubpf_runtime::registry::Registry;
 use serde_json::{json, Value};
 
@@ -51,6 +56,10 @@ pub enum Command {
         /// `any` (create or update), `noexist` (create only), `exist` (update only).
         #[arg(long, default_value = "any", value_parser = ["any", "noexist", "exist"])]
         flags: String,
+        /// Write a `.rodata` map anyway (programs see it as read-only constants): the
+        /// change is not recorded, and the next `gpubpf load` of the object rewrites it.
+        #[arg(long)]
+        force: bool,
     },
     /// Delete an entry.
     Delete {
@@ -82,6 +91,17 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Pin a map: it stays when no loaded object uses it (maps declared
+    /// `__uint(pinning, LIBBPF_PIN_BY_NAME)` are pinned when loaded).
+    Pin {
+        /// Map name.
+        name: String,
+    },
+    /// Unpin a map; it is removed when no loaded object uses it.
+    Unpin {
+        /// Map name.
+        name: String,
+    },
     /// Create an empty map (maps are normally created by `gpubpf load`).
     Create {
         /// Map name.
@@ -105,9 +125,16 @@ fn open_registry() -> anyhow::Result<Registry> {
     Registry::open_default().context("cannot open the registry")
 }
 
-fn open_map(reg: &Registry, name: &str) -> anyhow::Result<Arc<Map>> {
-    reg.open_map(name)
+/// The registry name `name` means: itself, or the one object's private `OBJECT.name`.
+fn resolve(reg: &Registry, name: &str) -> anyhow::Result<String> {
+    reg.resolve_map_name(name)
         .with_context(|| format!("cannot open map `{name}`"))
+}
+
+fn open_map(reg: &Registry, name: &str) -> anyhow::Result<Arc<Map>> {
+    let real = resolve(reg, name)?;
+    reg.open_map(&real)
+        .with_context(|| format!("cannot open map `{real}`"))
 }
 
 /// Text form of a formatted key/value: hex without quotes, JSON otherwise.
@@ -127,17 +154,8 @@ fn parse_key(map: &Map, key: &str) -> anyhow::Result<Vec<u8>> {
     .with_context(|| format!("bad --key `{key}`"))
 }
 
-fn parse_val(map: &Map, value: &str) -> anyhow::Result<Vec<u8>> {
-    parse_value(
-        map.meta().value_type.as_ref(),
-        value,
-        map.spec().value_size as usize,
-    )
-    .with_context(|| format!("bad --value `{value}`"))
-}
-
 /// The JSON description used by `list` and `show`.
-fn describe(map: &Map) -> Value {
+fn describe(reg: &Registry, map: &Map) -> Value {
     let s = map.spec();
     let meta: &MapMeta = map.meta();
     let mut v = json!({
@@ -149,6 +167,7 @@ fn describe(map: &Map) -> Value {
         "flags": s.flags,
         "entries": map.len(),
         "bytes": map.file_size(),
+        "pinned": reg.is_pinned(map.name()),
     });
     if let Some(t) = &meta.key_type {
         v["key_type"] = json!(t.c_name());
@@ -197,17 +216,44 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             key,
             value,
             flags,
+            force,
         } => {
             let map = open_map(&reg, &name)?;
+            let read_only = map.spec().flags & BPF_F_RDONLY_PROG != 0;
+            if read_only && !force {
+                bail!(
+                    "map `{name}` is read-only (`.rodata`: programs see its values as \
+                     constants, frozen at load like bpftool's); change them with \
+                     `gpubpf load OBJECT --name {object} --set VAR=VALUE` (loading the name \
+                     again replaces the program), or write the map anyway with --force",
+                    object = name.strip_suffix(".rodata").unwrap_or(&name)
+                );
+            }
             let k = parse_key(&map, &key)?;
-            let v = parse_val(&map, &value)?;
+            let patch = parse_patch(
+                map.meta().value_type.as_ref(),
+                &value,
+                map.spec().value_size as usize,
+            )
+            .with_context(|| format!("bad --value `{value}`"))?;
             let f = match flags.as_str() {
                 "noexist" => BPF_NOEXIST,
                 "exist" => BPF_EXIST,
                 _ => BPF_ANY,
             };
-            map.update(&k, &v, f)
-                .with_context(|| format!("update of `{name}`"))?;
+            if patch.is_whole() {
+                map.update(&k, &patch.bytes, f)
+            } else {
+                map.update_masked(&k, &patch.bytes, &patch.mask, f)
+            }
+            .with_context(|| format!("update of `{name}`"))?;
+            if read_only {
+                eprintln!(
+                    "warning: wrote read-only map `{name}` (--force): programs read the new \
+                     value from their next run; it is not recorded, and the next `gpubpf load` \
+                     of the object rewrites `{name}` from the object and its --set values"
+                );
+            }
             done(out, "updated")
         }
         Command::Delete { name, key } => {
@@ -224,11 +270,44 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             done(out, "cleared")
         }
         Command::Rm { name, force } => {
+            let name = resolve(&reg, &name)?;
             reg.writer()
                 .context("cannot lock the registry")?
                 .remove_map(&name, force)
                 .with_context(|| format!("cannot remove map `{name}`"))?;
             done(out, "removed")
+        }
+        Command::Pin { name } => {
+            let name = resolve(&reg, &name)?;
+            let new = reg
+                .writer()
+                .context("cannot lock the registry")?
+                .pin_map(&name)
+                .with_context(|| format!("cannot pin map `{name}`"))?;
+            if !out.json() {
+                println!(
+                    "{name} {}",
+                    if new { "pinned" } else { "was already pinned" }
+                );
+            }
+            done(out, "pinned")
+        }
+        Command::Unpin { name } => {
+            let name = resolve(&reg, &name)?;
+            let removed = reg
+                .writer()
+                .context("cannot lock the registry")?
+                .unpin_map(&name)
+                .with_context(|| format!("cannot unpin map `{name}`"))?;
+            if out.json() {
+                return out.print_json(&json!({ "status": "unpinned", "removed": removed }));
+            }
+            if removed {
+                println!("{name} unpinned and removed (no loaded program uses it)");
+            } else {
+                println!("{name} unpinned (loaded programs still use it)");
+            }
+            Ok(())
         }
         Command::Create {
             name,
@@ -261,7 +340,7 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                 .create_map(&name, &spec, &MapMeta::default())
                 .with_context(|| format!("cannot create map `{name}`"))?;
             if out.json() {
-                out.print_json(&describe(&map))
+                out.print_json(&describe(&reg, &map))
             } else {
                 println!("created {name}: {spec}");
                 Ok(())
@@ -282,7 +361,7 @@ fn list(reg: &Registry, out: &Output) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for name in reg.map_names().context("cannot list maps")? {
         match reg.open_map(&name) {
-            Ok(m) => rows.push(describe(&m)),
+            Ok(m) => rows.push(describe(reg, &m)),
             Err(e) => {
                 rows.push(json!({ "name": name, "error": format!("{:#}", anyhow::Error::from(e)) }))
             }
@@ -315,7 +394,8 @@ fn list(reg: &Registry, out: &Output) -> anyhow::Result<()> {
 
 fn show(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {
     let map = open_map(reg, name)?;
-    let mut v = describe(&map);
+    let name = map.name();
+    let mut v = describe(reg, &map);
     let users: Vec<String> = reg
         .snapshot()
         .context("cannot read loaded programs")?
@@ -351,6 +431,9 @@ fn show(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {
     }
     if !users.is_empty() {
         println!("  used by:    {}", users.join(", "));
+    }
+    if reg.is_pinned(name) {
+        println!("  pinned:     yes (kept when no loaded program uses it)");
     }
     Ok(())
 }

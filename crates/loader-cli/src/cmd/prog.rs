@@ -19,7 +19,8 @@ pub enum Command {
     /// Dump what a loaded program runs: `xlated` (BPF instructions, maps bound) or `jited`
     /// (machine code), built exactly as a process builds it (re-verified, prepared, JIT).
     Dump(crate::cmd::prog_dump::Args),
-    /// Unload a program (its links go with it; its maps stay until `gpubpf maps rm`).
+    /// Unload a program: its links go with it, and so do its maps that no other loaded
+    /// program uses, unless pinned (`gpubpf maps pin`, `LIBBPF_PIN_BY_NAME`).
     Unload {
         /// Registry name given at load time.
         name: String,
@@ -109,15 +110,35 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Unload { name } => {
-            let o = reg
-                .writer()
-                .context("cannot lock the registry")?
+            let mut w = reg.writer().context("cannot lock the registry")?;
+            let o = w
                 .remove_object(&name)
                 .with_context(|| format!("cannot unload `{name}`"))?;
+            let bound: Vec<String> = o.maps.iter().map(|m| m.registry_name.clone()).collect();
+            let removed = w
+                .remove_unused_maps(&bound)
+                .with_context(|| format!("unloaded `{name}`, but removing its maps failed"))?;
+            drop(w);
+            let kept: Vec<&String> = bound.iter().filter(|m| !removed.contains(m)).collect();
             if out.json() {
-                return out.print_json(&json!({ "status": "unloaded", "name": o.name, "maps_kept": o.maps.iter().map(|m| &m.registry_name).collect::<Vec<_>>() }));
+                return out.print_json(&json!({
+                    "status": "unloaded",
+                    "name": o.name,
+                    "maps_removed": removed,
+                    "maps_kept": kept,
+                }));
             }
-            println!("unloaded {name}; its maps stay (remove with `gpubpf maps rm`)");
+            println!("unloaded {name}");
+            if !removed.is_empty() {
+                println!("  maps removed: {}", removed.join(", "));
+            }
+            if !kept.is_empty() {
+                let kept: Vec<&str> = kept.iter().map(|s| s.as_str()).collect();
+                println!(
+                    "  maps kept (pinned or used by other programs): {}",
+                    kept.join(", ")
+                );
+            }
             Ok(())
         }
         Command::Dump(args) => crate::cmd::prog_dump::run(&reg, args, out),

@@ -101,7 +101,7 @@ struct InsnRow {
     text: String,
     /// The raw slots (8 or 16 bytes), hex.
     bytes: String,
-    /// The map a rewritten `lddw` refers to (`map[proc_usage]`, `map[q.rodata][0]+8`).
+    /// The map a rewritten `lddw` refers to (`map[q.proc_usage]`, `map[q.rodata][0]+8`).
     #[serde(skip_serializing_if = "Option::is_none")]
     map: Option<String>,
     /// The C line this instruction belongs to.

@@ -75,7 +75,7 @@ pub fn run(args: Args, _out: &Output) -> anyhow::Result<()> {
     let shim = find_shim()?;
     for spec in &args.policy {
         let (object, attach) = parse_policy(spec);
-        let (record, generation) = load::load(&load::Args {
+        let (record, generation, _) = load::load(&load::Args {
             object,
             attach,
             name: None,

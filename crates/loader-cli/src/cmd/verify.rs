@@ -65,7 +65,17 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     let mut text = String::new();
     for p in selected {
         // An alias such as `cudaMemcpy` covers several driver functions: verify at each.
-        let name = args.attach.as_deref().unwrap_or(&p.attach);
+        let Some(name) = args
+            .attach
+            .as_deref()
+            .or((!p.attach.is_empty()).then_some(p.attach.as_str()))
+        else {
+            anyhow::bail!(
+                "program `{}`: section `{}` names no API; give one with --attach API",
+                p.name,
+                p.section
+            );
+        };
         let points = attach::resolve_alias_targets(name)
             .with_context(|| format!("program `{}`: attach point `{name}`", p.name))?;
         let lines = line_infos(p);

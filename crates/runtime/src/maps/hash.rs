@@ -323,8 +323,15 @@ impl HashMap {
         Ok(())
     }
 
-    /// Linux's `htab_map_update_elem`.
-    pub(super) fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+    /// Linux's `htab_map_update_elem`. With `mask`, an existing value changes only in the
+    /// bits of `mask` (under the bucket lock); a new entry gets `value` as it is.
+    pub(super) fn update(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        mask: Option<&[u8]>,
+        flags: u64,
+    ) -> Result<(), MapError> {
         if flags > BPF_EXIST {
             return Err(MapError::InvalidArgument {
                 reason: format!("unknown update flags {flags:#x}"),
@@ -339,7 +346,12 @@ impl HashMap {
                     if flags == BPF_NOEXIST {
                         return Err(MapError::KeyExists);
                     }
-                    self.write_value(i, value);
+                    match mask {
+                        // SAFETY: the value slot has `value_size` bytes; the bucket lock
+                        // serialises writers of this entry.
+                        Some(m) => unsafe { super::apply_masked(self.e_value(i), value, m) },
+                        None => self.write_value(i, value),
+                    }
                     if self.lru {
                         self.touch(i);
                     }

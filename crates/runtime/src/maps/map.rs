@@ -186,6 +186,9 @@ impl Map {
                 stride: lay.stride,
                 value_size: spec.value_size as usize,
                 max_entries: spec.max_entries,
+                // SAFETY: the state region lies inside the header page.
+                state: unsafe { base.add(layout::STATE_OFFSET) },
+                name,
             }),
             MapType::Hash | MapType::LruHash => Kind::Hash(HashMap {
                 base,
@@ -221,7 +224,8 @@ impl Map {
     /// Only on a freshly created file nobody else has mapped.
     unsafe fn init_shared(&self) -> Result<(), MapError> {
         match &self.kind {
-            Kind::Array(_) => Ok(()),
+            // SAFETY: forwarded contract.
+            Kind::Array(a) => unsafe { a.init() },
             // SAFETY: forwarded contract.
             Kind::Hash(h) => unsafe { h.init() },
             // SAFETY: forwarded contract.
@@ -322,12 +326,38 @@ impl Map {
 
     /// Inserts or updates (`BPF_ANY`, `BPF_NOEXIST`, `BPF_EXIST`).
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        self.update_inner(key, value, None, flags)
+    }
+
+    /// Inserts or updates some bits of a value: an existing value changes only where
+    /// `mask` has bits set (taking them from `value`), a read-modify-write under the
+    /// map's lock (the bucket lock of a hash, the writer lock of an array); a new entry
+    /// is `value` as it is. Other bits keep what they hold, including concurrent changes
+    /// by programs.
+    pub fn update_masked(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        mask: &[u8],
+        flags: u64,
+    ) -> Result<(), MapError> {
+        self.check("mask", self.spec.value_size, mask.len())?;
+        self.update_inner(key, value, Some(mask), flags)
+    }
+
+    fn update_inner(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        mask: Option<&[u8]>,
+        flags: u64,
+    ) -> Result<(), MapError> {
         self.check("key", self.spec.key_size, key.len())?;
         self.check("value", self.spec.value_size, value.len())?;
         match &self.kind {
             // SAFETY: sizes checked above.
-            Kind::Array(a) => unsafe { a.update(key.as_ptr(), value.as_ptr(), flags) },
-            Kind::Hash(h) => h.update(key, value, flags),
+            Kind::Array(a) => unsafe { a.update(key.as_ptr(), value.as_ptr(), mask, flags) },
+            Kind::Hash(h) => h.update(key, value, mask, flags),
             Kind::RingBuf(_) => Err(MapError::Unsupported {
                 op: "update",
                 map_type: self.spec.map_type,

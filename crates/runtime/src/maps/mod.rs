@@ -222,3 +222,24 @@ pub(crate) const fn round8(v: usize) -> usize {
 
 #[cfg(test)]
 mod tests;
+
+/// Writes the bits of `mask` from `value` into the `value.len()` bytes at `dst`, byte by
+/// byte, leaving the other bits as they are.
+///
+/// # Safety
+/// `dst` must be valid for reads and writes of `value.len()` bytes; `mask` must be as
+/// long as `value`.
+pub(crate) unsafe fn apply_masked(dst: *mut u8, value: &[u8], mask: &[u8]) {
+    for (i, (&v, &m)) in value.iter().zip(mask).enumerate() {
+        if m == 0 {
+            continue;
+        }
+        // SAFETY: i < value.len(), within the caller's range. Volatile: the bytes live in
+        // a shared mapping that other processes write.
+        unsafe {
+            let p = dst.add(i);
+            let cur = if m == 0xff { 0 } else { p.read_volatile() };
+            p.write_volatile((cur & !m) | (v & m));
+        }
+    }
+}

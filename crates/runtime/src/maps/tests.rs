@@ -344,3 +344,42 @@ mod model {
         }
     }
 }
+
+#[test]
+fn masked_updates_change_only_the_masked_bits() {
+    let d = tempfile::tempdir().unwrap();
+    let mask = [0xff, 0xff, 0, 0, 0x0f, 0, 0, 0];
+    let patch = [1, 2, 0, 0, 0x05, 0, 0, 0];
+    // Array: under the writer lock, every other bit kept.
+    let a = make(&d, "a", spec(MapType::Array, 4, 8, 2));
+    let k = 1u32.to_ne_bytes();
+    a.update(&k, &[0xaa; 8], BPF_ANY).unwrap();
+    a.update_masked(&k, &patch, &mask, BPF_ANY).unwrap();
+    assert_eq!(
+        a.lookup(&k).unwrap().unwrap(),
+        [1, 2, 0xaa, 0xaa, 0xa5, 0xaa, 0xaa, 0xaa]
+    );
+    assert!(matches!(
+        a.update_masked(&k, &patch, &mask[..4], BPF_ANY),
+        Err(MapError::WrongSize { .. })
+    ));
+    // Hash: an existing entry is patched; a new one is the patch; flags as for update.
+    let h = make(&d, "h", spec(MapType::Hash, 4, 8, 4));
+    h.update(&k, &[0xaa; 8], BPF_ANY).unwrap();
+    h.update_masked(&k, &patch, &mask, BPF_EXIST).unwrap();
+    assert_eq!(
+        h.lookup(&k).unwrap().unwrap(),
+        [1, 2, 0xaa, 0xaa, 0xa5, 0xaa, 0xaa, 0xaa]
+    );
+    assert!(matches!(
+        h.update_masked(&k, &patch, &mask, BPF_NOEXIST),
+        Err(MapError::KeyExists)
+    ));
+    let k2 = 2u32.to_ne_bytes();
+    assert!(matches!(
+        h.update_masked(&k2, &patch, &mask, BPF_EXIST),
+        Err(MapError::KeyNotFound)
+    ));
+    h.update_masked(&k2, &patch, &mask, BPF_NOEXIST).unwrap();
+    assert_eq!(h.lookup(&k2).unwrap().unwrap(), patch);
+}

@@ -248,13 +248,8 @@ pub fn parse_value(ty: Option<&TypeDesc>, input: &str, size: usize) -> Result<Ve
     let ty = ty.filter(|t| t.size() as usize == size);
     match ty {
         Some(t) => {
-            let v: Value = if input.contains('=') && !input.starts_with('{') {
-                pairs_to_json(input)
-            } else {
-                serde_json::from_str(input).unwrap_or_else(|_| Value::String(input.to_owned()))
-            };
             let mut out = vec![0u8; size];
-            write_json(t, &v, &mut out)?;
+            write_json(t, &typed_input(input), &mut out)?;
             Ok(out)
         }
         None => {
@@ -276,6 +271,61 @@ pub fn parse_value(ty: Option<&TypeDesc>, input: &str, size: usize) -> Result<Ve
                 Err(ValueError::Untyped)
             }
         }
+    }
+}
+
+/// A value given in part: the bits of `mask` take the bits of `bytes`, the others keep
+/// what the map holds (`bytes` is zero outside the mask, the value of a new entry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Patch {
+    pub bytes: Vec<u8>,
+    pub mask: Vec<u8>,
+}
+
+impl Patch {
+    /// Whether the input gave every bit of the value (hex bytes, an integer, a whole JSON
+    /// value of a non-struct type, or every field of a struct).
+    pub fn is_whole(&self) -> bool {
+        self.mask.iter().all(|&m| m == 0xff)
+    }
+}
+
+/// Parses a value like [`parse_value`], keeping track of what the input named: a struct
+/// given by field names (`denied=7`, `{"bytes": 1}`, `pair.lo=4`) sets only those fields
+/// (a named array or string field as a whole); everything else is whole.
+pub fn parse_patch(ty: Option<&TypeDesc>, input: &str, size: usize) -> Result<Patch, ValueError> {
+    let whole = |bytes: Vec<u8>| Patch {
+        mask: vec![0xff; bytes.len()],
+        bytes,
+    };
+    let trimmed = input.trim();
+    let is_hex_input = trimmed.starts_with("hex:") || {
+        let tokens: Vec<&str> = trimmed.split_whitespace().collect();
+        tokens.len() > 1 && tokens.iter().all(|t| t.len() == 2 && is_hex(t))
+    };
+    let typed = ty.filter(|t| t.size() as usize == size);
+    let Some(t) = typed.filter(|_| !is_hex_input) else {
+        return parse_value(ty, input, size).map(whole);
+    };
+    // Write the value over zeroes and over ones: the bits that differ were not written.
+    let v = typed_input(trimmed);
+    let mut zeroes = vec![0u8; size];
+    write_json(t, &v, &mut zeroes)?;
+    let mut ones = vec![0xffu8; size];
+    write_json(t, &v, &mut ones)?;
+    let mask = zeroes.iter().zip(&ones).map(|(a, b)| !(a ^ b)).collect();
+    Ok(Patch {
+        bytes: zeroes,
+        mask,
+    })
+}
+
+/// Typed input as JSON: `field=value` pairs, JSON, or a bare word as a string.
+fn typed_input(input: &str) -> Value {
+    if input.contains('=') && !input.starts_with('{') {
+        pairs_to_json(input)
+    } else {
+        serde_json::from_str(input).unwrap_or_else(|_| Value::String(input.to_owned()))
     }
 }
 
@@ -423,6 +473,8 @@ fn write_json(ty: &TypeDesc, v: &Value, out: &mut [u8]) -> Result<(), ValueError
         }
         TypeDesc::Array { elem, len } => {
             let es = elem.size() as usize;
+            // An array is written as a whole: what the input leaves out becomes zero.
+            out.fill(0);
             if let (Value::String(s), true) = (v, elem.is_char()) {
                 let b = s.as_bytes();
                 if b.len() > out.len() {
@@ -568,6 +620,34 @@ mod tests {
             parse_value(Some(&t), "flag=9", 24),
             Err(ValueError::Range { .. })
         ));
+    }
+
+    #[test]
+    fn patches_name_fields_bits_and_whole_arrays() {
+        let t = stats();
+        let p = parse_patch(Some(&t), "delta=-1", 24).unwrap();
+        assert!(!p.is_whole());
+        let mut want = vec![0u8; 24];
+        want[8..12].fill(0xff);
+        assert_eq!(p.mask, want);
+        assert_eq!(p.bytes, want);
+        // A bitfield: its 3 bits only; a char array: all of it, zero after the string.
+        let p = parse_patch(Some(&t), r#"{"flag": 5, "comm": "ab"}"#, 24).unwrap();
+        assert_eq!(p.mask[20], 0b111);
+        assert_eq!(p.bytes[20], 5);
+        assert_eq!(&p.mask[12..20], &[0xff; 8]);
+        assert_eq!(&p.bytes[12..20], b"ab\0\0\0\0\0\0");
+        // Every field, hex bytes and untyped integers are whole values.
+        let all = r#"{"calls":1,"delta":2,"comm":"x","flag":1}"#;
+        let mut whole = parse_patch(Some(&t), all, 24).unwrap();
+        whole.mask[20..].fill(0xff); // the bits after the bitfield are padding
+        assert!(whole.is_whole());
+        assert!(
+            parse_patch(Some(&t), &format!("hex:{}", "01".repeat(24)), 24)
+                .unwrap()
+                .is_whole()
+        );
+        assert!(parse_patch(None, "7", 4).unwrap().is_whole());
     }
 
     #[test]

@@ -6,7 +6,8 @@ use super::btf_ext::BtfExtError;
 
 /// The accepted program section forms, quoted in errors.
 pub const ACCEPTED_PROGRAM_SECTIONS: &str =
-    "`cuda/<api>` (runs on entry) and `cudaret/<api>` (runs on exit)";
+    "`cuda/<api>` (runs on entry) and `cudaret/<api>` (runs on exit), or `cuda` / `cudaret` \
+     with the API given at load (`gpubpf load --attach`)";
 
 /// Why an object file could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -92,6 +92,9 @@ pub struct MapDef {
     /// BTF type of the value (`__type(value, …)`, or the `DATASEC` of global data).
     pub value_type: Option<BtfTypeRef>,
     pub origin: MapOrigin,
+    /// `__uint(pinning, LIBBPF_PIN_BY_NAME)`: shared by name across objects and kept after
+    /// unload (libbpf's pinning); otherwise private to its object.
+    pub pinned: bool,
     /// Initial contents of the single value of a global-data map (`value_size` bytes).
     #[serde(skip)]
     pub initial: Option<Vec<u8>>,
@@ -231,6 +234,7 @@ fn global_map(
         key_type: None,
         value_type,
         origin: MapOrigin::Global(kind),
+        pinned: false,
         initial: Some(initial),
         sym: (section, 0),
     }))
@@ -297,6 +301,7 @@ fn legacy_maps(elf: &RawElf<'_>, idx: usize, maps: &mut Vec<MapDef>) -> Result<(
             key_type: None,
             value_type: None,
             origin: MapOrigin::Legacy,
+            pinned: false,
             initial: None,
             sym: (idx, offset),
         };
@@ -394,6 +399,7 @@ fn decode_btf_map(
     let (mut map_type, mut key_size, mut value_size, mut max_entries, mut flags) =
         (None, None, None, None, 0u32);
     let (mut key_type, mut value_type) = (None, None);
+    let mut pinned = false;
     let set = |slot: &mut Option<u32>, v: u32, what: &str| -> Result<(), String> {
         match *slot {
             Some(old) if old != v => Err(format!("{what} given as both {old} and {v}")),
@@ -424,7 +430,19 @@ fn decode_btf_map(
                 set(&mut value_size, s, "value size")?;
                 value_type = Some(t);
             }
-            "pinning" | "numa_node" => {
+            "pinning" => {
+                pinned = match uint("pinning", m.type_id)? {
+                    0 => false,
+                    1 => true,
+                    other => {
+                        return Err(format!(
+                            "unsupported pinning {other}: use LIBBPF_PIN_NONE (0) or \
+                             LIBBPF_PIN_BY_NAME (1)"
+                        ))
+                    }
+                };
+            }
+            "numa_node" => {
                 uint(&m.name, m.type_id)?;
             }
             "values" => return Err("map-in-map (`__array(values, …)`) is not supported".into()),
@@ -445,6 +463,7 @@ fn decode_btf_map(
         key_type,
         value_type,
         origin: MapOrigin::Btf,
+        pinned,
         initial: None,
         sym: (section, offset),
     })
@@ -479,6 +498,7 @@ mod tests {
             key_type: None,
             value_type: None,
             origin: MapOrigin::Btf,
+            pinned: false,
             initial: None,
             sym: (1, 0),
         };

@@ -1,5 +1,5 @@
 //! Classification of ELF sections into a closed set of kinds, and parsing of program
-//! section names (`cuda/<api>`, `cudaret/<api>`).
+//! section names (`cuda/<api>`, `cudaret/<api>`, and `cuda`/`cudaret` without an API).
 
 use std::fmt;
 use std::str::FromStr;
@@ -13,9 +13,11 @@ pub use crate::attach::Phase;
 pub struct ProgramSection {
     /// Entry or exit.
     pub phase: Phase,
-    /// The API as written after the prefix (e.g. `cuMemAlloc`, `cudaMalloc`, `cuMemAlloc_v2`).
+    /// The API as written after the prefix (e.g. `cuMemAlloc`, `cudaMalloc`, `cuMemAlloc_v2`);
+    /// empty for `cuda` / `cudaret`, whose API `gpubpf load --attach` gives.
     pub api: String,
-    /// The attach point's driver base name (`cuMemAlloc` for all three above).
+    /// The attach point's driver base name (`cuMemAlloc` for all three above); empty
+    /// without an API.
     pub attach: String,
     /// The attach point's catalog id (`hdr.api_id`).
     pub attach_id: u32,
@@ -28,7 +30,21 @@ impl FromStr for ProgramSection {
         let bad = || ObjectError::UnknownProgramSection {
             section: s.to_string(),
         };
-        let (prefix, api) = s.split_once('/').ok_or_else(bad)?;
+        // `cuda` / `cudaret` alone: no API; `gpubpf load --attach` gives it.
+        let (prefix, api) = s.split_once('/').unwrap_or((s, ""));
+        if api.is_empty() && !s.contains('/') {
+            let phase = match prefix {
+                "cuda" => Phase::Entry,
+                "cudaret" => Phase::Exit,
+                _ => return Err(bad()),
+            };
+            return Ok(ProgramSection {
+                phase,
+                api: String::new(),
+                attach: String::new(),
+                attach_id: 0,
+            });
+        }
         let phase = match prefix {
             "cuda" => Phase::Entry,
             "cudaret" => Phase::Exit,
@@ -55,6 +71,10 @@ impl FromStr for ProgramSection {
 
 impl fmt::Display for ProgramSection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.api.is_empty() {
+            let prefix = self.phase.section_prefix();
+            return f.write_str(prefix.strip_suffix('/').unwrap_or(prefix));
+        }
         write!(f, "{}{}", self.phase.section_prefix(), self.api)
     }
 }
@@ -118,7 +138,11 @@ impl SectionKind {
             _ if data_kind(".rodata") => SectionKind::Data(DataKind::Rodata),
             _ if data_kind(".data") => SectionKind::Data(DataKind::Data),
             _ if data_kind(".bss") => SectionKind::Data(DataKind::Bss),
-            _ if name.starts_with("cuda/") || name.starts_with("cudaret/") => {
+            _ if name.starts_with("cuda/")
+                || name.starts_with("cudaret/")
+                || name == "cuda"
+                || name == "cudaret" =>
+            {
                 SectionKind::Program(name.parse()?)
             }
             // Anything else that holds code, or is named like a libbpf program section
@@ -191,7 +215,7 @@ mod tests {
             ("cuda/", true),
             ("cuda/1abc", true),
             ("cuda/a-b", true),
-            ("cudaret", true),
+            ("cudarets", true),
             ("tracepoint/x/y", false),
         ] {
             let e = SectionKind::classify(name, exec, SHT_PROGBITS).unwrap_err();
@@ -209,6 +233,21 @@ mod tests {
         let p: ProgramSection = "cudaret/cuLaunchKernel".parse().unwrap();
         assert_eq!(p.to_string(), "cudaret/cuLaunchKernel");
         assert_eq!(p.phase.as_str(), "exit");
+    }
+
+    #[test]
+    fn sections_without_an_api() {
+        for (name, phase) in [("cuda", Phase::Entry), ("cudaret", Phase::Exit)] {
+            let SectionKind::Program(p) = SectionKind::classify(name, true, SHT_PROGBITS).unwrap()
+            else {
+                panic!("not a program")
+            };
+            assert_eq!(
+                (p.phase, p.api.as_str(), p.attach.as_str()),
+                (phase, "", "")
+            );
+            assert_eq!(p.to_string(), name);
+        }
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub struct MapDef {
     pub meta: MapMeta,
     /// Global-data maps: the section contents (after `--set`), written into value 0.
     pub initial: Option<Vec<u8>>,
+    /// `LIBBPF_PIN_BY_NAME`: bound by its own name, shared across objects and pinned.
+    pub pinned: bool,
 }
 
 impl MapDef {
@@ -66,9 +68,23 @@ pub fn global_map_name(object: &str, section: &str) -> String {
     format!("{object}.{}", section.trim_start_matches('.'))
 }
 
-/// Binds every map of `defs` (in object order) for object `object`. Global data of
-/// `.rodata*` sections is (re)written from the object on every load; `.data`/`.bss` keep
-/// their values when bound to an existing map.
+/// Registry name of map `def` of object `object`, as libbpf scopes maps: private to the
+/// object (`object.NAME`, `object.rodata`) unless pinned by name (`NAME`, shared).
+pub fn registry_map_name(object: &str, def: &MapDef) -> String {
+    if def.is_global() {
+        global_map_name(object, &def.name)
+    } else if def.pinned {
+        def.name.clone()
+    } else {
+        format!("{object}.{}", def.name)
+    }
+}
+
+/// Binds every map of `defs` (in object order) for object `object`: its private maps
+/// (`object.NAME`, carried over when the object is loaded again under the same name) and
+/// the pinned ones by name (shared with every object that pins the same definition; pinned
+/// on creation). Global data of `.rodata*` sections is (re)written from the object on
+/// every load; `.data`/`.bss` keep their values when bound to an existing map.
 pub fn bind_maps(
     w: &mut Writer<'_>,
     object: &str,
@@ -76,11 +92,7 @@ pub fn bind_maps(
 ) -> Result<Vec<BoundMap>, BindError> {
     let mut out = Vec::with_capacity(defs.len());
     for (index, def) in defs.iter().enumerate() {
-        let registry_name = if def.is_global() {
-            global_map_name(object, &def.name)
-        } else {
-            def.name.clone()
-        };
+        let registry_name = registry_map_name(object, def);
         let reg_err = |source| BindError::Registry {
             name: registry_name.clone(),
             source,
@@ -98,6 +110,9 @@ pub fn bind_maps(
                 wanted: def.spec,
                 existing: *map.spec(),
             });
+        }
+        if def.pinned {
+            w.pin_map(&registry_name).map_err(reg_err)?;
         }
         if let Some(init) = &def.initial {
             if def.spec.map_type != MapType::Array || init.len() > def.spec.value_size as usize {
@@ -154,6 +169,7 @@ mod tests {
             },
             meta: MapMeta::default(),
             initial: None,
+            pinned: false,
         }
     }
 
@@ -163,10 +179,14 @@ mod tests {
         let r = Registry::open(&d.path().join("reg")).unwrap();
         let mut rodata = def(".rodata", MapType::Array, 8, 1);
         rodata.initial = Some(vec![1, 2, 3]);
-        let defs = vec![def("counts", MapType::Hash, 8, 64), rodata.clone()];
+        let mut shared = def("shared", MapType::Hash, 8, 64);
+        shared.pinned = true;
+        let defs = vec![def("counts", MapType::Hash, 8, 64), rodata.clone(), shared];
         let b = bind_maps(&mut r.writer().unwrap(), "p", &defs).unwrap();
         assert!(b.iter().all(|b| b.binding.created));
-        assert_eq!(b[1].binding.registry_name, "p.rodata");
+        let names: Vec<_> = b.iter().map(|b| b.binding.registry_name.as_str()).collect();
+        assert_eq!(names, ["p.counts", "p.rodata", "shared"]);
+        assert!(r.is_pinned("shared") && !r.is_pinned("p.counts"));
         assert_eq!(
             b[1].map.lookup(&0u32.to_ne_bytes()).unwrap().unwrap(),
             vec![1, 2, 3, 0, 0, 0, 0, 0]
@@ -185,13 +205,20 @@ mod tests {
             b2[1].map.lookup(&0u32.to_ne_bytes()).unwrap().unwrap()[0],
             4
         );
-        // Conflict names both definitions.
-        let e = bind_maps(
+        // Another object: its own private `counts`; a pinned map is shared, and a
+        // conflicting definition of it names both definitions.
+        let mut other = def("shared", MapType::Hash, 8, 64);
+        other.pinned = true;
+        let q = bind_maps(
             &mut r.writer().unwrap(),
             "q",
-            &[def("counts", MapType::Hash, 16, 64)],
+            &[def("counts", MapType::Hash, 16, 64), other.clone()],
         )
-        .unwrap_err();
+        .unwrap();
+        assert_eq!(q[0].binding.registry_name, "q.counts");
+        assert!(q[0].binding.created && !q[1].binding.created);
+        other.spec.value_size = 16;
+        let e = bind_maps(&mut r.writer().unwrap(), "q", &[other]).unwrap_err();
         let msg = e.to_string();
         assert!(
             msg.contains("value 16B") && msg.contains("value 8B"),

@@ -24,7 +24,8 @@ pub fn map_type(kind: MapKind) -> MapType {
 pub fn map_defs(obj: &Object) -> Vec<MapDef> {
     obj.maps
         .iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(index, m)| {
             let btf = obj.btf.as_ref();
             let resolve = |r: &Option<crate::object::BtfTypeRef>| {
                 r.as_ref()
@@ -40,11 +41,8 @@ pub fn map_defs(obj: &Object) -> Vec<MapDef> {
                     signed: false,
                 });
             }
-            // clang leaves DATASEC sizes 0 (libbpf fixes them up from the section size).
-            if let Some(TypeDesc::Struct { size, .. }) = &mut value_type {
-                if *size == 0 && m.is_global() {
-                    *size = m.value_size;
-                }
+            if m.is_global() {
+                value_type = global_value_type(obj, index, &m.name, m.value_size);
             }
             MapDef {
                 name: m.name.clone(),
@@ -62,9 +60,49 @@ pub fn map_defs(obj: &Object) -> Vec<MapDef> {
                     global_section: m.is_global().then(|| m.name.clone()),
                 },
                 initial: m.initial.clone(),
+                pinned: m.pinned,
             }
         })
         .collect()
+}
+
+/// The value type of global-data map `index`: a struct named after the section with one
+/// field per variable of [`Object::globals`], at the symbol table's offset. clang leaves
+/// the sizes and variable offsets of a `DATASEC` at 0 (libbpf fills them in from the
+/// section and the symbol table), so the `DATASEC` itself cannot be trusted; `inspect`
+/// and `--set` use the same offsets. A variable without a usable BTF type is hex bytes.
+fn global_value_type(obj: &Object, index: usize, section: &str, size: u32) -> Option<TypeDesc> {
+    let btf = obj.btf.as_ref();
+    let mut fields: Vec<FieldDesc> = obj
+        .globals
+        .iter()
+        .filter(|g| g.map_index == index)
+        .filter_map(|g| {
+            let typed = btf
+                .zip(g.btf_type)
+                .and_then(|(b, t)| type_desc(b, t, 0))
+                .filter(|t| t.size() == g.size);
+            let ty = typed.unwrap_or_else(|| TypeDesc::Opaque {
+                name: g.type_name.clone().unwrap_or_else(|| "?".into()),
+                size: g.size,
+            });
+            Some(FieldDesc {
+                name: g.name.clone(),
+                bit_offset: g.offset.checked_mul(8)?,
+                bit_size: 0,
+                ty,
+            })
+        })
+        .collect();
+    if fields.is_empty() {
+        return None;
+    }
+    fields.sort_by_key(|f| f.bit_offset);
+    Some(TypeDesc::Struct {
+        name: section.to_owned(),
+        size,
+        fields,
+    })
 }
 
 /// Resolves BTF type `id` into a [`TypeDesc`]; `None` for types without a printable form.

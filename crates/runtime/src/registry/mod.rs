@@ -4,6 +4,7 @@
 //! $GPUBPF_HOME/            mode 0700, owned by the user (checked on every open)
 //!   control                control block: generation word + futex, writer lock, processes
 //!   maps/NAME              one shared-memory map file per map (see `crate::maps`)
+//!   pins/NAME              map NAME is pinned: kept when no loaded object binds it
 //!   progs/NAME/object.o    the original object of a loaded policy
 //!   progs/NAME/meta.json   its ObjectRecord: programs, links, map bindings, globals, hash
 //! ```
@@ -17,6 +18,7 @@
 
 mod control;
 mod home;
+mod pins;
 mod record;
 
 use std::path::{Path, PathBuf};
@@ -75,6 +77,10 @@ pub enum RegistryError {
     HashMismatch { name: String },
     #[error("map `{name}` is used by {users}; unload them first")]
     MapInUse { name: String, users: String },
+    #[error("no map named `{name}`, and several objects have one: {candidates}")]
+    AmbiguousMap { name: String, candidates: String },
+    #[error("map `{name}` is not pinned")]
+    NotPinned { name: String },
 }
 
 impl From<MapError> for RegistryError {
@@ -474,7 +480,7 @@ impl Writer<'_> {
         match std::fs::remove_file(&path) {
             Ok(()) => {
                 self.changed = true;
-                Ok(())
+                self.drop_pin(name)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Err(RegistryError::NoSuchMap { name: name.into() })
@@ -519,7 +525,8 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Unloads object `name` (its maps stay).
+    /// Unloads object `name`. Its maps stay: the caller removes those no object uses any
+    /// more with [`Writer::remove_unused_maps`].
     pub fn remove_object(&mut self, name: &str) -> Result<ObjectRecord, RegistryError> {
         let record = self.reg.object(name)?;
         let dir = self.reg.progs_dir().join(name);

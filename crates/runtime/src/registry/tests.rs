@@ -193,3 +193,45 @@ fn trace_ring_is_created_once_and_receives_trace_lines() {
     again.ringbuf_consume(|rec| got.push(rec.to_vec())).unwrap();
     assert_eq!(got, vec![b"hello\n".to_vec()]);
 }
+
+#[test]
+fn unused_maps_go_unless_pinned_and_names_resolve() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Registry::open(&d.path().join("reg")).unwrap();
+    let mut w = r.writer().unwrap();
+    for m in ["counts", "a.local", "b.local", "kept"] {
+        w.create_map(m, &spec(), &MapMeta::default()).unwrap();
+    }
+    w.publish_object(&record("user"), b"ELF").unwrap();
+    assert!(w.pin_map("kept").unwrap());
+    assert!(!w.pin_map("kept").unwrap(), "already pinned");
+    assert!(matches!(
+        w.pin_map("nope"),
+        Err(RegistryError::NoSuchMap { .. })
+    ));
+    let all: Vec<String> = ["counts", "a.local", "kept", "gone"]
+        .map(String::from)
+        .to_vec();
+    // `counts` is bound by `user`, `kept` is pinned, `gone` does not exist.
+    assert_eq!(w.remove_unused_maps(&all).unwrap(), ["a.local"]);
+    assert_eq!(r.resolve_map_name("local").unwrap(), "b.local");
+    assert_eq!(r.resolve_map_name("counts").unwrap(), "counts");
+    assert!(matches!(
+        r.resolve_map_name("x"),
+        Err(RegistryError::NoSuchMap { .. })
+    ));
+    w.create_map("c.local", &spec(), &MapMeta::default())
+        .unwrap();
+    let e = r.resolve_map_name("local").unwrap_err().to_string();
+    assert!(e.contains("b.local, c.local"), "{e}");
+    // Unpinning an unused map removes it; removing a map drops its pin.
+    assert!(w.unpin_map("kept").unwrap());
+    assert!(!r.map_path("kept").unwrap().exists());
+    assert!(matches!(
+        w.unpin_map("kept"),
+        Err(RegistryError::NotPinned { .. })
+    ));
+    w.pin_map("b.local").unwrap();
+    w.remove_map("b.local", false).unwrap();
+    assert!(!r.is_pinned("b.local"));
+}

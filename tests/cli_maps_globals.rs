@@ -1,0 +1,304 @@
+//! `gpubpf maps dump/lookup/update` on global data (`X.rodata`, `X.data`, `X.bss`) of a
+//! clang-built policy with globals of mixed sizes (`tests/data/globals/mixed.bpf.c`): every
+//! variable at the offset the symbol table gives (clang leaves BTF's `DATASEC` offsets at
+//! 0), updates by field name that change only the named fields, and `.rodata` refused
+//! unless `--force`.
+//!
+//! Builds `gpubpf` with cargo like `cli_maps.rs`; prints `skipped: …` without clang.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use gpubpf_runtime::registry::Registry;
+use serde_json::json;
+
+use common::cli::{ok, ok_json as j, run_with_registry as run};
+
+/// Builds the test policy into `dir`; `None` (after saying so) without clang.
+fn build(dir: &Path) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/globals/mixed.bpf.c");
+    let obj = dir.join("mixed.o");
+    common::cli::build_object(&src, &obj, &dir.join("cache")).then_some(obj)
+}
+
+/// The raw value bytes of a one-entry global-data map.
+fn raw(home: &Path, map: &str) -> Vec<u8> {
+    let reg = Registry::open(home).unwrap();
+    let m = reg.open_map(map).unwrap();
+    m.lookup(&0u32.to_ne_bytes()).unwrap().unwrap()
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
+}
+
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
+}
+
+#[test]
+fn globals_of_mixed_sizes_at_their_symbol_offsets() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(obj) = build(d.path()) else { return };
+    let home = d.path().join("reg");
+    ok(&run(
+        &home,
+        &[
+            "load",
+            obj.to_str().unwrap(),
+            "--set",
+            "r_mid=77",
+            "--set",
+            "r_flag=false",
+        ],
+    ));
+
+    // dump: .rodata (after --set), .data (initial values), .bss (zeroes).
+    let r = j(&run(&home, &["-j", "maps", "dump", "mixed.rodata"]));
+    assert_eq!(
+        r[0]["value"],
+        json!({
+            "r_big": 0x1122_3344_5566_7788u64,
+            "r_flag": 0,
+            "r_mid": 77,
+            "r_pair": {"lo": 44, "hi": 45},
+        })
+    );
+    let r = j(&run(&home, &["-j", "maps", "dump", "mixed.data"]));
+    assert_eq!(
+        r[0]["value"],
+        json!({
+            "d_big": 1000,
+            "d_small": 11,
+            "d_mid": 12,
+            "d_pair": {"lo": 13, "hi": 14},
+        })
+    );
+    let text = ok(&run(&home, &["maps", "dump", "mixed.data"]));
+    assert!(text.contains("\"d_small\":11"), "{text}");
+
+    // lookup: the same decoding.
+    let l = j(&run(
+        &home,
+        &["-j", "maps", "lookup", "mixed.data", "--key", "0"],
+    ));
+    assert_eq!(l["value"]["d_mid"], 12);
+    assert_eq!(l["value"]["d_pair"], json!({"lo": 13, "hi": 14}));
+
+    // update by field name: the bytes of that variable, nowhere else.
+    ok(&run(
+        &home,
+        &[
+            "maps",
+            "update",
+            "mixed.bss",
+            "--key",
+            "0",
+            "--value",
+            "b_mid=7",
+        ],
+    ));
+    let b = raw(&home, "mixed.bss");
+    assert_eq!(u32_at(&b, 12), 7, "{b:?}");
+    assert_eq!(u64_at(&b, 0), 0, "b_big untouched: {b:?}");
+    ok(&run(
+        &home,
+        &[
+            "maps",
+            "update",
+            "mixed.bss",
+            "--key",
+            "0",
+            "--value",
+            r#"{"b_pair": {"lo": 5, "hi": 6}, "b_flag": 1}"#,
+        ],
+    ));
+    let b = raw(&home, "mixed.bss");
+    assert_eq!((u32_at(&b, 16), b[20], b[8]), (5, 6, 1), "{b:?}");
+    let r = j(&run(&home, &["-j", "maps", "dump", "mixed.bss"]));
+    assert_eq!(r[0]["value"]["b_pair"], json!({"lo": 5, "hi": 6}));
+    assert_eq!(r[0]["value"]["b_flag"], 1);
+}
+
+fn update(home: &Path, args: &[&str]) -> std::process::Output {
+    let mut a = vec!["maps", "update"];
+    a.extend_from_slice(args);
+    run(home, &a)
+}
+
+#[test]
+fn field_updates_change_only_the_named_fields() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(obj) = build(d.path()) else { return };
+    let home = d.path().join("reg");
+    ok(&run(&home, &["load", obj.to_str().unwrap()]));
+
+    // Global data: each update names one variable; the others keep their values.
+    ok(&update(
+        &home,
+        &["mixed.bss", "--key", "0", "--value", "b_big=5"],
+    ));
+    ok(&update(
+        &home,
+        &["mixed.bss", "--key", "0", "--value", "b_mid=7"],
+    ));
+    ok(&update(
+        &home,
+        &[
+            "mixed.bss",
+            "--key",
+            "0",
+            "--value",
+            r#"{"b_pair": {"hi": 3}}"#,
+        ],
+    ));
+    ok(&update(
+        &home,
+        &["mixed.bss", "--key", "0", "--value", "b_pair.lo=4"],
+    ));
+    let b = raw(&home, "mixed.bss");
+    assert_eq!(u64_at(&b, 0), 5, "b_big kept: {b:?}");
+    assert_eq!(u32_at(&b, 12), 7, "b_mid kept: {b:?}");
+    assert_eq!((u32_at(&b, 16), b[20]), (4, 3), "b_pair: {b:?}");
+    ok(&update(
+        &home,
+        &["mixed.data", "--key", "0", "--value", "d_small=200"],
+    ));
+    let r = j(&run(&home, &["-j", "maps", "dump", "mixed.data"]));
+    assert_eq!(
+        r[0]["value"],
+        json!({"d_big": 1000, "d_small": 200, "d_mid": 12, "d_pair": {"lo": 13, "hi": 14}})
+    );
+
+    // A hash map of structs: an existing entry keeps the fields not named; a new entry
+    // starts from zeroes; a named char array is replaced as a whole.
+    ok(&update(
+        &home,
+        &[
+            "usage",
+            "--key",
+            "42",
+            "--value",
+            "bytes=4096,allocs=3,comm=python3",
+        ],
+    ));
+    ok(&update(
+        &home,
+        &["usage", "--key", "42", "--value", "denied=7"],
+    ));
+    ok(&update(
+        &home,
+        &[
+            "usage",
+            "--key",
+            "42",
+            "--value",
+            r#"{"allocs": 4, "comm": "sh"}"#,
+        ],
+    ));
+    let l = j(&run(
+        &home,
+        &["-j", "maps", "lookup", "usage", "--key", "42"],
+    ));
+    assert_eq!(
+        l["value"],
+        json!({"bytes": 4096, "allocs": 4, "denied": 7, "comm": "sh"})
+    );
+    ok(&update(
+        &home,
+        &[
+            "usage", "--key", "43", "--value", "denied=1", "--flags", "noexist",
+        ],
+    ));
+    let l = j(&run(
+        &home,
+        &["-j", "maps", "lookup", "usage", "--key", "43"],
+    ));
+    assert_eq!(
+        l["value"],
+        json!({"bytes": 0, "allocs": 0, "denied": 1, "comm": ""})
+    );
+    let out = update(
+        &home,
+        &[
+            "usage", "--key", "44", "--value", "denied=1", "--flags", "exist",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    // A whole value (hex bytes) still replaces everything, as in bpftool.
+    ok(&update(
+        &home,
+        &[
+            "usage",
+            "--key",
+            "42",
+            "--value",
+            &format!("hex:{}", "00".repeat(24)),
+        ],
+    ));
+    let l = j(&run(
+        &home,
+        &["-j", "maps", "lookup", "usage", "--key", "42"],
+    ));
+    assert_eq!(l["value"]["bytes"], 0);
+}
+
+#[test]
+fn rodata_updates_are_refused_unless_forced() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(obj) = build(d.path()) else { return };
+    let home = d.path().join("reg");
+    ok(&run(
+        &home,
+        &["load", obj.to_str().unwrap(), "--set", "r_mid=77"],
+    ));
+    let before = raw(&home, "mixed.rodata");
+
+    let out = update(&home, &["mixed.rodata", "--key", "0", "--value", "r_mid=5"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("read-only") && err.contains("--set") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(raw(&home, "mixed.rodata"), before, "nothing written");
+    let out = run(
+        &home,
+        &[
+            "-j",
+            "maps",
+            "update",
+            "mixed.rodata",
+            "--key",
+            "0",
+            "--value",
+            "r_mid=5",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let e: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(e["error"].as_str().unwrap().contains("read-only"), "{e}");
+
+    let out = update(
+        &home,
+        &[
+            "mixed.rodata",
+            "--key",
+            "0",
+            "--value",
+            "r_mid=5",
+            "--force",
+        ],
+    );
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("read-only") && err.contains("next `gpubpf load`"),
+        "--force says what it does: {err}"
+    );
+    let after = raw(&home, "mixed.rodata");
+    assert_eq!(u32_at(&after, 12), 5);
+    assert_eq!(u64_at(&after, 0), u64_at(&before, 0), "r_big kept");
+    assert_eq!(&after[16..24], &before[16..24], "r_pair kept");
+}

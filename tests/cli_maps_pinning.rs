@@ -1,0 +1,175 @@
+//! Map scope and lifetime as in libbpf/bpftool: maps are private to their object
+//! (`OBJECT.NAME`; loading `quota.o` again as `q2` does not share `proc_usage`), carried
+//! over when the same name is loaded again, shared across objects only when declared
+//! `__uint(pinning, LIBBPF_PIN_BY_NAME)`; unload removes the maps no loaded object uses,
+//! unless pinned (`gpubpf maps pin/unpin`). A plain map name finds the one object's map.
+//!
+//! Builds `gpubpf` with cargo like `cli_maps.rs`; prints `skipped: …` without clang.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use common::cli::{ok, ok_json as j, run_with_registry as run};
+
+fn build(dir: &Path, src: &str) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
+    let stem = src
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .replace(".bpf.c", "");
+    let obj = dir.join(format!("{stem}.o"));
+    common::cli::build_object(&src, &obj, &dir.join("cache")).then_some(obj)
+}
+
+fn map_names(home: &Path) -> Vec<String> {
+    j(&run(home, &["-j", "maps", "list"]))
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn bindings(v: &Value) -> Vec<(String, bool)> {
+    v["maps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["registry_name"].as_str().unwrap().to_string(),
+                m["created"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn maps_are_private_unless_pinned_and_go_with_their_last_user() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(quota) = build(d.path(), "policies/quota.bpf.c") else {
+        return;
+    };
+    let home = d.path().join("reg");
+    let q = quota.to_str().unwrap();
+
+    // Two loads of one object: two sets of maps, nothing counted twice.
+    ok(&run(&home, &["load", q]));
+    let v = j(&run(&home, &["-j", "load", q, "--name", "q2"]));
+    assert_eq!(
+        bindings(&v),
+        [
+            ("q2.proc_usage".to_string(), true),
+            ("q2.user_usage".to_string(), true),
+            ("q2.allocations".to_string(), true),
+            ("q2.rodata".to_string(), true),
+        ]
+    );
+    ok(&run(
+        &home,
+        &[
+            "maps",
+            "update",
+            "quota.proc_usage",
+            "--key",
+            "7",
+            "--value",
+            "bytes=1",
+        ],
+    ));
+    assert_eq!(
+        run(&home, &["maps", "lookup", "q2.proc_usage", "--key", "7"])
+            .status
+            .code(),
+        Some(1),
+        "q2 has its own proc_usage"
+    );
+    // A plain name is the object's map when one object has it, else an error naming them.
+    let out = run(&home, &["maps", "dump", "proc_usage"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("q2.proc_usage") && err.contains("quota.proc_usage"),
+        "{err}"
+    );
+
+    // Unload: the maps no loaded object uses go.
+    ok(&run(&home, &["prog", "unload", "q2"]));
+    assert!(
+        !map_names(&home).iter().any(|n| n.starts_with("q2.")),
+        "{:?}",
+        map_names(&home)
+    );
+    let l = j(&run(
+        &home,
+        &["-j", "maps", "lookup", "proc_usage", "--key", "7"],
+    ));
+    assert_eq!(l["value"]["bytes"], 1);
+
+    // Loading the same name again carries the maps over.
+    let v = j(&run(&home, &["-j", "load", q, "--set", "limit_bytes=1GiB"]));
+    assert!(bindings(&v).iter().all(|(_, created)| !created), "{v}");
+    assert_eq!(
+        j(&run(
+            &home,
+            &["-j", "maps", "lookup", "quota.proc_usage", "--key", "7"]
+        ))["value"]["bytes"],
+        1
+    );
+
+    // maps pin keeps a map after unload; unpin releases it.
+    ok(&run(&home, &["maps", "pin", "proc_usage"]));
+    assert_eq!(
+        j(&run(&home, &["-j", "maps", "show", "quota.proc_usage"]))["pinned"],
+        true
+    );
+    let u = j(&run(&home, &["-j", "prog", "unload", "quota"]));
+    assert_eq!(u["maps_kept"], json!(["quota.proc_usage"]));
+    assert_eq!(map_names(&home), ["quota.proc_usage"]);
+    let out = ok(&run(&home, &["maps", "unpin", "quota.proc_usage"]));
+    assert!(out.contains("removed"), "{out}");
+    assert!(map_names(&home).is_empty());
+    let out = run(&home, &["maps", "unpin", "quota.proc_usage"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn pinned_by_name_maps_are_shared_and_kept() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(shared) = build(d.path(), "tests/data/pinning/shared.bpf.c") else {
+        return;
+    };
+    let home = d.path().join("reg");
+    let s = shared.to_str().unwrap();
+    let a = j(&run(&home, &["-j", "load", s, "--name", "a"]));
+    let b = j(&run(&home, &["-j", "load", s, "--name", "b"]));
+    assert_eq!(
+        bindings(&a),
+        [
+            ("shared_counts".to_string(), true),
+            ("a.local".to_string(), true)
+        ]
+    );
+    assert_eq!(
+        bindings(&b),
+        [
+            ("shared_counts".to_string(), false),
+            ("b.local".to_string(), true)
+        ]
+    );
+    assert_eq!(
+        j(&run(&home, &["-j", "maps", "show", "shared_counts"]))["used_by"],
+        json!(["a", "b"])
+    );
+    ok(&run(&home, &["prog", "unload", "a"]));
+    ok(&run(&home, &["prog", "unload", "b"]));
+    assert_eq!(map_names(&home), ["shared_counts"]);
+    let out = ok(&run(&home, &["maps", "unpin", "shared_counts"]));
+    assert!(out.contains("removed"), "{out}");
+    assert!(map_names(&home).is_empty());
+}
