@@ -30,6 +30,7 @@ typedef void *CUstream;
 #define CUDA_ERROR_INVALID_VALUE 1
 #define CUDA_ERROR_OUT_OF_MEMORY 2
 #define CUDA_ERROR_NOT_INITIALIZED 3
+#define CUDA_ERROR_INVALID_HANDLE 400
 #define CUDA_ERROR_NOT_FOUND 500
 
 #define MOCK_TOTAL_MEMORY (1ULL << 30)
@@ -120,12 +121,23 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 	return CUDA_SUCCESS;
 }
 
+/* Whether a launch carries exactly the arguments every test app passes. */
+static int launch_args_ok(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+			  unsigned by, unsigned bz, unsigned shmem, CUstream s)
+{
+	return f == (CUfunction)0x1234 && gx == 1 && gy == 1 && gz == 1 && bx == 32 && by == 1 &&
+	       bz == 1 && shmem == 0 && s == NULL;
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 			unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
 			void **extra)
 {
-	(void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem;
-	(void)s, (void)params, (void)extra;
+	(void)params, (void)extra;
+	/* As the real driver: a corrupted handle or dimension is refused (the test apps launch
+	 * function 0x1234 on a 1x1x1 grid of 32x1x1 blocks, no shared memory, default stream). */
+	if (!launch_args_ok(f, gx, gy, gz, bx, by, bz, shmem, s))
+		return CUDA_ERROR_INVALID_HANDLE;
 	atomic_fetch_add(&n_launch, 1);
 	return CUDA_SUCCESS;
 }
@@ -134,8 +146,11 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz
 			     unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
 			     void **extra)
 {
-	(void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem;
-	(void)s, (void)params, (void)extra;
+	(void)params, (void)extra;
+	/* As the real driver: a corrupted handle or dimension is refused (the test apps launch
+	 * function 0x1234 on a 1x1x1 grid of 32x1x1 blocks, no shared memory, default stream). */
+	if (!launch_args_ok(f, gx, gy, gz, bx, by, bz, shmem, s))
+		return CUDA_ERROR_INVALID_HANDLE;
 	atomic_fetch_add(&n_launch_ptsz, 1);
 	return CUDA_SUCCESS;
 }

@@ -20,6 +20,18 @@ use crate::abi_types::BY_VALUE;
 
 /// Symbols whose real call goes through a routing function of `route.rs` (which calls the
 /// real resolver and substitutes wrappers), with that function's name.
+/// Names the generated wrappers bind besides their parameters.
+const WRAPPER_LOCALS: [&str; 8] = [
+    "real_fn",
+    "c",
+    "r",
+    "policed",
+    "out_valid",
+    "verdict",
+    "V",
+    "Real",
+];
+
 const ROUTED: [(&str, &str); 2] = [
     ("cuGetProcAddress", "crate::route::get_proc_address"),
     ("cuGetProcAddress_v2", "crate::route::get_proc_address_v2"),
@@ -160,17 +172,26 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
     let types = types.join(", ");
     let args: Vec<&str> = params.iter().map(|(n, _, _)| n.as_str()).collect();
     let args = args.join(", ");
+    // A C parameter named like a local of the wrapper would shadow it (a parameter `f`
+    // once received the real function's address instead of the CUfunction).
+    for (n, _, _) in &params {
+        assert!(
+            !WRAPPER_LOCALS.contains(&n.as_str()),
+            "`{}` has a parameter `{n}`, which the wrapper's locals would shadow",
+            v.symbol
+        );
+    }
     let routed = ROUTED.iter().find(|(s, _)| *s == v.symbol).map(|(_, f)| *f);
     let real_call = |indent: &str| {
         match routed {
         Some(f) => format!(
-            "{indent}// SAFETY: `f` is the driver's `{sym}`, whose C signature is this \
-             function's.\n{indent}unsafe {{ {f}(f, {args}) }}",
+            "{indent}// SAFETY: `real_fn` is the driver's `{sym}`, whose C signature is this \
+             function's.\n{indent}unsafe {{ {f}(real_fn, {args}) }}",
             sym = v.symbol
         ),
         None => format!(
-            "{indent}// SAFETY: `f` is the driver's `{sym}`, whose C signature is this \
-             function's.\n{indent}unsafe {{ core::mem::transmute::<*mut c_void, Real>(f)({args}) }}",
+            "{indent}// SAFETY: `real_fn` is the driver's `{sym}`, whose C signature is this \
+             function's.\n{indent}unsafe {{ core::mem::transmute::<*mut c_void, Real>(real_fn)({args}) }}",
             sym = v.symbol
         ),
     }
@@ -206,7 +227,7 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
         "    let Some(policed) = hot::policed({point_index}) else {{"
     );
     let _ = writeln!(out, "        return match hot::real(V) {{");
-    let _ = writeln!(out, "            Some(f) => {{");
+    let _ = writeln!(out, "            Some(real_fn) => {{");
     let _ = writeln!(out, "{}", real_call("                "));
     let _ = writeln!(out, "            }}");
     let _ = writeln!(out, "            None => hot::NO_DRIVER,");
@@ -281,7 +302,7 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
     let _ = writeln!(out, "        Some(verdict) => verdict,");
     let _ = writeln!(out, "        None => match hot::real(V) {{");
     let _ = writeln!(out, "            None => hot::NO_DRIVER,");
-    let _ = writeln!(out, "            Some(f) => {{");
+    let _ = writeln!(out, "            Some(real_fn) => {{");
     for (name, k, w) in &writable {
         let _ = writeln!(out, "                let {name} = {};", from_slot(*k, *w));
     }
