@@ -121,6 +121,34 @@ pub fn mock_stack() -> &'static MockStack {
     })
 }
 
+/// What an end-to-end test starts from: the built mock stack, a scratch directory and the
+/// path of a registry in it (`reg`, not created).
+pub struct Session {
+    pub mock: &'static MockStack,
+    pub tmp: tempfile::TempDir,
+    pub home: PathBuf,
+}
+
+/// The session of a test that needs `cc` and clang; `None` (after saying which one is
+/// missing, so that the test skips) without them.
+pub fn session() -> Option<Session> {
+    if !have_cc() {
+        eprintln!("skipped: cc not found");
+        return None;
+    }
+    if !super::cli::have_clang() {
+        eprintln!("skipped: clang not found");
+        return None;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("reg");
+    Some(Session {
+        mock: mock_stack(),
+        tmp,
+        home,
+    })
+}
+
 /// Whether a C compiler runs (`cc`).
 pub fn have_cc() -> bool {
     Command::new("cc")
