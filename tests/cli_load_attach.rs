@@ -9,23 +9,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value;
 
-use common::cli::{ok_json as j, run_with_registry as run};
-
-fn build(dir: &Path, src: &str) -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
-    let stem = src
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .replace(".bpf.c", "");
-    let obj = dir.join(format!("{stem}.o"));
-    common::cli::build_object(&src, &obj, &dir.join("cache")).then_some(obj)
-}
+use common::cli::{ok_json as j, run_with_registry as run, with_policies};
 
 /// `(program, attach point, phase, requested)` of every link of a `load -j` answer.
 fn links(v: &Value) -> Vec<(String, String, String, String)> {
@@ -55,14 +41,11 @@ fn fails(out: &std::process::Output) -> String {
 
 #[test]
 fn attach_api_refuses_objects_whose_programs_name_different_apis() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(quota) = build(d.path(), "policies/quota.bpf.c") else {
+    let Some((_d, home, [quota, trace])) =
+        with_policies(["policies/quota.bpf.c", "policies/trace.bpf.c"])
+    else {
         return;
     };
-    let Some(trace) = build(d.path(), "policies/trace.bpf.c") else {
-        return;
-    };
-    let home = d.path().join("reg");
     let q = quota.to_str().unwrap();
 
     let err = fails(&run(&home, &["load", q, "--attach", "cudaMalloc"]));
@@ -120,14 +103,12 @@ fn attach_api_refuses_objects_whose_programs_name_different_apis() {
 
 #[test]
 fn attach_api_moves_generic_and_single_api_programs() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(generic) = build(d.path(), "tests/data/attach/generic.bpf.c") else {
+    let Some((_d, home, [generic, one])) = with_policies([
+        "tests/data/attach/generic.bpf.c",
+        "tests/data/attach/one_api.bpf.c",
+    ]) else {
         return;
     };
-    let Some(one) = build(d.path(), "tests/data/attach/one_api.bpf.c") else {
-        return;
-    };
-    let home = d.path().join("reg");
     let g = generic.to_str().unwrap();
 
     // Sections without an API need --attach.

@@ -8,19 +8,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use gpubpf_runtime::registry::Registry;
 use serde_json::json;
 
-use common::cli::{ok, ok_json as j, run_with_registry as run};
+use common::cli::{ok, ok_json as j, run_with_registry as run, with_policies};
 
-/// Builds the test policy into `dir`; `None` (after saying so) without clang.
-fn build(dir: &Path) -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/globals/mixed.bpf.c");
-    let obj = dir.join("mixed.o");
-    common::cli::build_object(&src, &obj, &dir.join("cache")).then_some(obj)
-}
+/// The test policy.
+const MIXED: &str = "tests/data/globals/mixed.bpf.c";
 
 /// The raw value bytes of a one-entry global-data map.
 fn raw(home: &Path, map: &str) -> Vec<u8> {
@@ -39,9 +35,9 @@ fn u32_at(b: &[u8], off: usize) -> u32 {
 
 #[test]
 fn globals_of_mixed_sizes_at_their_symbol_offsets() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(obj) = build(d.path()) else { return };
-    let home = d.path().join("reg");
+    let Some((_d, home, [obj])) = with_policies([MIXED]) else {
+        return;
+    };
     ok(&run(
         &home,
         &[
@@ -129,9 +125,9 @@ fn update(home: &Path, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn field_updates_change_only_the_named_fields() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(obj) = build(d.path()) else { return };
-    let home = d.path().join("reg");
+    let Some((_d, home, [obj])) = with_policies([MIXED]) else {
+        return;
+    };
     ok(&run(&home, &["load", obj.to_str().unwrap()]));
 
     // Global data: each update names one variable; the others keep their values.
@@ -246,9 +242,9 @@ fn field_updates_change_only_the_named_fields() {
 
 #[test]
 fn rodata_updates_are_refused_unless_forced() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(obj) = build(d.path()) else { return };
-    let home = d.path().join("reg");
+    let Some((_d, home, [obj])) = with_policies([MIXED]) else {
+        return;
+    };
     ok(&run(
         &home,
         &["load", obj.to_str().unwrap(), "--set", "r_mid=77"],

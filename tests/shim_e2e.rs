@@ -23,11 +23,7 @@ const ROUTES: [&str; 3] = ["link", "dlsym", "proc"];
 
 /// Builds `src` (relative to the repository) into `dir` with `gpubpf build`.
 fn policy(dir: &Path, src: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
-    let name = src.file_name().and_then(|n| n.to_str()).expect("file name");
-    let obj = dir.join(name.replace(".bpf.c", ".o"));
-    assert!(common::cli::build_object(&src, &obj, &dir.join("sdk")));
-    obj
+    common::cli::build_policy(dir, src).expect("clang present: policy built")
 }
 
 fn load(home: &Path, obj: &Path, sets: &[&str]) -> u64 {

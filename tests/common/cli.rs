@@ -99,6 +99,34 @@ pub fn build_object(src: &Path, obj: &Path, cache: &Path) -> bool {
     true
 }
 
+/// Builds `src` (relative to the repository, `NAME.bpf.c`) into `dir/NAME.o` with
+/// [`build_object`] (cache `dir/cache`); `None` (after saying so) without clang.
+pub fn build_policy(dir: &Path, src: &str) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
+    let stem = src
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("utf-8 file name")
+        .replace(".bpf.c", "");
+    let obj = dir.join(format!("{stem}.o"));
+    build_object(&src, &obj, &dir.join("cache")).then_some(obj)
+}
+
+/// A scratch directory (keep it alive: the rest lies in it), the path of a registry in it
+/// (`reg`, not created) and the objects built from `srcs` with [`build_policy`], in order;
+/// `None` (after saying so) without clang.
+pub fn with_policies<const N: usize>(
+    srcs: [&str; N],
+) -> Option<(tempfile::TempDir, PathBuf, [PathBuf; N])> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut objs = Vec::with_capacity(N);
+    for src in srcs {
+        objs.push(build_policy(dir.path(), src)?);
+    }
+    let home = dir.path().join("reg");
+    Some((dir, home, objs.try_into().expect("one object a source")))
+}
+
 /// The JSON stdout of a command that must have succeeded.
 pub fn ok_json(out: &Output) -> serde_json::Value {
     serde_json::from_str(&ok(out)).expect("JSON output")
