@@ -9,6 +9,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use serde_json::Value;
 
 use common::cli::{ok_json as j, run_with_registry as run, with_policies};
@@ -28,6 +30,11 @@ fn links(v: &Value) -> Vec<(String, String, String, String)> {
         }
     }
     out
+}
+
+/// The links of `gpubpf -j load OBJ --attach ATTACH`, which must succeed.
+fn attach_links(home: &Path, obj: &str, attach: &str) -> Vec<(String, String, String, String)> {
+    links(&j(&run(home, &["-j", "load", obj, "--attach", attach])))
 }
 
 fn link(p: &str, at: &str, phase: &str, req: &str) -> (String, String, String, String) {
@@ -87,12 +94,8 @@ fn attach_api_refuses_objects_whose_programs_name_different_apis() {
     );
 
     // PROG=API in another spelling of its own API: that program only; the rest stay.
-    let v = j(&run(
-        &home,
-        &["-j", "load", q, "--attach", "quota_alloc=cuMemAlloc_v2"],
-    ));
     assert_eq!(
-        links(&v),
+        attach_links(&home, q, "quota_alloc=cuMemAlloc_v2"),
         [
             link("quota_alloc", "cuMemAlloc", "entry", "cuMemAlloc_v2"),
             link("quota_alloc_done", "cuMemAlloc", "exit", "cuMemAlloc"),
@@ -117,26 +120,15 @@ fn attach_api_moves_generic_and_single_api_programs() {
         err.contains("count_entry") && err.contains("names no API") && err.contains("--attach"),
         "{err}"
     );
-    let v = j(&run(&home, &["-j", "load", g, "--attach", "cudaMalloc"]));
     assert_eq!(
-        links(&v),
+        attach_links(&home, g, "cudaMalloc"),
         [
             link("count_entry", "cuMemAlloc", "entry", "cudaMalloc"),
             link("count_exit", "cuMemAlloc", "exit", "cudaMalloc"),
         ]
     );
-    let v = j(&run(
-        &home,
-        &[
-            "-j",
-            "load",
-            g,
-            "--attach",
-            "count_entry=cuMemFree,count_exit=cuLaunchKernel",
-        ],
-    ));
     assert_eq!(
-        links(&v),
+        attach_links(&home, g, "count_entry=cuMemFree,count_exit=cuLaunchKernel"),
         [
             link("count_entry", "cuMemFree", "entry", "cuMemFree"),
             link("count_exit", "cuLaunchKernel", "exit", "cuLaunchKernel"),
@@ -157,12 +149,8 @@ fn attach_api_moves_generic_and_single_api_programs() {
     assert!(insp["programs"][0]["attach"].is_null(), "{insp}");
 
     // One API, one program per phase: --attach API moves both.
-    let v = j(&run(
-        &home,
-        &["-j", "load", one.to_str().unwrap(), "--attach", "cuMemFree"],
-    ));
     assert_eq!(
-        links(&v),
+        attach_links(&home, one.to_str().unwrap(), "cuMemFree"),
         [
             link("on_entry", "cuMemFree", "entry", "cuMemFree"),
             link("on_exit", "cuMemFree", "exit", "cuMemFree"),
