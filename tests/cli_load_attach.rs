@@ -9,23 +9,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
-use common::cli::{ok_json as j, run_with_registry as run};
-
-fn build(dir: &Path, src: &str) -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
-    let stem = src
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .replace(".bpf.c", "");
-    let obj = dir.join(format!("{stem}.o"));
-    common::cli::build_object(&src, &obj, &dir.join("cache")).then_some(obj)
-}
+use common::cli::{ok_json as j, run_with_registry as run, with_policies};
 
 /// `(program, attach point, phase, requested)` of every link of a `load -j` answer.
 fn links(v: &Value) -> Vec<(String, String, String, String)> {
@@ -44,6 +32,11 @@ fn links(v: &Value) -> Vec<(String, String, String, String)> {
     out
 }
 
+/// The links of `gpubpf -j load OBJ --attach ATTACH`, which must succeed.
+fn attach_links(home: &Path, obj: &str, attach: &str) -> Vec<(String, String, String, String)> {
+    links(&j(&run(home, &["-j", "load", obj, "--attach", attach])))
+}
+
 fn link(p: &str, at: &str, phase: &str, req: &str) -> (String, String, String, String) {
     (p.into(), at.into(), phase.into(), req.into())
 }
@@ -55,14 +48,11 @@ fn fails(out: &std::process::Output) -> String {
 
 #[test]
 fn attach_api_refuses_objects_whose_programs_name_different_apis() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(quota) = build(d.path(), "policies/quota.bpf.c") else {
+    let Some((_d, home, [quota, trace])) =
+        with_policies(["policies/quota.bpf.c", "policies/trace.bpf.c"])
+    else {
         return;
     };
-    let Some(trace) = build(d.path(), "policies/trace.bpf.c") else {
-        return;
-    };
-    let home = d.path().join("reg");
     let q = quota.to_str().unwrap();
 
     let err = fails(&run(&home, &["load", q, "--attach", "cudaMalloc"]));
@@ -104,12 +94,8 @@ fn attach_api_refuses_objects_whose_programs_name_different_apis() {
     );
 
     // PROG=API in another spelling of its own API: that program only; the rest stay.
-    let v = j(&run(
-        &home,
-        &["-j", "load", q, "--attach", "quota_alloc=cuMemAlloc_v2"],
-    ));
     assert_eq!(
-        links(&v),
+        attach_links(&home, q, "quota_alloc=cuMemAlloc_v2"),
         [
             link("quota_alloc", "cuMemAlloc", "entry", "cuMemAlloc_v2"),
             link("quota_alloc_done", "cuMemAlloc", "exit", "cuMemAlloc"),
@@ -120,14 +106,12 @@ fn attach_api_refuses_objects_whose_programs_name_different_apis() {
 
 #[test]
 fn attach_api_moves_generic_and_single_api_programs() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(generic) = build(d.path(), "tests/data/attach/generic.bpf.c") else {
+    let Some((_d, home, [generic, one])) = with_policies([
+        "tests/data/attach/generic.bpf.c",
+        "tests/data/attach/one_api.bpf.c",
+    ]) else {
         return;
     };
-    let Some(one) = build(d.path(), "tests/data/attach/one_api.bpf.c") else {
-        return;
-    };
-    let home = d.path().join("reg");
     let g = generic.to_str().unwrap();
 
     // Sections without an API need --attach.
@@ -136,26 +120,15 @@ fn attach_api_moves_generic_and_single_api_programs() {
         err.contains("count_entry") && err.contains("names no API") && err.contains("--attach"),
         "{err}"
     );
-    let v = j(&run(&home, &["-j", "load", g, "--attach", "cudaMalloc"]));
     assert_eq!(
-        links(&v),
+        attach_links(&home, g, "cudaMalloc"),
         [
             link("count_entry", "cuMemAlloc", "entry", "cudaMalloc"),
             link("count_exit", "cuMemAlloc", "exit", "cudaMalloc"),
         ]
     );
-    let v = j(&run(
-        &home,
-        &[
-            "-j",
-            "load",
-            g,
-            "--attach",
-            "count_entry=cuMemFree,count_exit=cuLaunchKernel",
-        ],
-    ));
     assert_eq!(
-        links(&v),
+        attach_links(&home, g, "count_entry=cuMemFree,count_exit=cuLaunchKernel"),
         [
             link("count_entry", "cuMemFree", "entry", "cuMemFree"),
             link("count_exit", "cuLaunchKernel", "exit", "cuLaunchKernel"),
@@ -176,12 +149,8 @@ fn attach_api_moves_generic_and_single_api_programs() {
     assert!(insp["programs"][0]["attach"].is_null(), "{insp}");
 
     // One API, one program per phase: --attach API moves both.
-    let v = j(&run(
-        &home,
-        &["-j", "load", one.to_str().unwrap(), "--attach", "cuMemFree"],
-    ));
     assert_eq!(
-        links(&v),
+        attach_links(&home, one.to_str().unwrap(), "cuMemFree"),
         [
             link("on_entry", "cuMemFree", "entry", "cuMemFree"),
             link("on_exit", "cuMemFree", "exit", "cuMemFree"),

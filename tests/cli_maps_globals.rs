@@ -8,25 +8,43 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use gpubpf_runtime::registry::Registry;
 use serde_json::json;
 
-use common::cli::{ok, ok_json as j, run_with_registry as run};
+use common::cli::{ok, ok_json as j, run_with_registry as run, with_policies};
 
-/// Builds the test policy into `dir`; `None` (after saying so) without clang.
-fn build(dir: &Path) -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/globals/mixed.bpf.c");
-    let obj = dir.join("mixed.o");
-    common::cli::build_object(&src, &obj, &dir.join("cache")).then_some(obj)
-}
+/// The test policy.
+const MIXED: &str = "tests/data/globals/mixed.bpf.c";
 
 /// The raw value bytes of a one-entry global-data map.
 fn raw(home: &Path, map: &str) -> Vec<u8> {
     let reg = Registry::open(home).unwrap();
     let m = reg.open_map(map).unwrap();
     m.lookup(&0u32.to_ne_bytes()).unwrap().unwrap()
+}
+
+/// `gpubpf maps update ARGS`.
+fn update(home: &Path, args: &[&str]) -> std::process::Output {
+    let mut a = vec!["maps", "update"];
+    a.extend_from_slice(args);
+    run(home, &a)
+}
+
+/// `gpubpf maps update MAP --key KEY --value VALUE`, which must succeed.
+fn put(home: &Path, map: &str, key: &str, value: &str) {
+    ok(&update(home, &[map, "--key", key, "--value", value]));
+}
+
+/// The value of `gpubpf -j maps lookup MAP --key KEY`.
+fn lookup(home: &Path, map: &str, key: &str) -> serde_json::Value {
+    j(&run(home, &["-j", "maps", "lookup", map, "--key", key]))["value"].clone()
+}
+
+/// The value of the first entry of `gpubpf -j maps dump MAP`.
+fn dump0(home: &Path, map: &str) -> serde_json::Value {
+    j(&run(home, &["-j", "maps", "dump", map]))[0]["value"].clone()
 }
 
 fn u64_at(b: &[u8], off: usize) -> u64 {
@@ -39,9 +57,9 @@ fn u32_at(b: &[u8], off: usize) -> u32 {
 
 #[test]
 fn globals_of_mixed_sizes_at_their_symbol_offsets() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(obj) = build(d.path()) else { return };
-    let home = d.path().join("reg");
+    let Some((_d, home, [obj])) = with_policies([MIXED]) else {
+        return;
+    };
     ok(&run(
         &home,
         &[
@@ -55,9 +73,8 @@ fn globals_of_mixed_sizes_at_their_symbol_offsets() {
     ));
 
     // dump: .rodata (after --set), .data (initial values), .bss (zeroes).
-    let r = j(&run(&home, &["-j", "maps", "dump", "mixed.rodata"]));
     assert_eq!(
-        r[0]["value"],
+        dump0(&home, "mixed.rodata"),
         json!({
             "r_big": 0x1122_3344_5566_7788u64,
             "r_flag": 0,
@@ -65,9 +82,8 @@ fn globals_of_mixed_sizes_at_their_symbol_offsets() {
             "r_pair": {"lo": 44, "hi": 45},
         })
     );
-    let r = j(&run(&home, &["-j", "maps", "dump", "mixed.data"]));
     assert_eq!(
-        r[0]["value"],
+        dump0(&home, "mixed.data"),
         json!({
             "d_big": 1000,
             "d_small": 11,
@@ -79,130 +95,57 @@ fn globals_of_mixed_sizes_at_their_symbol_offsets() {
     assert!(text.contains("\"d_small\":11"), "{text}");
 
     // lookup: the same decoding.
-    let l = j(&run(
-        &home,
-        &["-j", "maps", "lookup", "mixed.data", "--key", "0"],
-    ));
-    assert_eq!(l["value"]["d_mid"], 12);
-    assert_eq!(l["value"]["d_pair"], json!({"lo": 13, "hi": 14}));
+    let l = lookup(&home, "mixed.data", "0");
+    assert_eq!(l["d_mid"], 12);
+    assert_eq!(l["d_pair"], json!({"lo": 13, "hi": 14}));
 
     // update by field name: the bytes of that variable, nowhere else.
-    ok(&run(
-        &home,
-        &[
-            "maps",
-            "update",
-            "mixed.bss",
-            "--key",
-            "0",
-            "--value",
-            "b_mid=7",
-        ],
-    ));
+    put(&home, "mixed.bss", "0", "b_mid=7");
     let b = raw(&home, "mixed.bss");
     assert_eq!(u32_at(&b, 12), 7, "{b:?}");
     assert_eq!(u64_at(&b, 0), 0, "b_big untouched: {b:?}");
-    ok(&run(
+    put(
         &home,
-        &[
-            "maps",
-            "update",
-            "mixed.bss",
-            "--key",
-            "0",
-            "--value",
-            r#"{"b_pair": {"lo": 5, "hi": 6}, "b_flag": 1}"#,
-        ],
-    ));
+        "mixed.bss",
+        "0",
+        r#"{"b_pair": {"lo": 5, "hi": 6}, "b_flag": 1}"#,
+    );
     let b = raw(&home, "mixed.bss");
     assert_eq!((u32_at(&b, 16), b[20], b[8]), (5, 6, 1), "{b:?}");
-    let r = j(&run(&home, &["-j", "maps", "dump", "mixed.bss"]));
-    assert_eq!(r[0]["value"]["b_pair"], json!({"lo": 5, "hi": 6}));
-    assert_eq!(r[0]["value"]["b_flag"], 1);
-}
-
-fn update(home: &Path, args: &[&str]) -> std::process::Output {
-    let mut a = vec!["maps", "update"];
-    a.extend_from_slice(args);
-    run(home, &a)
+    let r = dump0(&home, "mixed.bss");
+    assert_eq!(r["b_pair"], json!({"lo": 5, "hi": 6}));
+    assert_eq!(r["b_flag"], 1);
 }
 
 #[test]
 fn field_updates_change_only_the_named_fields() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(obj) = build(d.path()) else { return };
-    let home = d.path().join("reg");
+    let Some((_d, home, [obj])) = with_policies([MIXED]) else {
+        return;
+    };
     ok(&run(&home, &["load", obj.to_str().unwrap()]));
 
     // Global data: each update names one variable; the others keep their values.
-    ok(&update(
-        &home,
-        &["mixed.bss", "--key", "0", "--value", "b_big=5"],
-    ));
-    ok(&update(
-        &home,
-        &["mixed.bss", "--key", "0", "--value", "b_mid=7"],
-    ));
-    ok(&update(
-        &home,
-        &[
-            "mixed.bss",
-            "--key",
-            "0",
-            "--value",
-            r#"{"b_pair": {"hi": 3}}"#,
-        ],
-    ));
-    ok(&update(
-        &home,
-        &["mixed.bss", "--key", "0", "--value", "b_pair.lo=4"],
-    ));
+    put(&home, "mixed.bss", "0", "b_big=5");
+    put(&home, "mixed.bss", "0", "b_mid=7");
+    put(&home, "mixed.bss", "0", r#"{"b_pair": {"hi": 3}}"#);
+    put(&home, "mixed.bss", "0", "b_pair.lo=4");
     let b = raw(&home, "mixed.bss");
     assert_eq!(u64_at(&b, 0), 5, "b_big kept: {b:?}");
     assert_eq!(u32_at(&b, 12), 7, "b_mid kept: {b:?}");
     assert_eq!((u32_at(&b, 16), b[20]), (4, 3), "b_pair: {b:?}");
-    ok(&update(
-        &home,
-        &["mixed.data", "--key", "0", "--value", "d_small=200"],
-    ));
-    let r = j(&run(&home, &["-j", "maps", "dump", "mixed.data"]));
+    put(&home, "mixed.data", "0", "d_small=200");
     assert_eq!(
-        r[0]["value"],
+        dump0(&home, "mixed.data"),
         json!({"d_big": 1000, "d_small": 200, "d_mid": 12, "d_pair": {"lo": 13, "hi": 14}})
     );
 
     // A hash map of structs: an existing entry keeps the fields not named; a new entry
     // starts from zeroes; a named char array is replaced as a whole.
-    ok(&update(
-        &home,
-        &[
-            "usage",
-            "--key",
-            "42",
-            "--value",
-            "bytes=4096,allocs=3,comm=python3",
-        ],
-    ));
-    ok(&update(
-        &home,
-        &["usage", "--key", "42", "--value", "denied=7"],
-    ));
-    ok(&update(
-        &home,
-        &[
-            "usage",
-            "--key",
-            "42",
-            "--value",
-            r#"{"allocs": 4, "comm": "sh"}"#,
-        ],
-    ));
-    let l = j(&run(
-        &home,
-        &["-j", "maps", "lookup", "usage", "--key", "42"],
-    ));
+    put(&home, "usage", "42", "bytes=4096,allocs=3,comm=python3");
+    put(&home, "usage", "42", "denied=7");
+    put(&home, "usage", "42", r#"{"allocs": 4, "comm": "sh"}"#);
     assert_eq!(
-        l["value"],
+        lookup(&home, "usage", "42"),
         json!({"bytes": 4096, "allocs": 4, "denied": 7, "comm": "sh"})
     );
     ok(&update(
@@ -211,12 +154,8 @@ fn field_updates_change_only_the_named_fields() {
             "usage", "--key", "43", "--value", "denied=1", "--flags", "noexist",
         ],
     ));
-    let l = j(&run(
-        &home,
-        &["-j", "maps", "lookup", "usage", "--key", "43"],
-    ));
     assert_eq!(
-        l["value"],
+        lookup(&home, "usage", "43"),
         json!({"bytes": 0, "allocs": 0, "denied": 1, "comm": ""})
     );
     let out = update(
@@ -227,28 +166,15 @@ fn field_updates_change_only_the_named_fields() {
     );
     assert_eq!(out.status.code(), Some(1));
     // A whole value (hex bytes) still replaces everything, as in bpftool.
-    ok(&update(
-        &home,
-        &[
-            "usage",
-            "--key",
-            "42",
-            "--value",
-            &format!("hex:{}", "00".repeat(24)),
-        ],
-    ));
-    let l = j(&run(
-        &home,
-        &["-j", "maps", "lookup", "usage", "--key", "42"],
-    ));
-    assert_eq!(l["value"]["bytes"], 0);
+    put(&home, "usage", "42", &format!("hex:{}", "00".repeat(24)));
+    assert_eq!(lookup(&home, "usage", "42")["bytes"], 0);
 }
 
 #[test]
 fn rodata_updates_are_refused_unless_forced() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(obj) = build(d.path()) else { return };
-    let home = d.path().join("reg");
+    let Some((_d, home, [obj])) = with_policies([MIXED]) else {
+        return;
+    };
     ok(&run(
         &home,
         &["load", obj.to_str().unwrap(), "--set", "r_mid=77"],

@@ -8,23 +8,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{json, Value};
 
-use common::cli::{ok, ok_json as j, run_with_registry as run};
-
-fn build(dir: &Path, src: &str) -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
-    let stem = src
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .replace(".bpf.c", "");
-    let obj = dir.join(format!("{stem}.o"));
-    common::cli::build_object(&src, &obj, &dir.join("cache")).then_some(obj)
-}
+use common::cli::{ok, ok_json as j, run_with_registry as run, with_policies};
 
 fn map_names(home: &Path) -> Vec<String> {
     j(&run(home, &["-j", "maps", "list"]))
@@ -51,11 +39,9 @@ fn bindings(v: &Value) -> Vec<(String, bool)> {
 
 #[test]
 fn maps_are_private_unless_pinned_and_go_with_their_last_user() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(quota) = build(d.path(), "policies/quota.bpf.c") else {
+    let Some((_d, home, [quota])) = with_policies(["policies/quota.bpf.c"]) else {
         return;
     };
-    let home = d.path().join("reg");
     let q = quota.to_str().unwrap();
 
     // Two loads of one object: two sets of maps, nothing counted twice.
@@ -140,11 +126,9 @@ fn maps_are_private_unless_pinned_and_go_with_their_last_user() {
 
 #[test]
 fn pinned_by_name_maps_are_shared_and_kept() {
-    let d = tempfile::tempdir().unwrap();
-    let Some(shared) = build(d.path(), "tests/data/pinning/shared.bpf.c") else {
+    let Some((_d, home, [shared])) = with_policies(["tests/data/pinning/shared.bpf.c"]) else {
         return;
     };
-    let home = d.path().join("reg");
     let s = shared.to_str().unwrap();
     let a = j(&run(&home, &["-j", "load", s, "--name", "a"]));
     let b = j(&run(&home, &["-j", "load", s, "--name", "b"]));

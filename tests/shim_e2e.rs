@@ -17,29 +17,13 @@ use gpubpf_runtime::registry::Registry;
 use serde_json::Value;
 
 use common::cli::{ok, ok_json, run_with_registry as cli};
-use common::shim::{have_cc, mock_stack, shim_library};
+use common::shim::{have_cc, mock_stack, session, shim_library, Session};
 
 const ROUTES: [&str; 3] = ["link", "dlsym", "proc"];
 
-fn tools_present() -> bool {
-    if !have_cc() {
-        eprintln!("skipped: cc not found");
-        return false;
-    }
-    if !common::cli::have_clang() {
-        eprintln!("skipped: clang not found");
-        return false;
-    }
-    true
-}
-
 /// Builds `src` (relative to the repository) into `dir` with `gpubpf build`.
 fn policy(dir: &Path, src: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
-    let name = src.file_name().and_then(|n| n.to_str()).expect("file name");
-    let obj = dir.join(name.replace(".bpf.c", ".o"));
-    assert!(common::cli::build_object(&src, &obj, &dir.join("sdk")));
-    obj
+    common::cli::build_policy(dir, src).expect("clang present: policy built")
 }
 
 fn load(home: &Path, obj: &Path, sets: &[&str]) -> u64 {
@@ -75,12 +59,9 @@ fn api(name: &str) -> u64 {
 
 #[test]
 fn quota_denies_exactly_the_allocation_that_crosses_the_limit_on_every_route() {
-    if !tools_present() {
+    let Some(Session { mock, tmp, home }) = session() else {
         return;
-    }
-    let mock = mock_stack();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let home = tmp.path().join("reg");
+    };
     let quota = policy(tmp.path(), "policies/quota.bpf.c");
     // 350 bytes: three allocations of 100 fit, the fourth would cross the limit.
     load(&home, &quota, &["limit_bytes=350", "log_denials=0"]);
@@ -117,11 +98,9 @@ fn quota_denies_exactly_the_allocation_that_crosses_the_limit_on_every_route() {
 
 #[test]
 fn trace_counts_exactly_the_calls_made_on_every_route() {
-    if !tools_present() {
+    let Some(Session { mock, tmp, .. }) = session() else {
         return;
-    }
-    let mock = mock_stack();
-    let tmp = tempfile::tempdir().expect("tempdir");
+    };
     let trace = policy(tmp.path(), "policies/trace.bpf.c");
     for (i, route) in ROUTES.iter().enumerate() {
         let home = tmp.path().join(format!("reg-{route}"));
@@ -169,12 +148,9 @@ fn trace_counts_exactly_the_calls_made_on_every_route() {
 
 #[test]
 fn threads_are_counted_exactly() {
-    if !tools_present() {
+    let Some(Session { mock, tmp, home }) = session() else {
         return;
-    }
-    let mock = mock_stack();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let home = tmp.path().join("reg");
+    };
     load(&home, &policy(tmp.path(), "policies/trace.bpf.c"), &[]);
     let out = mock.run_app(&home, "proc", &["threads", "8", "250"]);
     assert_eq!(
@@ -187,11 +163,9 @@ fn threads_are_counted_exactly() {
 
 #[test]
 fn ctx_header_launch_block_and_out_value_write_back() {
-    if !tools_present() {
+    let Some(Session { mock, tmp, .. }) = session() else {
         return;
-    }
-    let mock = mock_stack();
-    let tmp = tempfile::tempdir().expect("tempdir");
+    };
     let probe = policy(tmp.path(), "tests/shim/ctx_probe.bpf.c");
     let launch = attach::resolve("cuLaunchKernel").expect("catalogued");
     let ptsz = launch
@@ -235,12 +209,9 @@ fn ctx_header_launch_block_and_out_value_write_back() {
 
 #[test]
 fn a_policy_loaded_while_the_application_runs_takes_effect() {
-    if !tools_present() {
+    let Some(Session { mock, tmp, home }) = session() else {
         return;
-    }
-    let mock = mock_stack();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let home = tmp.path().join("reg");
+    };
     // An empty registry: the process starts unpoliced and watches it.
     drop(Registry::open(&home).expect("create registry"));
     let quota = policy(tmp.path(), "policies/quota.bpf.c");
@@ -309,12 +280,14 @@ fn a_policy_loaded_while_the_application_runs_takes_effect() {
 
 #[test]
 fn a_corrupt_registry_leaves_the_process_unpoliced_and_says_why_once() {
-    if !tools_present() {
+    let Some(Session {
+        mock,
+        tmp: _tmp,
+        home,
+    }) = session()
+    else {
         return;
-    }
-    let mock = mock_stack();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let home = tmp.path().join("reg");
+    };
     std::fs::create_dir(&home).expect("mkdir");
     std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .expect("chmod");
@@ -419,13 +392,10 @@ fn wait_acked(home: &Path, pid: u32, generation: u64, deadline: Instant) {
 /// process does not grow with the replacements.
 #[test]
 fn swap_under_load_counts_every_call_exactly_once() {
-    if !tools_present() {
-        return;
-    }
     const REPLACEMENTS: usize = 60;
-    let mock = mock_stack();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let home = tmp.path().join("reg");
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
     let count = policy(tmp.path(), "tests/shim/count_launch.bpf.c");
     load(&home, &count, &[]);
     let stop = tmp.path().join("stop");
@@ -480,12 +450,9 @@ fn swap_under_load_counts_every_call_exactly_once() {
 /// (the cached pid was refreshed) with its own limit, and its denials happen in the child.
 #[test]
 fn a_forked_child_is_policed_as_its_own_process() {
-    if !tools_present() {
+    let Some(Session { mock, tmp, home }) = session() else {
         return;
-    }
-    let mock = mock_stack();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let home = tmp.path().join("reg");
+    };
     let quota = policy(tmp.path(), "policies/quota.bpf.c");
     load(&home, &quota, &["limit_bytes=350", "log_denials=0"]);
     let out = mock.run_app(&home, "link", &["fork", "4", "100"]);
@@ -517,12 +484,9 @@ fn a_forked_child_is_policed_as_its_own_process() {
 /// `gpubpf` binary) preloaded, and exits with the command's status.
 #[test]
 fn gpubpf_run_loads_policies_preloads_the_shim_and_keeps_the_exit_status() {
-    if !tools_present() {
+    let Some(Session { mock, tmp, home }) = session() else {
         return;
-    }
-    let mock = mock_stack();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let home = tmp.path().join("reg");
+    };
     let quota = policy(tmp.path(), "policies/quota.bpf.c");
     shim_library(); // built beside the gpubpf binary
     let gpubpf = |args: &[&std::ffi::OsStr]| {

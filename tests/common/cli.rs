@@ -22,6 +22,17 @@ pub fn binary(name: &str) -> PathBuf {
     if let Some(p) = built.get(name) {
         return p.clone();
     }
+    let profile_dir = cargo_build(&["-p", "gpubpf-loader-cli", "--bin", name]);
+    let bin = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(bin.is_file(), "{} missing after cargo build", bin.display());
+    built.insert(name.to_string(), bin.clone());
+    bin
+}
+
+/// Runs `cargo build --quiet ARGS` (a no-op when up to date) for the profile and into the
+/// target directory of the running test executable; returns that profile directory
+/// (`target/<profile>`), where the built artifacts lie. Panics when the build fails.
+pub fn cargo_build(args: &[&str]) -> PathBuf {
     // target/<profile>/deps/<test>-<hash> -> target/<profile>
     let exe = std::env::current_exe().expect("test executable path");
     let profile_dir = exe
@@ -31,7 +42,8 @@ pub fn binary(name: &str) -> PathBuf {
         .to_path_buf();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "gpubpf-loader-cli", "--bin", name])
+    cmd.args(["build", "--quiet"])
+        .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"));
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
@@ -40,11 +52,8 @@ pub fn binary(name: &str) -> PathBuf {
         cmd.env("CARGO_TARGET_DIR", t);
     }
     let status = cmd.status().expect("run cargo build");
-    assert!(status.success(), "cargo build of {name} failed");
-    let bin = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(bin.is_file(), "{} missing after cargo build", bin.display());
-    built.insert(name.to_string(), bin.clone());
-    bin
+    assert!(status.success(), "cargo build {args:?} failed");
+    profile_dir
 }
 
 /// Runs `gpubpf ARGS` with its registry at `registry` (`GPUBPF_HOME`) and without `RUST_LOG`.
@@ -88,6 +97,34 @@ pub fn build_object(src: &Path, obj: &Path, cache: &Path) -> bool {
         return false;
     }
     true
+}
+
+/// Builds `src` (relative to the repository, `NAME.bpf.c`) into `dir/NAME.o` with
+/// [`build_object`] (cache `dir/cache`); `None` (after saying so) without clang.
+pub fn build_policy(dir: &Path, src: &str) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
+    let stem = src
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("utf-8 file name")
+        .replace(".bpf.c", "");
+    let obj = dir.join(format!("{stem}.o"));
+    build_object(&src, &obj, &dir.join("cache")).then_some(obj)
+}
+
+/// A scratch directory (keep it alive: the rest lies in it), the path of a registry in it
+/// (`reg`, not created) and the objects built from `srcs` with [`build_policy`], in order;
+/// `None` (after saying so) without clang.
+pub fn with_policies<const N: usize>(
+    srcs: [&str; N],
+) -> Option<(tempfile::TempDir, PathBuf, [PathBuf; N])> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut objs = Vec::with_capacity(N);
+    for src in srcs {
+        objs.push(build_policy(dir.path(), src)?);
+    }
+    let home = dir.path().join("reg");
+    Some((dir, home, objs.try_into().expect("one object a source")))
 }
 
 /// The JSON stdout of a command that must have succeeded.

@@ -13,24 +13,7 @@ pub fn shim_library() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable path");
-            let profile_dir = exe
-                .parent()
-                .and_then(|d| d.parent())
-                .expect("target profile directory")
-                .to_path_buf();
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args(["build", "--quiet", "-p", "gpubpf-shim"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            if let Some(t) = profile_dir.parent() {
-                cmd.env("CARGO_TARGET_DIR", t);
-            }
-            let status = cmd.status().expect("run cargo build");
-            assert!(status.success(), "cargo build -p gpubpf-shim failed");
+            let profile_dir = super::cli::cargo_build(&["-p", "gpubpf-shim"]);
             let lib = profile_dir.join("libgpubpf.so");
             assert!(lib.is_file(), "{} missing after cargo build", lib.display());
             lib
@@ -135,6 +118,34 @@ pub fn mock_stack() -> &'static MockStack {
             next: dir.join("next"),
             dir,
         }
+    })
+}
+
+/// What an end-to-end test starts from: the built mock stack, a scratch directory and the
+/// path of a registry in it (`reg`, not created).
+pub struct Session {
+    pub mock: &'static MockStack,
+    pub tmp: tempfile::TempDir,
+    pub home: PathBuf,
+}
+
+/// The session of a test that needs `cc` and clang; `None` (after saying which one is
+/// missing, so that the test skips) without them.
+pub fn session() -> Option<Session> {
+    if !have_cc() {
+        eprintln!("skipped: cc not found");
+        return None;
+    }
+    if !super::cli::have_clang() {
+        eprintln!("skipped: clang not found");
+        return None;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("reg");
+    Some(Session {
+        mock: mock_stack(),
+        tmp,
+        home,
     })
 }
 
