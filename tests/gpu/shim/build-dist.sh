@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# On the development machine: builds what tests/gpu/shim/run.sh needs on the GPU machine
+# (which has no Rust toolchain or clang) into DIST (default target/gpu-dist): release
+# `gpubpf` and `libgpubpf.so`, stripped, and the policy objects.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+DIST=${1:-target/gpu-dist}
+cargo build --release --locked -p gpubpf-loader-cli --bin gpubpf
+cargo build --release --locked -p gpubpf-shim
+mkdir -p "$DIST"
+cp target/release/gpubpf target/release/libgpubpf.so "$DIST/"
+strip "$DIST/gpubpf" "$DIST/libgpubpf.so"
+for p in quota trace; do
+	"$DIST/gpubpf" build "policies/$p.bpf.c" -o "$DIST/$p.o" >/dev/null
+done
+ls -l "$DIST"

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The shim on the real driver (issue #13, part 1), on the GPU machine. Takes the artefacts
+# built on the development machine (tests/gpu/shim/build-dist.sh puts them in DIST):
+# gpubpf, libgpubpf.so, quota.o, trace.o. Builds tests/gpu/shim/app.cu with nvcc (static
+# cudart, the default) and prints one `PASS|FAIL name: detail` line per check, then the
+# raw outputs. Usage: tests/gpu/shim/run.sh [DIST] (default target/gpu-dist).
+set -u
+DIST=$(realpath "${1:-target/gpu-dist}")
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d)
+export GPUBPF_HOME="$WORK/registry"
+G="$DIST/gpubpf"
+SHIM="$DIST/libgpubpf.so"
+pass=0
+fail=0
+result() { # name ok detail
+	if [ "$2" = 1 ]; then echo "PASS $1: $3"; pass=$((pass + 1)); else echo "FAIL $1: $3"; fail=$((fail + 1)); fi
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+nvcc --version | tail -1
+nvcc -O2 -arch=sm_90 -o "$WORK/app" "$HERE/app.cu" || { echo "FAIL build: nvcc"; exit 1; }
+ldd "$WORK/app" | grep -q cudart && echo "note: app links cudart dynamically" || echo "app: static cudart"
+
+# 1. Unpoliced: same output with and without the shim.
+"$WORK/app" compute >"$WORK/base.txt" 2>&1; rb=$?
+LD_PRELOAD="$SHIM" "$WORK/app" compute >"$WORK/shim.txt" 2>"$WORK/shim.err"; rs=$?
+same=0; cmp -s "$WORK/base.txt" "$WORK/shim.txt" && [ $rb = 0 ] && [ $rs = 0 ] && same=1
+result unpoliced-identical $same "$(cat "$WORK/shim.txt")"
+
+# 2. Quota 256 MiB: four 64 MiB allocations, the fifth denied with cudaErrorMemoryAllocation.
+"$G" load "$DIST/quota.o" --name quota --set limit_bytes=256MiB >/dev/null
+LD_PRELOAD="$SHIM" "$WORK/app" alloc 8 64 >"$WORK/quota.txt" 2>"$WORK/quota.err"
+ok=0; grep -q "alloc ok=4 of 8 x 64 MiB, first_error=2 (cudaErrorMemoryAllocation)" "$WORK/quota.txt" && ok=1
+result quota-denies-fifth $ok "$(head -1 "$WORK/quota.txt")"
+ok=0; grep -q "after freeing: cudaMalloc 64 MiB -> 0 (cudaSuccess)" "$WORK/quota.txt" && ok=1
+result quota-works-after-free $ok "$(tail -1 "$WORK/quota.txt")"
+"$G" maps dump proc_usage >"$WORK/proc_usage.txt" 2>&1
+"$G" prog unload quota >/dev/null
+
+# 3. Trace: the policy's per-API call counts equal the program's own counts.
+"$G" load "$DIST/trace.o" --name trace --set emit_events=0 >/dev/null
+LD_PRELOAD="$SHIM" "$WORK/app" compute >"$WORK/trace.txt" 2>"$WORK/trace.err"
+"$G" maps dump stats -j >"$WORK/stats.json" 2>&1
+"$G" attach-points -j >"$WORK/points.json" 2>/dev/null
+python3 - "$WORK/trace.txt" "$WORK/stats.json" "$WORK/points.json" <<'PY' >"$WORK/trace-check.txt"
+import json, re, sys
+app = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", open(sys.argv[1]).read())}
+stats = json.load(open(sys.argv[2]))
+ids = {}
+try:
+    for p in json.load(open(sys.argv[3])):
+        ids[int(p.get("id", -1))] = p.get("name")
+except Exception:
+    pass
+seen = {}
+for e in stats if isinstance(stats, list) else stats.get("entries", []):
+    k = e.get("key")
+    k = k if isinstance(k, int) else int.from_bytes(bytes(k[:4]), "little") if isinstance(k, list) else int(str(k), 0)
+    v = e.get("value")
+    calls = v.get("calls") if isinstance(v, dict) else None
+    seen[ids.get(k, k)] = calls
+print("policy:", seen)
+want = {"cuMemAlloc": app.get("allocs"), "cuMemFree": app.get("frees"),
+        "cuLaunchKernel": app.get("launches"), "cuCtxSynchronize": app.get("syncs")}
+print("program:", want)
+print("OK" if all(v is not None and seen.get(k) == v for k, v in want.items()) else "MISMATCH")
+PY
+ok=0; grep -q '^OK$' "$WORK/trace-check.txt" && ok=1
+result trace-counts-match $ok "$(tr '\n' ' ' <"$WORK/trace-check.txt")"
+
+# 4. Graphs and stream-ordered allocation work under the shim with the trace policy (and
+#    the launch count includes the captured launches, which reach cuLaunchKernel).
+LD_PRELOAD="$SHIM" "$WORK/app" graph >"$WORK/graph.txt" 2>"$WORK/graph.err"; rg=$?
+ok=0; [ $rg = 0 ] && grep -q "async_allocs=4 wrong=0" "$WORK/graph.txt" && ok=1
+result graph-and-async $ok "$(cat "$WORK/graph.txt")"
+"$G" maps dump stats -j >"$WORK/stats-graph.json" 2>&1
+
+echo "== $pass passed, $fail failed"
+for f in base.txt shim.err quota.txt quota.err proc_usage.txt trace.err stats.json graph.err stats-graph.json; do
+	echo "--- $f"; head -c 4000 "$WORK/$f"; echo
+done
+[ -n "${OUT:-}" ] && cp -r "$WORK"/*.txt "$WORK"/*.json "$WORK"/*.err "$OUT/" 2>/dev/null
+exit $((fail != 0))
