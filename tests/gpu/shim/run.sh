@@ -75,8 +75,25 @@ ok=0; [ $rg = 0 ] && grep -q "async_allocs=4 wrong=0" "$WORK/graph.txt" && ok=1
 result graph-and-async $ok "$(cat "$WORK/graph.txt")"
 "$G" maps dump stats -j >"$WORK/stats-graph.json" 2>&1
 
+# 5. PyTorch with quota.o at 1 GiB: same loss as without the shim, a 2 GiB tensor raises
+#    torch.OutOfMemoryError, and the process goes on working.
+if python3 -c "import torch" 2>/dev/null; then
+	python3 "$HERE/torch_quota.py" >"$WORK/torch-base.txt" 2>&1
+	"$G" load "$DIST/quota.o" --name quota --set limit_bytes=1GiB >/dev/null
+	LD_PRELOAD="$SHIM" python3 "$HERE/torch_quota.py" >"$WORK/torch.txt" 2>"$WORK/torch.err"
+	"$G" maps dump proc_usage >>"$WORK/torch.txt" 2>&1
+	"$G" prog unload quota >/dev/null
+	bl=$(grep '^loss=' "$WORK/torch-base.txt"); sl=$(grep '^loss=' "$WORK/torch.txt")
+	ok=0; [ -n "$bl" ] && [ "$bl" = "$sl" ] && ok=1
+	result torch-same-loss $ok "without: $bl, with: $sl"
+	ok=0; grep -q '^oom=OutOfMemoryError' "$WORK/torch.txt" && ok=1
+	result torch-oom-at-quota $ok "$(grep '^oom=' "$WORK/torch.txt")"
+	ok=0; grep -q "^after_oom_sum=$((64 << 20))" "$WORK/torch.txt" && ok=1
+	result torch-works-after-oom $ok "$(grep '^after_oom' "$WORK/torch.txt")"
+fi
+
 echo "== $pass passed, $fail failed"
-for f in base.txt shim.err quota.txt quota.err proc_usage.txt trace.err stats.json graph.err stats-graph.json; do
+for f in base.txt shim.err quota.txt quota.err proc_usage.txt trace.err stats.json graph.err stats-graph.json torch-base.txt torch.txt torch.err; do
 	echo "--- $f"; head -c 4000 "$WORK/$f"; echo
 done
 [ -n "${OUT:-}" ] && cp -r "$WORK"/*.txt "$WORK"/*.json "$WORK"/*.err "$OUT/" 2>/dev/null
