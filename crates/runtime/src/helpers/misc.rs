@@ -73,11 +73,27 @@ pub extern "C" fn get_current_pid_tgid(_: u64, _: u64, _: u64, _: u64, _: u64) -
     })
 }
 
-/// `u64 bpf_get_current_uid_gid(void)`: gid high, uid low (real ids, as in Linux).
+/// The process's real ids as `bpf_get_current_uid_gid` returns them; [`UID_GID_UNSET`]
+/// until the first call.
+static UID_GID: AtomicU64 = AtomicU64::new(UID_GID_UNSET);
+/// No uid/gid pair is all ones (-1 is not a valid id).
+const UID_GID_UNSET: u64 = u64::MAX;
+
+/// `u64 bpf_get_current_uid_gid(void)`: gid high, uid low (real ids, as in Linux). Read once
+/// per process and cached (no syscall on the hot path); a child of `fork` inherits both the
+/// ids and the cache. A `setuid`/`setgid` made by the application after its first policed
+/// call is not seen: policies keep attributing it to the ids it started with (a process
+/// that changes identity to escape a per-user quota keeps being charged to the first one).
 pub extern "C" fn get_current_uid_gid(_: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
+    let v = UID_GID.load(Ordering::Relaxed);
+    if v != UID_GID_UNSET {
+        return v;
+    }
     // SAFETY: getuid and getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    (u64::from(gid) << 32) | u64::from(uid)
+    let v = (u64::from(gid) << 32) | u64::from(uid);
+    UID_GID.store(v, Ordering::Relaxed);
+    v
 }
 
 /// `long bpf_get_current_comm(void *buf, u32 size)`: the thread's name, NUL-terminated

@@ -195,3 +195,12 @@ fn trace_printk_to_ring() {
     assert_eq!(lines.len(), 1);
     assert!(lines[0].ends_with(": n=42\n"), "{}", lines[0]);
 }
+
+#[test]
+fn uid_gid_are_the_real_ids_and_cached() {
+    // SAFETY: getuid and getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let want = (u64::from(gid) << 32) | u64::from(uid);
+    assert_eq!(super::misc::get_current_uid_gid(0, 0, 0, 0, 0), want);
+    assert_eq!(super::misc::get_current_uid_gid(0, 0, 0, 0, 0), want);
+}
