@@ -109,6 +109,9 @@ fn dump_of_a_live_map_is_typed_in_text_and_json() {
     };
     let text = ok(&run(&home, &["maps", "dump", "stats"]));
     assert!(text.contains("Found 3 elements"), "{text}");
+    // bpftool spells the object `map`.
+    let alias = ok(&run(&home, &["map", "dump", "stats"]));
+    assert!(alias.contains("Found 3 elements"), "{alias}");
     assert!(text.contains("\"comm\":\"app\""), "{text}");
     assert!(text.contains("key: 1 "), "{text}");
     let j = json(&run(&home, &["-j", "maps", "dump", "stats"]));

@@ -52,8 +52,8 @@ enum Command {
     /// Loaded programs.
     #[command(subcommand)]
     Prog(cmd::prog::Command),
-    /// Maps in the registry.
-    #[command(subcommand)]
+    /// Maps in the registry (`map` is accepted too, as bpftool spells it).
+    #[command(subcommand, visible_alias = "map")]
     Maps(cmd::maps::Command),
     /// List hookable CUDA functions, their aliases and ctx fields.
     AttachPoints(cmd::attach_points::Args),
