@@ -109,9 +109,20 @@ fn dump_of_a_live_map_is_typed_in_text_and_json() {
     };
     let text = ok(&run(&home, &["maps", "dump", "stats"]));
     assert!(text.contains("Found 3 elements"), "{text}");
-    // bpftool spells the object `map`.
+    // bpftool spells the object `map`, and takes keys as separate byte words.
     let alias = ok(&run(&home, &["map", "dump", "stats"]));
     assert!(alias.contains("Found 3 elements"), "{alias}");
+    for key in [
+        &["0x02", "0x00", "0x00", "0x00"][..],
+        &["hex", "02", "00", "00", "00"],
+        &["hex", "02000000"],
+        &["2"],
+    ] {
+        let mut args = vec!["-j", "maps", "lookup", "stats", "--key"];
+        args.extend_from_slice(key);
+        let j = json(&run(&home, &args));
+        assert_eq!(j["key"].as_u64(), Some(2), "{key:?}: {j}");
+    }
     assert!(text.contains("\"comm\":\"app\""), "{text}");
     assert!(text.contains("key: 1 "), "{text}");
     let j = json(&run(&home, &["-j", "maps", "dump", "stats"]));

@@ -2,7 +2,8 @@
 //!
 //! Keys and values are typed with the map's BTF key/value types when the object declared
 //! them (structs as JSON objects, integers as numbers); otherwise they are hex bytes. On
-//! input, `--key`/`--value` take hex bytes (`hex:0a000000`, `0a 00 00 00`), or with BTF a
+//! input, `--key`/`--value` take raw bytes as bpftool reads them (`hex 0a 00 00 00`,
+//! `hex:0a000000`, `0a 00 00 00`, `0x0a 0x00 0x00 0x00`), or with BTF a
 //! JSON value or `field=value` pairs, or an integer for 1/2/4/8-byte untyped values.
 //!
 //! `update` with field names changes only those fields (a read-modify-write under the
@@ -39,20 +40,21 @@ pub enum Command {
     Lookup {
         /// Map name.
         name: String,
-        /// The key (hex bytes, an integer, or with BTF JSON / `field=value` pairs).
-        #[arg(long)]
-        key: String,
+        /// The key (raw bytes as bpftool takes them: `hex 01 00 00 00`, `0x01 0x00 0x00
+        /// 0x00`; an integer; or with BTF JSON / `field=value` pairs).
+        #[arg(long, num_args = 1.., required = true)]
+        key: Vec<String>,
     },
     /// Insert or update an entry.
     Update {
         /// Map name.
         name: String,
-        /// The key.
-        #[arg(long)]
-        key: String,
-        /// The value.
-        #[arg(long)]
-        value: String,
+        /// The key (as for `lookup`).
+        #[arg(long, num_args = 1.., required = true)]
+        key: Vec<String>,
+        /// The value (raw bytes, an integer, or with BTF JSON / `field=value` pairs).
+        #[arg(long, num_args = 1.., required = true)]
+        value: Vec<String>,
         /// `any` (create or update), `noexist` (create only), `exist` (update only).
         #[arg(long, default_value = "any", value_parser = ["any", "noexist", "exist"])]
         flags: String,
@@ -65,9 +67,9 @@ pub enum Command {
     Delete {
         /// Map name.
         name: String,
-        /// The key.
-        #[arg(long)]
-        key: String,
+        /// The key (as for `lookup`).
+        #[arg(long, num_args = 1.., required = true)]
+        key: Vec<String>,
     },
     /// Ring buffers: print and consume pending records (text when printable, else hex).
     /// The registry's `trace` ring holds `bpf_trace_printk` lines.
@@ -191,6 +193,7 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
         Command::Show { name } => show(&reg, &name, out),
         Command::Dump { name } => dump(&reg, &name, out),
         Command::Lookup { name, key } => {
+            let key = key.join(" ");
             let map = open_map(&reg, &name)?;
             let k = parse_key(&map, &key)?;
             let v = map
@@ -218,6 +221,7 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             flags,
             force,
         } => {
+            let (key, value) = (key.join(" "), value.join(" "));
             let map = open_map(&reg, &name)?;
             let read_only = map.spec().flags & BPF_F_RDONLY_PROG != 0;
             if read_only && !force {
@@ -257,6 +261,7 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             done(out, "updated")
         }
         Command::Delete { name, key } => {
+            let key = key.join(" ");
             let map = open_map(&reg, &name)?;
             let k = parse_key(&map, &key)?;
             map.delete(&k)

@@ -232,19 +232,16 @@ fn format_field(f: &FieldDesc, bytes: &[u8]) -> Value {
 
 /// Parses user input into exactly `size` bytes.
 ///
-/// Accepted: hex bytes (`hex:0a000000`, or whitespace-separated two-digit bytes
-/// `0a 00 00 00`); with a type: JSON (`{"calls": 3}`, `[1,2]`, `42`, `"name"`), or
+/// Accepted: raw bytes as bpftool reads them (`hex:0a000000`, `hex 0a 00 00 00`,
+/// two-digit hex bytes `0a 00 00 00`, `0x0a 0x00 0x00 0x00`); with a type: JSON (`{"calls": 3}`, `[1,2]`, `42`, `"name"`), or
 /// `field=value` pairs separated by commas or spaces; without a type, an integer
 /// (decimal or `0x…`) for sizes 1, 2, 4, 8 (little-endian).
 pub fn parse_value(ty: Option<&TypeDesc>, input: &str, size: usize) -> Result<Vec<u8>, ValueError> {
     let input = input.trim();
-    if let Some(h) = input.strip_prefix("hex:") {
-        return parse_hex(&h.replace(' ', ""), size);
+    if let Some(h) = raw_hex(input) {
+        return parse_hex(&h, size);
     }
     let tokens: Vec<&str> = input.split_whitespace().collect();
-    if tokens.len() > 1 && tokens.iter().all(|t| t.len() == 2 && is_hex(t)) {
-        return parse_hex(&tokens.concat(), size);
-    }
     let ty = ty.filter(|t| t.size() as usize == size);
     match ty {
         Some(t) => {
@@ -299,10 +296,7 @@ pub fn parse_patch(ty: Option<&TypeDesc>, input: &str, size: usize) -> Result<Pa
         bytes,
     };
     let trimmed = input.trim();
-    let is_hex_input = trimmed.starts_with("hex:") || {
-        let tokens: Vec<&str> = trimmed.split_whitespace().collect();
-        tokens.len() > 1 && tokens.iter().all(|t| t.len() == 2 && is_hex(t))
-    };
+    let is_hex_input = raw_hex(trimmed).is_some();
     let typed = ty.filter(|t| t.size() as usize == size);
     let Some(t) = typed.filter(|_| !is_hex_input) else {
         return parse_value(ty, input, size).map(whole);
@@ -327,6 +321,33 @@ fn typed_input(input: &str) -> Value {
     } else {
         serde_json::from_str(input).unwrap_or_else(|_| Value::String(input.to_owned()))
     }
+}
+
+/// The hex digits of input given as raw bytes, as bpftool reads them: `hex:0a000000`,
+/// `hex 0a 00 00 00` / `hex 0a000000`, two-digit hex bytes `0a 00 00 00`, or a list of
+/// `0x`-prefixed bytes `0x0a 0x00 0x00 0x00`.
+fn raw_hex(input: &str) -> Option<String> {
+    if let Some(h) = input.strip_prefix("hex:") {
+        return Some(h.split_whitespace().collect());
+    }
+    if let Some(h) = input
+        .strip_prefix("hex")
+        .filter(|r| r.starts_with(char::is_whitespace))
+    {
+        return Some(h.split_whitespace().collect());
+    }
+    let tokens: Vec<&str> = input.split_whitespace().collect();
+    if tokens.len() > 1 && tokens.iter().all(|t| t.len() == 2 && is_hex(t)) {
+        return Some(tokens.concat());
+    }
+    let bytes: Option<Vec<String>> = tokens
+        .iter()
+        .map(|t| {
+            let h = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X"))?;
+            (matches!(h.len(), 1 | 2) && is_hex(h)).then(|| format!("{h:0>2}"))
+        })
+        .collect();
+    bytes.filter(|b| b.len() > 1).map(|b| b.concat())
 }
 
 fn is_hex(s: &str) -> bool {
@@ -681,5 +702,30 @@ mod tests {
             format_value(Some(&u("int", 4)), &[1, 2]),
             Value::String("01 02".into())
         );
+    }
+
+    #[test]
+    fn raw_bytes_as_bpftool_reads_them() {
+        let one = vec![1u8, 0, 0, 0];
+        for input in [
+            "hex:01000000",
+            "hex 01000000",
+            "hex 01 00 00 00",
+            "01 00 00 00",
+            "0x01 0x00 0x00 0x00",
+            "0x1 0x0 0x0 0x0",
+            "1",
+        ] {
+            assert_eq!(parse_value(None, input, 4).unwrap(), one, "{input}");
+            assert_eq!(parse_patch(None, input, 4).unwrap().bytes, one, "{input}");
+        }
+        // With a type, raw bytes still mean bytes (not a field or a JSON number).
+        let t = u("k", 4);
+        assert_eq!(
+            parse_value(Some(&t), "0x01 0x00 0x00 0x00", 4).unwrap(),
+            one
+        );
+        assert!(parse_value(None, "hex 0100", 4).is_err());
+        assert!(parse_value(None, "0x100 0x00", 2).is_err());
     }
 }
