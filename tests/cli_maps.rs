@@ -324,7 +324,14 @@ fn corrupted_maps_and_insecure_registries_are_reported() {
     let mut bytes = std::fs::read(&bad).unwrap();
     bytes[20] ^= 0xff; // value_size
     std::fs::write(&bad, &bytes).unwrap();
-    let l = json(&run(&home, &["-j", "maps", "list"]));
+    // The listing shows both, then fails (issue #14: a corrupt map file is an error).
+    let listed = run(&home, &["-j", "maps", "list"]);
+    assert!(!listed.status.success());
+    // With -j the error follows the listing as its own JSON document.
+    let mut docs = serde_json::Deserializer::from_slice(&listed.stdout).into_iter::<Value>();
+    let l = docs.next().expect("a listing").expect("json listing");
+    let err = docs.next().expect("an error").expect("json error");
+    assert!(err.to_string().contains("could not be read"), "{err}");
     let rows = l.as_array().unwrap();
     assert_eq!(rows.len(), 2);
     let bad_row = rows.iter().find(|r| r["name"] == "bad").unwrap();
@@ -345,4 +352,38 @@ fn corrupted_maps_and_insecure_registries_are_reported() {
     let out = run(&home, &["-j", "maps", "list"]);
     let e: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(e["error"].as_str().unwrap().contains("mode 0777"), "{e}");
+}
+
+/// Reading never creates a registry; a map file that cannot be read is listed with its
+/// error and makes `maps list` fail after listing the rest.
+#[test]
+fn reads_create_no_registry_and_a_broken_map_fails_the_listing() {
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("reg");
+    let empty = ok(&run(&home, &["maps", "list"]));
+    assert!(empty.starts_with("NAME"), "{empty}");
+    assert_eq!(
+        json(&run(&home, &["-j", "prog", "list"])),
+        serde_json::json!([])
+    );
+    let show = run(&home, &["prog", "show", "quota"]);
+    assert!(!show.status.success());
+    assert!(
+        String::from_utf8_lossy(&show.stderr).contains("nothing is loaded yet"),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    assert!(!home.exists(), "a read created {}", home.display());
+
+    let reg = Registry::open(&home).unwrap();
+    reg.writer()
+        .unwrap()
+        .create_map("stats", &stats_spec(), &stats_meta())
+        .unwrap();
+    std::fs::write(home.join("maps/broken"), b"not a map").unwrap();
+    let out = run(&home, &["maps", "list"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("stats") && text.contains("broken"), "{text}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 map(s) could not be read"));
 }

@@ -187,9 +187,17 @@ fn describe(reg: &Registry, map: &Map) -> Value {
 }
 
 pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
-    let reg = open_registry()?;
+    // Only `create` makes a registry; reading never does.
+    let reg = match &cmd {
+        Command::Create { .. } => open_registry()?,
+        _ => match super::existing_registry()? {
+            Some(reg) => reg,
+            None if matches!(cmd, Command::List) => return list(None, out),
+            None => return Err(super::no_registry()),
+        },
+    };
     match cmd {
-        Command::List => list(&reg, out),
+        Command::List => list(Some(&reg), out),
         Command::Show { name } => show(&reg, &name, out),
         Command::Dump { name } => dump(&reg, &name, out),
         Command::Lookup { name, key } => {
@@ -362,18 +370,28 @@ fn done(out: &Output, what: &str) -> anyhow::Result<()> {
     }
 }
 
-fn list(reg: &Registry, out: &Output) -> anyhow::Result<()> {
+/// `maps list`: every map of the registry (none without one). A map that cannot be read is
+/// listed with its error, and the command then fails after listing the rest.
+fn list(reg: Option<&Registry>, out: &Output) -> anyhow::Result<()> {
     let mut rows = Vec::new();
-    for name in reg.map_names().context("cannot list maps")? {
-        match reg.open_map(&name) {
-            Ok(m) => rows.push(describe(reg, &m)),
-            Err(e) => {
-                rows.push(json!({ "name": name, "error": format!("{:#}", anyhow::Error::from(e)) }))
+    let mut broken = 0usize;
+    if let Some(reg) = reg {
+        for name in reg.map_names().context("cannot list maps")? {
+            match reg.open_map(&name) {
+                Ok(m) => rows.push(describe(reg, &m)),
+                Err(e) => {
+                    broken += 1;
+                    rows.push(
+                        json!({ "name": name, "error": format!("{:#}", anyhow::Error::from(e)) }),
+                    )
+                }
             }
         }
     }
+    let failed = || anyhow::anyhow!("{broken} map(s) could not be read (listed with their error)");
     if out.json() {
-        return out.print_json(&rows);
+        out.print_json(&rows)?;
+        return if broken == 0 { Ok(()) } else { Err(failed()) };
     }
     println!(
         "{:<24} {:<9} {:>5} {:>6} {:>9} {:>9}",
@@ -394,7 +412,11 @@ fn list(reg: &Registry, out: &Output) -> anyhow::Result<()> {
             r["entries"].as_u64().unwrap_or(0)
         );
     }
-    Ok(())
+    if broken == 0 {
+        Ok(())
+    } else {
+        Err(failed())
+    }
 }
 
 fn show(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {

@@ -35,3 +35,25 @@ pub fn select_programs<'a, T>(
     }
     Ok(selected)
 }
+
+/// Opens the default registry for a command that only reads it: `None` when none exists
+/// yet, since reading never creates one.
+pub fn existing_registry() -> anyhow::Result<Option<gpubpf_runtime::registry::Registry>> {
+    use anyhow::Context as _;
+    let home = gpubpf_runtime::registry::default_home();
+    if !home.join("control").exists() {
+        return Ok(None);
+    }
+    gpubpf_runtime::registry::Registry::open(&home)
+        .map(Some)
+        .context("cannot open the registry")
+}
+
+/// The error of a command that needs a registry when there is none.
+pub fn no_registry() -> anyhow::Error {
+    anyhow::anyhow!(
+        "no registry at {}: nothing is loaded yet (`gpubpf load` creates it; GPUBPF_HOME \
+         chooses another)",
+        gpubpf_runtime::registry::default_home().display()
+    )
+}

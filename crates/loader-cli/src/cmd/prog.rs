@@ -1,7 +1,7 @@
 //! `gpubpf prog list|show|dump|unload`: programs recorded in the registry.
 
 use anyhow::Context as _;
-use gpubpf_runtime::registry::{ObjectRecord, Registry};
+use gpubpf_runtime::registry::ObjectRecord;
 use serde_json::json;
 
 use crate::output::Output;
@@ -43,37 +43,48 @@ fn summary(o: &ObjectRecord) -> serde_json::Value {
     })
 }
 
+/// `prog list`: every link of every loaded object.
+fn list(objects: &[ObjectRecord], out: &Output) -> anyhow::Result<()> {
+    if out.json() {
+        let v: Vec<_> = objects.iter().map(summary).collect();
+        return out.print_json(&v);
+    }
+    println!(
+        "{:<20} {:<24} {:<28} {:>5} {:>8}",
+        "NAME", "PROGRAM", "ATTACH", "PHASE", "PRIORITY"
+    );
+    for o in objects {
+        for p in &o.programs {
+            for l in &p.links {
+                println!(
+                    "{:<20} {:<24} {:<28} {:>5} {:>8}",
+                    o.name,
+                    p.name,
+                    l.attach_point,
+                    l.phase.to_string(),
+                    l.priority
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
-    let reg = Registry::open_default().context("cannot open the registry")?;
+    // Reading never creates a registry: without one, nothing is loaded.
+    let Some(reg) = super::existing_registry()? else {
+        return match cmd {
+            Command::List => list(&[], out),
+            _ => Err(super::no_registry()),
+        };
+    };
     match cmd {
         Command::List => {
             let snap = reg.snapshot().context("cannot read the registry")?;
             for (name, why) in &snap.problems {
                 tracing::warn!(program = %name, "skipped: {why}");
             }
-            if out.json() {
-                let v: Vec<_> = snap.objects.iter().map(summary).collect();
-                return out.print_json(&v);
-            }
-            println!(
-                "{:<20} {:<24} {:<28} {:>5} {:>8}",
-                "NAME", "PROGRAM", "ATTACH", "PHASE", "PRIORITY"
-            );
-            for o in &snap.objects {
-                for p in &o.programs {
-                    for l in &p.links {
-                        println!(
-                            "{:<20} {:<24} {:<28} {:>5} {:>8}",
-                            o.name,
-                            p.name,
-                            l.attach_point,
-                            l.phase.to_string(),
-                            l.priority
-                        );
-                    }
-                }
-            }
-            Ok(())
+            list(&snap.objects, out)
         }
         Command::Show { name } => {
             let o = reg
