@@ -275,3 +275,34 @@ fn build_json_reports_the_object() {
     assert!(include.join("gpubpf.h").is_file());
     assert!(include.join("bpf/bpf_helpers.h").is_file());
 }
+
+/// Newcomers' mistakes get a message that says what to do.
+#[test]
+fn newcomer_mistakes_get_clear_messages() {
+    let d = tempfile::tempdir().unwrap();
+    let src = repo_root().join("policies/quota.bpf.c");
+    let o = run(&["inspect", src.to_str().unwrap()]);
+    assert_eq!(code(&o), 4);
+    assert!(
+        text(&o.stderr).contains("is C source: compile it with `gpubpf build"),
+        "{}",
+        text(&o.stderr)
+    );
+    let notes = d.path().join("notes.txt");
+    std::fs::write(&notes, "hello").unwrap();
+    let o = run(&["build", notes.to_str().unwrap()]);
+    assert_ne!(code(&o), 0);
+    assert!(
+        text(&o.stderr).contains("is not a C file"),
+        "{}",
+        text(&o.stderr)
+    );
+    let good = repo_root().join("tests/data/crafted/min.o");
+    let o = run(&["inspect", good.to_str().unwrap(), "--set", "limit"]);
+    assert_ne!(code(&o), 0);
+    assert!(
+        text(&o.stderr).contains("`limit`: expected NAME=VALUE"),
+        "{}",
+        text(&o.stderr)
+    );
+}

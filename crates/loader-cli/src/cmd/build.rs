@@ -79,6 +79,12 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     if !args.source.is_file() {
         anyhow::bail!("source `{}` does not exist", args.source.display());
     }
+    if args.source.extension().is_none_or(|x| x != "c") {
+        anyhow::bail!(
+            "`{}` is not a C file: `gpubpf build` compiles restricted C policies (`NAME.bpf.c`)",
+            args.source.display()
+        );
+    }
     let output = args
         .output
         .clone()

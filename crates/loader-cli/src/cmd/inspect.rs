@@ -21,19 +21,36 @@ pub struct Args {
 
 /// Reads and parses an object, turning loader errors into exit code 4.
 pub fn load_object(path: &Path) -> anyhow::Result<Object> {
+    read_object(path).map(|(_, obj)| obj)
+}
+
+/// [`load_object`], also returning the object's bytes.
+pub fn read_object(path: &Path) -> anyhow::Result<(Vec<u8>, Object)> {
     let bytes = std::fs::read(path).map_err(|e| CliError {
         code: exit::BAD_OBJECT,
         message: format!("cannot read `{}`: {e}", path.display()),
         json: Some(json!({ "path": path.display().to_string(), "kind": "io" })),
     })?;
-    Object::parse(&bytes).map_err(|e: ObjectError| {
+    let obj = Object::parse(&bytes).map_err(|e: ObjectError| {
+        // A newcomer's first mistake: handing the C source to a command that takes objects.
+        let hint = if !bytes.starts_with(b"\x7fELF")
+            && path.extension().is_some_and(|x| x == "c" || x == "h")
+        {
+            format!(
+                " (`{}` is C source: compile it with `gpubpf build {}` first)",
+                path.display(),
+                path.display()
+            )
+        } else {
+            String::new()
+        };
         CliError {
             code: exit::BAD_OBJECT,
-            message: format!("`{}`: {e}", path.display()),
+            message: format!("`{}`: {e}{hint}", path.display()),
             json: Some(json!({ "path": path.display().to_string(), "kind": "object", "message": e.to_string() })),
         }
-        .into()
-    })
+    })?;
+    Ok((bytes, obj))
 }
 
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {

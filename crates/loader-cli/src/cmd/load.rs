@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use gpubpf_runtime::object::{Object, ObjectError};
 use gpubpf_runtime::program::{
     bind_maps, map_defs, plan_attach, prepare, resolve_links, verify_at,
 };
@@ -169,16 +168,7 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
 /// version that were removed because nothing uses them any more.
 pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64, Vec<String>)> {
     let path = &args.object;
-    let bytes = std::fs::read(path).map_err(|e| CliError {
-        code: exit::BAD_OBJECT,
-        message: format!("cannot read `{}`: {e}", path.display()),
-        json: Some(json!({ "path": path.display().to_string(), "kind": "io" })),
-    })?;
-    let mut obj = Object::parse(&bytes).map_err(|e: ObjectError| CliError {
-        code: exit::BAD_OBJECT,
-        message: format!("`{}`: {e}", path.display()),
-        json: Some(json!({ "path": path.display().to_string(), "kind": "object", "message": e.to_string() })),
-    })?;
+    let (bytes, mut obj) = super::inspect::read_object(path)?;
     obj.apply_sets(&args.set)
         .with_context(|| format!("`{}`: --set", path.display()))?;
     let name = args.name.clone().unwrap_or_else(|| default_name(path));

@@ -115,6 +115,8 @@ pub enum ObjectError {
 /// Why `Object::set_global` refused a value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GlobalError {
+    #[error("`{input}`: expected NAME=VALUE, e.g. `limit_bytes=8GiB`")]
+    NotAssignment { input: String },
     #[error("no global named `{name}`{hint}")]
     Unknown { name: String, hint: String },
     #[error("global `{name}` has no BTF type (compile with -g)")]

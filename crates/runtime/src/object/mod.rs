@@ -176,11 +176,11 @@ impl Object {
     pub fn apply_sets<S: AsRef<str>>(&mut self, assignments: &[S]) -> Result<(), GlobalError> {
         for a in assignments {
             let a = a.as_ref();
-            let (name, value) = a.split_once('=').ok_or_else(|| GlobalError::BadValue {
-                name: a.to_string(),
-                type_name: String::new(),
-                reason: "expected NAME=VALUE".into(),
-            })?;
+            let (name, value) = a
+                .split_once('=')
+                .ok_or_else(|| GlobalError::NotAssignment {
+                    input: a.to_string(),
+                })?;
             self.set_global(name.trim(), value)?;
         }
         Ok(())
