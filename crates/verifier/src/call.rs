@@ -96,14 +96,13 @@ pub fn helper(env: &mut Env<'_>, st: &mut State, pc: usize, id: i32) -> R<Step> 
                     MapClass::None => true,
                 };
                 if ok && h.map_class == MapClass::KeyValueWritable && info.read_only {
-                    return Err(arg_err(
-                        h,
-                        regno,
-                        format!(
-                            "map `{}` is read-only to programs (a frozen `.rodata`): {} would \
-                             write into it",
-                            info.name, h.name
-                        ),
+                    return Err(rej(
+                        ErrorKind::HelperWritesReadOnlyMap {
+                            helper: h.name,
+                            arg: regno,
+                            map: info.name.clone(),
+                        },
+                        &[regno],
                     ));
                 }
                 if !ok {

@@ -660,8 +660,7 @@ fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<Strin
         ErrorKind::Misaligned { .. } => {
             "stack accesses must be naturally aligned (avoid packed structs on the stack)".into()
         }
-        ErrorKind::ReadOnlyMap { .. } => READ_ONLY_HINT.into(),
-        ErrorKind::HelperArg { detail, .. } if detail.contains("read-only") => {
+        ErrorKind::ReadOnlyMap { .. } | ErrorKind::HelperWritesReadOnlyMap { .. } => {
             READ_ONLY_HINT.into()
         }
         ErrorKind::HelperArg { .. } => {

@@ -103,6 +103,15 @@ pub enum ErrorKind {
     // --- calls -------------------------------------------------------------------------
     #[error("invalid func unknown#{id}: no helper with this id")]
     UnknownHelper { id: i32 },
+    #[error(
+        "{helper}: argument r{arg}: map `{map}` is read-only to programs (a frozen \
+         `.rodata`): {helper} would write into it"
+    )]
+    HelperWritesReadOnlyMap {
+        helper: &'static str,
+        arg: u8,
+        map: String,
+    },
     #[error("{helper}: argument r{arg}: {detail}")]
     HelperArg {
         helper: &'static str,
@@ -176,7 +185,9 @@ impl ErrorKind {
             ErrorKind::PartialPointerFill { .. } => "partial_pointer_fill",
             ErrorKind::PointerArith { .. } => "pointer_arith",
             ErrorKind::PointerCompare { .. } => "pointer_compare",
-            ErrorKind::ReadOnlyMap { .. } => "read_only_map",
+            ErrorKind::ReadOnlyMap { .. } | ErrorKind::HelperWritesReadOnlyMap { .. } => {
+                "read_only_map"
+            }
             ErrorKind::Atomic { .. } => "atomic",
             ErrorKind::UnknownHelper { .. } => "unknown_helper",
             ErrorKind::HelperArg { .. } => "helper_arg",
