@@ -39,17 +39,31 @@ fn load(home: &Path, src: &str, name: &str, priority: i32) -> bool {
     true
 }
 
+/// Loads each `(source, name, priority)` with [`load`], then builds the process's view of
+/// the registry as the shim does; `None` when clang is missing (the test is skipped).
+fn policy_set(home: &Path, policies: &[(&str, &str, i32)]) -> Option<PolicySet> {
+    for &(src, name, priority) in policies {
+        if !load(home, src, name, priority) {
+            return None;
+        }
+    }
+    let reg = Registry::open(&home.join("reg")).expect("open registry");
+    Some(PolicySet::load(&reg, &standard_helpers()).expect("re-verify and compile"))
+}
+
 #[test]
 fn chain_order_verdicts_and_exit_overrides() {
     let tmp = tempfile::tempdir().expect("tempdir");
     // veto_small has the larger priority number, so veto_big runs first.
-    if !load(tmp.path(), "veto_small.bpf.c", "small", 10)
-        || !load(tmp.path(), "veto_big.bpf.c", "big", 0)
-    {
+    let Some(set) = policy_set(
+        tmp.path(),
+        &[
+            ("veto_small.bpf.c", "small", 10),
+            ("veto_big.bpf.c", "big", 0),
+        ],
+    ) else {
         return;
-    }
-    let reg = Registry::open(&tmp.path().join("reg")).expect("open registry");
-    let set = PolicySet::load(&reg, &standard_helpers()).expect("re-verify and compile");
+    };
     assert_eq!(set.programs().count(), 4);
     let alloc = attach::resolve("cudaMalloc").expect("alias");
     let chain = set.chain(alloc).expect("programs on cuMemAlloc");
@@ -95,11 +109,9 @@ fn chain_order_verdicts_and_exit_overrides() {
 #[test]
 fn a_policy_that_exhausts_the_iteration_budget_fails_open_and_is_counted() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    if !load(tmp.path(), "nested_loops.bpf.c", "nested", 0) {
+    let Some(set) = policy_set(tmp.path(), &[("nested_loops.bpf.c", "nested", 0)]) else {
         return;
-    }
-    let reg = Registry::open(&tmp.path().join("reg")).expect("open registry");
-    let set = PolicySet::load(&reg, &standard_helpers()).expect("re-verify and compile");
+    };
     let alloc = attach::resolve("cudaMalloc").expect("alias");
     let chain = set.chain(alloc).expect("program on cuMemAlloc");
     let mut stack = Stack::new_boxed();
@@ -128,9 +140,9 @@ fn a_policy_that_exhausts_the_iteration_budget_fails_open_and_is_counted() {
 #[test]
 fn never_reached_code_becomes_traps_before_compiling() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    if !load(tmp.path(), "dead_branch.bpf.c", "dead", 0) {
+    let Some(set) = policy_set(tmp.path(), &[("dead_branch.bpf.c", "dead", 0)]) else {
         return;
-    }
+    };
     // `gpubpf verify` names the never-reached instructions, in text and JSON.
     let obj = tmp.path().join("dead.o");
     let out = Command::new(common::cli::gpubpf())
@@ -153,8 +165,6 @@ fn never_reached_code_becomes_traps_before_compiling() {
         .as_array()
         .map_or(0, Vec::len);
 
-    let reg = Registry::open(&tmp.path().join("reg")).expect("open registry");
-    let set = PolicySet::load(&reg, &standard_helpers()).expect("re-verify and compile");
     let alloc = attach::resolve("cudaMalloc").expect("alias");
     let chain = set.chain(alloc).expect("program on cuMemAlloc");
     let prog = &chain.entry[0];
@@ -181,13 +191,15 @@ fn never_reached_code_becomes_traps_before_compiling() {
 #[test]
 fn word_ctx_path_matches_chain_call() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    if !load(tmp.path(), "veto_small.bpf.c", "small", 10)
-        || !load(tmp.path(), "veto_big.bpf.c", "big", 0)
-    {
+    let Some(set) = policy_set(
+        tmp.path(),
+        &[
+            ("veto_small.bpf.c", "small", 10),
+            ("veto_big.bpf.c", "big", 0),
+        ],
+    ) else {
         return;
-    }
-    let reg = Registry::open(&tmp.path().join("reg")).expect("open registry");
-    let set = PolicySet::load(&reg, &standard_helpers()).expect("re-verify and compile");
+    };
     let alloc = attach::resolve("cudaMalloc").expect("alias");
     let chain = set.chain(alloc).expect("programs on cuMemAlloc");
     let mut stack = Stack::new_boxed();
