@@ -4,12 +4,15 @@
 //! panic — also in everything a caller does with a loaded object afterwards.
 
 mod elf_support;
+#[path = "common/rng.rs"]
+mod rng;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
 use elf_support::{built_policies, clangs, compile, repo_root};
 use gpubpf_runtime::object::{render_value, Object, ObjectError};
+use rng::Rng;
 
 fn crafted(name: &str) -> Vec<u8> {
     let p = repo_root().join("tests/data/crafted").join(name);
@@ -124,22 +127,6 @@ fn not_elf_and_wrong_machine() {
         .contains("little-endian"));
 }
 
-/// splitmix64: a deterministic generator for the mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// Byte ranges worth mutating: the ELF header, the section header table and the contents
 /// of every section that is not DWARF (read straight from the ELF64 header).
 fn interesting_ranges(d: &[u8]) -> Vec<(usize, usize)> {
@@ -212,17 +199,17 @@ fn survives(data: &[u8]) -> Option<bool> {
 
 fn mutate(seed: &[u8], rng: &mut Rng, ranges: &[(usize, usize)]) -> Vec<u8> {
     let mut d = seed.to_vec();
-    let (lo, hi) = if rng.below(4) == 0 {
+    let (lo, hi) = if rng.index(4) == 0 {
         (0, d.len())
     } else {
-        ranges[rng.below(ranges.len())]
+        ranges[rng.index(ranges.len())]
     };
-    let pick = |rng: &mut Rng| lo + rng.below(hi - lo);
-    match rng.below(6) {
+    let pick = |rng: &mut Rng| lo + rng.index(hi - lo);
+    match rng.index(6) {
         0 | 1 => {
-            for _ in 0..1 + rng.below(4) {
+            for _ in 0..1 + rng.index(4) {
                 let i = pick(rng);
-                d[i] ^= 1 << rng.below(8);
+                d[i] ^= 1 << rng.index(8);
             }
         }
         2 => {
@@ -240,7 +227,7 @@ fn mutate(seed: &[u8], rng: &mut Rng, ranges: &[(usize, usize)]) -> Vec<u8> {
                 4096,
             ];
             let i = (pick(rng) & !3).min(d.len().saturating_sub(4));
-            let v = vals[rng.below(vals.len())];
+            let v = vals[rng.index(vals.len())];
             d[i..i + 4].copy_from_slice(&v.to_le_bytes());
         }
         3 => {
@@ -250,7 +237,7 @@ fn mutate(seed: &[u8], rng: &mut Rng, ranges: &[(usize, usize)]) -> Vec<u8> {
         4 => d.truncate(pick(rng)),
         _ => {
             // Copy one range's bytes over another place (confuses offsets and tables).
-            let (a, b) = ranges[rng.below(ranges.len())];
+            let (a, b) = ranges[rng.index(ranges.len())];
             let len = (b - a).min(64);
             let dst = pick(rng).min(d.len() - len);
             let src: Vec<u8> = d[a..a + len].to_vec();

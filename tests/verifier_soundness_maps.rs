@@ -41,8 +41,12 @@
 //! `GPUBPF_SOUNDNESS_PROGRAMS=200000 GPUBPF_SOUNDNESS_SEED=7 cargo test --release --test
 //! verifier_soundness_maps -- --nocapture` (the seed is decimal or `0x` hex).
 
+#[path = "common/rng.rs"]
+mod rng;
 #[path = "verifier_cases/support.rs"]
 mod verifier_support;
+
+use rng::Rng;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -80,28 +84,6 @@ fn maps() -> Vec<MapInfo> {
         MapInfo::new("hash", MapKind::Hash, 4, HASH_VS as u32, HASH_N as u32),
         MapInfo::new("glob", MapKind::Array, 4, GLOB_VS as u32, 1),
     ]
-}
-
-struct Rng(u64);
-
-impl Rng {
-    /// splitmix64: any seed (0 included) gives a good stream.
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
 }
 
 // ---------------------------------------------------------------------------------------
