@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gpubpf_runtime::attach::{self, Phase};
-use gpubpf_runtime::dispatch::{CtxBuf, PolicySet, Stack};
+use gpubpf_runtime::dispatch::{Chain, CtxBuf, PolicySet, RunRecorder, Stack, FAIL_CLOSED_RESULT};
 use gpubpf_runtime::helper_table::RUN_ITERATION_BUDGET;
 use gpubpf_runtime::helpers::standard_helpers;
 use gpubpf_runtime::jit;
@@ -186,6 +186,65 @@ fn never_reached_code_becomes_traps_before_compiling() {
     assert!(o.faults.is_empty(), "{:?}", o.faults);
 }
 
+/// Counts what the chain reports to its recorder.
+#[derive(Default)]
+struct Counting {
+    started: usize,
+    finished: usize,
+    faults: usize,
+}
+
+impl RunRecorder for Counting {
+    fn start(&mut self) -> Option<u64> {
+        self.started += 1;
+        Some(self.started as u64)
+    }
+    fn finish(&mut self, _slot: Option<u32>, start: Option<u64>, fault: bool) {
+        self.finished += 1;
+        assert_eq!(
+            start,
+            Some(self.finished as u64),
+            "finish pairs with its start"
+        );
+        self.faults += usize::from(fault);
+    }
+}
+
+/// Failing closed (`GPUBPF_FAIL=closed`): an entry program that faults refuses the call
+/// with CUDA_ERROR_NOT_PERMITTED instead of counting as verdict 0, and a point whose object
+/// could not be built refuses every call without running anything.
+#[test]
+fn failing_closed_refuses_what_a_faulting_program_or_a_broken_object_would_police() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let Some(set) = policy_set(tmp.path(), &[("nested_loops.bpf.c", "nested", 0)]) else {
+        return;
+    };
+    let alloc = attach::resolve("cudaMalloc").expect("alias");
+    let mut chain = set.into_chains().remove(&alloc.id).expect("chain");
+    let mut stack = Stack::new_boxed();
+    let words = alloc.ctx_size as usize / 8;
+    let mut c = vec![0u64; words];
+    let mut rec = Counting::default();
+    let v = chain.entry_words(&mut c, &mut stack, &mut rec);
+    assert_eq!((v.verdict, v.denied_by, v.faults), (0, None, 1), "open");
+    chain.fail_closed = true;
+    let v = chain.entry_words(&mut c, &mut stack, &mut rec);
+    assert_eq!(
+        (v.verdict, v.denied_by, v.faults),
+        (FAIL_CLOSED_RESULT, Some(0), 1),
+        "closed"
+    );
+    assert_eq!((rec.finished, rec.faults), (2, 2));
+    let broken = Chain {
+        broken: true,
+        ..Chain::default()
+    };
+    let v = broken.entry_words(&mut c, &mut stack, &mut rec);
+    assert_eq!((v.verdict, v.faults), (FAIL_CLOSED_RESULT, 0));
+    assert_eq!(rec.started, 2, "a broken chain runs nothing");
+    assert_eq!(FAIL_CLOSED_RESULT, 800, "CUDA_ERROR_NOT_PERMITTED");
+}
+
 /// The shim's allocation-free path (`entry_words`/`exit_words` on a ctx of 64-bit words)
 /// decides exactly as `Chain::call` does on the same programs.
 #[test]
@@ -213,7 +272,8 @@ fn word_ctx_path_matches_chain_call() {
         let mut c = vec![0u64; words];
         c[0] = u64::from(alloc.id);
         c[size_slot] = size;
-        let v = chain.entry_words(&mut c, &mut stack);
+        let mut rec = Counting::default();
+        let v = chain.entry_words(&mut c, &mut stack, &mut rec);
         assert_eq!(
             (v.verdict, v.denied_by, v.faults),
             (verdict, denied_by, 0),
@@ -221,8 +281,15 @@ fn word_ctx_path_matches_chain_call() {
         );
         // hdr.phase = entry (high half of word 0).
         assert_eq!(c[0] >> 32, 0);
-        let (result, faults) = chain.exit_words(&mut c, &mut stack, v.verdict, false);
+        let (result, faults) = chain.exit_words(&mut c, &mut stack, v.verdict, false, &mut rec);
         assert_eq!((result, faults), (after_exit, 0), "{size}");
+        // Every program run was reported to the recorder, started and finished in pairs.
+        let runs = denied_by.map_or(chain.entry.len(), |i| i + 1) + chain.exit.len();
+        assert_eq!(
+            (rec.started, rec.finished, rec.faults),
+            (runs, runs, 0),
+            "{size}"
+        );
         assert_eq!(c[0] >> 32, 1, "hdr.phase = exit");
         // The same call through CtxBuf/Chain::call.
         let mut ctx = CtxBuf::new(alloc, Phase::Entry);

@@ -49,6 +49,9 @@ enum Command {
     Load(cmd::load::Args),
     /// Run a command with the shim preloaded, after loading the given policies.
     Run(cmd::run::Args),
+    /// Processes running the shim: generation applied, calls and denials per attach point,
+    /// failed objects, per-program run statistics (`--stats`).
+    Ps(cmd::ps::Args),
     /// Loaded programs.
     #[command(subcommand)]
     Prog(cmd::prog::Command),
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
         Command::Verify(a) => cmd::verify::run(a, &out),
         Command::Load(a) => cmd::load::run(a, &out),
         Command::Run(a) => cmd::run::run(a, &out),
+        Command::Ps(a) => cmd::ps::run(a, &out),
         Command::Prog(c) => cmd::prog::run(c, &out),
         Command::Maps(c) => cmd::maps::run(c, &out),
         Command::AttachPoints(a) => cmd::attach_points::run(a, &out),

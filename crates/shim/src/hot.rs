@@ -33,12 +33,14 @@ use std::collections::BTreeMap;
 use std::ffi::{c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{null_mut, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::{ArcSwapOption, Guard};
-use gpubpf_runtime::dispatch::{Chain, Stack};
+use gpubpf_runtime::dispatch::{Chain, RunRecorder, Stack};
 use gpubpf_runtime::helper_table::STACK_SIZE;
+use gpubpf_runtime::registry::monotonic_ns;
+use gpubpf_runtime::registry::procstats::{Counter, ProcStats};
 
 use crate::abi_types::CUresult;
 use crate::generated::{CTX_GET_DEVICE, POINT_COUNT, POINT_IDS, VARIANTS, VARIANT_COUNT};
@@ -99,6 +101,18 @@ static PID: AtomicU32 = AtomicU32::new(0);
 
 static FAULT_LOGGED: AtomicBool = AtomicBool::new(false);
 
+/// This process's stats file (`gpubpf ps`), leaked so that a call may use it without a
+/// reference count; null when the process has none (unregistered, or a forked child that
+/// has not re-initialised yet).
+static STATS: AtomicPtr<ProcStats> = AtomicPtr::new(null_mut());
+
+/// The registry's "collect run statistics until" word (control block), null before
+/// initialisation.
+static STATS_UNTIL: AtomicPtr<AtomicU64> = AtomicPtr::new(null_mut());
+
+/// Shard value of a thread that has not claimed a counter shard yet.
+const UNCLAIMED: u32 = u32::MAX;
+
 /// Everything a thread keeps for the shim, in one thread-local so that a policed call
 /// looks it up once (a cdylib's thread-locals cost a `__tls_get_addr` call per access).
 struct ThreadState {
@@ -111,6 +125,19 @@ struct ThreadState {
     tid: Cell<u32>,
     /// The chain this thread last used, per attach point.
     cache: RefCell<[Option<Arc<Chain>>; POINT_COUNT]>,
+    /// This thread's counter shard in the stats file ([`UNCLAIMED`] until first needed).
+    shard: Cell<u32>,
+}
+
+impl Drop for ThreadState {
+    fn drop(&mut self) {
+        let shard = self.shard.replace(UNCLAIMED);
+        if shard != UNCLAIMED {
+            if let Some(stats) = stats() {
+                stats.release_shard(shard);
+            }
+        }
+    }
 }
 
 thread_local! {
@@ -120,6 +147,7 @@ thread_local! {
             busy: Cell::new(0),
             tid: Cell::new(0),
             cache: RefCell::new([const { None }; POINT_COUNT]),
+            shard: Cell::new(UNCLAIMED),
         }
     };
 }
@@ -148,6 +176,17 @@ impl ThreadState {
     fn with_stack<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> Option<R> {
         let mut s = self.stack.try_borrow_mut().ok()?;
         self.as_busy(|| f(&mut s))
+    }
+
+    /// This thread's counter shard in `stats`, claimed on first use.
+    fn shard(&self, stats: &ProcStats) -> u32 {
+        let s = self.shard.get();
+        if s != UNCLAIMED {
+            return s;
+        }
+        let s = stats.claim_shard(self.tid());
+        self.shard.set(s);
+        s
     }
 
     fn tid(&self) -> u32 {
@@ -247,11 +286,104 @@ fn note_faults(faults: u32) {
 }
 
 /// Sets the cached process id (at initialisation and in a forked child) and forgets the
-/// calling thread's cached thread id.
+/// calling thread's cached thread id and counter shard; a forked child also stops counting
+/// into its parent's stats file until it has one of its own. Async-signal-safe.
 pub fn set_pid(pid: u32) {
     PID.store(pid, Ordering::Relaxed);
+    STATS.store(null_mut(), Ordering::Release);
     if let Some(t) = thread_state() {
         t.tid.set(0);
+        t.shard.set(UNCLAIMED);
+    }
+}
+
+/// Makes `stats` this process's stats file (leaked: calls in flight may still count into
+/// it, so it is never unmapped) and `until` the registry's statistics switch.
+pub fn set_stats(stats: Option<ProcStats>, until: &'static AtomicU64) {
+    STATS_UNTIL.store((until as *const AtomicU64).cast_mut(), Ordering::Release);
+    let p = stats.map_or(null_mut(), |s| Box::into_raw(Box::new(s)));
+    STATS.store(p, Ordering::Release);
+}
+
+/// This process's stats file, if it has one.
+pub fn current_stats() -> Option<&'static ProcStats> {
+    stats()
+}
+
+fn stats() -> Option<&'static ProcStats> {
+    let p = STATS.load(Ordering::Acquire);
+    // SAFETY: a non-null value was leaked by `set_stats` and is never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Whether run statistics are being collected now: the registry's switch holds a deadline
+/// in the future. An expired deadline is cleared so that later calls skip the clock.
+#[inline]
+fn timing() -> bool {
+    let p = STATS_UNTIL.load(Ordering::Relaxed);
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: set from the registry's control block, which lives (leaked in a `OnceLock`)
+    // for the rest of the process.
+    let until = unsafe { &*p };
+    let deadline = until.load(Ordering::Relaxed);
+    if deadline == 0 {
+        return false;
+    }
+    if monotonic_ns() < deadline {
+        return true;
+    }
+    let _ = until.compare_exchange(deadline, 0, Ordering::Relaxed, Ordering::Relaxed);
+    false
+}
+
+/// Counts into this thread's shard of the stats file.
+struct Recorder {
+    stats: Option<(&'static ProcStats, u32)>,
+    timing: bool,
+}
+
+impl Recorder {
+    fn new(thread: &ThreadState) -> Self {
+        match stats() {
+            Some(s) => Recorder {
+                stats: Some((s, thread.shard(s))),
+                timing: timing(),
+            },
+            None => Recorder {
+                stats: None,
+                timing: false,
+            },
+        }
+    }
+
+    #[inline]
+    fn add(&self, c: impl FnOnce(u32) -> Counter, slot: Option<u32>) {
+        if let (Some((s, shard)), Some(slot)) = (self.stats, slot) {
+            s.add(shard, c(slot), 1);
+        }
+    }
+}
+
+impl RunRecorder for Recorder {
+    #[inline]
+    fn start(&mut self) -> Option<u64> {
+        self.timing.then(monotonic_ns)
+    }
+
+    #[inline]
+    fn finish(&mut self, slot: Option<u32>, start: Option<u64>, fault: bool) {
+        let (Some((s, shard)), Some(q)) = (self.stats, slot) else {
+            return;
+        };
+        if let Some(t0) = start {
+            s.add(shard, Counter::runs(q), 1);
+            s.add(shard, Counter::run_ns(q), monotonic_ns().saturating_sub(t0));
+        }
+        if fault {
+            s.add(shard, Counter::faults(q), 1);
+        }
     }
 }
 
@@ -319,14 +451,20 @@ impl Policed {
     #[inline]
     pub fn enter(&self, c: &mut [u64]) -> Option<CUresult> {
         let chain = self.chain.get()?;
-        if chain.entry.is_empty() {
+        let mut rec = Recorder::new(self.thread);
+        rec.add(Counter::calls, chain.stats_slot);
+        if chain.entry.is_empty() && !chain.broken {
             return None;
         }
         let v = self
             .thread
-            .with_stack(|stack| chain.entry_words(c, stack))?;
+            .with_stack(|stack| chain.entry_words(c, stack, &mut rec))?;
         note_faults(v.faults);
-        (v.verdict != 0).then_some(v.verdict)
+        if v.verdict == 0 {
+            return None;
+        }
+        rec.add(Counter::denied, chain.stats_slot);
+        Some(v.verdict)
     }
 
     /// Exit programs: the result the caller gets.
@@ -338,9 +476,10 @@ impl Policed {
         if chain.exit.is_empty() {
             return result;
         }
+        let mut rec = Recorder::new(self.thread);
         match self
             .thread
-            .with_stack(|stack| chain.exit_words(c, stack, result, out_valid))
+            .with_stack(|stack| chain.exit_words(c, stack, result, out_valid, &mut rec))
         {
             Some((r, faults)) => {
                 note_faults(faults);
@@ -451,6 +590,25 @@ pub fn force_slow_path() {
 /// Makes every point unpoliced (initialisation found nothing to run or failed).
 pub fn publish_nothing() {
     publish(BTreeMap::new());
+}
+
+/// Makes every point refuse every call (`GPUBPF_FAIL=closed` and the registry cannot be
+/// read, so no policy can be enforced).
+pub fn publish_all_broken() {
+    publish(
+        POINT_IDS
+            .iter()
+            .map(|&id| {
+                (
+                    id,
+                    Chain {
+                        broken: true,
+                        ..Chain::default()
+                    },
+                )
+            })
+            .collect(),
+    );
 }
 
 #[cfg(test)]

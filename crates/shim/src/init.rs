@@ -11,25 +11,82 @@
 //!    logged), publishes the chains and acknowledges the generation.
 //! 4. A watcher thread sleeps on the generation word (`Control::wait_change`); on a change
 //!    it rebuilds and republishes off the hot path, then acknowledges.
-//! 5. After `fork` the child (whose only thread is the one that forked) refreshes the cached
+//! 5. `GPUBPF_FAIL` (read once): `open` (default) — an object that cannot be built is
+//!    skipped, a registry that cannot be read leaves the process unpoliced, a program that
+//!    faults counts as verdict 0; `closed` — the attach points a failed object names refuse
+//!    every call with `CUDA_ERROR_NOT_PERMITTED` (800), an entry program that faults refuses
+//!    its call, and a registry that exists but cannot be read refuses every call (a missing
+//!    registry still means nothing to enforce). Any other value is treated as `closed`.
+//! 6. The process's stats file (`procs/SLOT`, `registry::procstats`) records its attach
+//!    points, programs and failed objects at every (re)load, and the wrappers count calls,
+//!    denials and (while `gpubpf ps --stats` asks) program runs and run time into it.
+//! 7. After `fork` the child (whose only thread is the one that forked) refreshes the cached
 //!    pid in the `pthread_atfork` handler and sends every wrapper to the slow path; its
 //!    first driver call then registers the child in the process table, rebuilds the chains
 //!    and starts the child's own watcher. (A `fork` while another thread is in the middle
 //!    of the shim's first initialisation leaves the child unable to initialise: its copy of
 //!    the initialisation lock stays taken.)
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Once, OnceLock};
+use std::sync::{Mutex, Once, OnceLock};
 use std::time::Duration;
 
 use gpubpf_runtime::dispatch::PolicySet;
 use gpubpf_runtime::helpers::standard_helpers;
+use gpubpf_runtime::registry::procstats::ProcStats;
 use gpubpf_runtime::registry::{self, Registry};
 
 use crate::hot;
 
 /// Environment variable holding the shim's log filter.
 pub const LOG_ENV: &str = "GPUBPF_LOG";
+/// Environment variable choosing what happens when a policy cannot be enforced.
+pub const FAIL_ENV: &str = "GPUBPF_FAIL";
+
+/// `GPUBPF_FAIL=closed` (or any value but `open`): read once at initialisation.
+static FAIL_CLOSED: AtomicBool = AtomicBool::new(false);
+/// Failures already logged (object and reason), so that each is logged once per process
+/// however often the watcher rebuilds.
+static LOGGED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+fn read_fail_mode() {
+    let closed = match std::env::var(FAIL_ENV) {
+        Err(std::env::VarError::NotPresent) => false,
+        Ok(v) if v.eq_ignore_ascii_case("open") || v.is_empty() => false,
+        Ok(v) if v.eq_ignore_ascii_case("closed") => true,
+        Ok(v) => {
+            tracing::warn!(value = %v, "{FAIL_ENV} is neither `open` nor `closed`; failing closed");
+            true
+        }
+        Err(std::env::VarError::NotUnicode(_)) => {
+            tracing::warn!("{FAIL_ENV} is not valid UTF-8; failing closed");
+            true
+        }
+    };
+    FAIL_CLOSED.store(closed, Ordering::Relaxed);
+}
+
+fn fail_closed() -> bool {
+    FAIL_CLOSED.load(Ordering::Relaxed)
+}
+
+/// Logs `message` once per process.
+fn warn_once(key: String, f: impl FnOnce()) {
+    let fresh = LOGGED.lock().map(|mut l| l.insert(key)).unwrap_or(true);
+    if fresh {
+        f();
+    }
+}
+
+/// Publishes nothing, or (failing closed) refuses every call.
+fn publish_unreadable() {
+    if fail_closed() {
+        hot::publish_all_broken();
+    } else {
+        hot::publish_nothing();
+    }
+}
 
 static INIT: Once = Once::new();
 static REGISTRY: OnceLock<Registry> = OnceLock::new();
@@ -94,6 +151,16 @@ fn start(reg: &'static Registry) {
             None
         }
     };
+    let stats = slot.and_then(|i| {
+        let pid = std::process::id();
+        let start = registry::process_start_time(pid).unwrap_or(0);
+        ProcStats::create(reg.home(), i, pid, start, fail_closed())
+            .map_err(|e| {
+                tracing::warn!(error = %error_chain(&e), "no stats file; `gpubpf ps` will show no counts for this process")
+            })
+            .ok()
+    });
+    hot::set_stats(stats, reg.control().stats_until());
     let seen = reg.generation();
     reload(reg, slot, true);
     let spawned = std::thread::Builder::new()
@@ -106,6 +173,7 @@ fn start(reg: &'static Registry) {
 
 fn init() {
     install_logging();
+    read_fail_mode();
     hot::set_pid(std::process::id());
     if !ATFORK.swap(true, Ordering::Relaxed) {
         // SAFETY: registers a plain function without captured state as the child handler.
@@ -122,8 +190,12 @@ fn init() {
     let reg = match Registry::open(&home) {
         Ok(r) => REGISTRY.get_or_init(|| r),
         Err(e) => {
-            tracing::warn!(home = %home.display(), error = %error_chain(&e), "cannot open the gpubpf registry; the process runs unpoliced");
-            hot::publish_nothing();
+            if fail_closed() {
+                tracing::warn!(home = %home.display(), error = %error_chain(&e), "cannot open the gpubpf registry; {FAIL_ENV}=closed: every CUDA call is refused");
+            } else {
+                tracing::warn!(home = %home.display(), error = %error_chain(&e), "cannot open the gpubpf registry; the process runs unpoliced");
+            }
+            publish_unreadable();
             return;
         }
     };
@@ -146,12 +218,46 @@ fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
     let started = std::time::Instant::now();
     match PolicySet::load_each(reg, &standard_helpers()) {
         Ok((set, failed)) => {
-            for (object, e) in &failed {
-                tracing::warn!(object = %object, error = %error_chain(e), "policy object skipped");
+            let closed = fail_closed();
+            for f in &failed {
+                let reason = error_chain(&f.error);
+                warn_once(format!("{}\0{reason}", f.name), || {
+                    if closed {
+                        tracing::warn!(object = %f.name, error = %reason, "policy object cannot run; {FAIL_ENV}=closed: its attach points refuse every call");
+                    } else {
+                        tracing::warn!(object = %f.name, error = %reason, "policy object skipped");
+                    }
+                });
             }
             let generation = set.generation;
             let programs = set.programs().count();
-            hot::publish(set.into_chains());
+            let mut chains = set.into_chains();
+            if closed {
+                for id in failed.iter().flat_map(|f| &f.points) {
+                    chains.entry(*id).or_default().broken = true;
+                }
+                for chain in chains.values_mut() {
+                    chain.fail_closed = true;
+                }
+            }
+            if let Some(stats) = hot::current_stats() {
+                stats.update(|t| {
+                    t.clear();
+                    for (id, chain) in chains.iter_mut() {
+                        chain.stats_slot = t.point(*id, chain.broken);
+                        for p in chain.entry.iter_mut() {
+                            p.stats_slot = t.program(&p.object, &p.name, *id, false);
+                        }
+                        for p in chain.exit.iter_mut() {
+                            p.stats_slot = t.program(&p.object, &p.name, *id, true);
+                        }
+                    }
+                    for f in &failed {
+                        t.failure(&f.name, &error_chain(&f.error));
+                    }
+                });
+            }
+            hot::publish(chains);
             if let Some(s) = slot {
                 reg.control().ack(s, generation);
             }
@@ -164,9 +270,13 @@ fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
             );
         }
         Err(e) => {
-            tracing::warn!(error = %error_chain(&e), "cannot read the registry; policies unchanged");
+            let reason = error_chain(&e);
+            warn_once(
+                reason.clone(),
+                || tracing::warn!(error = %reason, "cannot read the registry; policies unchanged"),
+            );
             if first {
-                hot::publish_nothing();
+                publish_unreadable();
             }
         }
     }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use gpubpf_verifier::VerifyStats;
 
 use crate::attach::abi::FLAG_OUT_VALID;
-use crate::attach::{AttachPoint, Phase};
+use crate::attach::{self, AttachPoint, Phase};
 use crate::helper_table::{HelperTable, STACK_SIZE};
 use crate::jit::{self, CompiledProgram};
 use crate::program::PreparedProgram;
@@ -46,6 +46,9 @@ pub struct AttachedProgram {
     prepared: PreparedProgram,
     /// Size of the ctx the program was verified against (its attach point's `ctx_size`).
     ctx_size: u32,
+    /// Where the process counts this program's runs (the shim's statistics slot); `None`
+    /// when not counted.
+    pub stats_slot: Option<u32>,
 }
 
 impl AttachedProgram {
@@ -119,6 +122,32 @@ pub struct EntryVerdict {
     pub faults: u32,
 }
 
+/// What a process returns from a call it refuses because it cannot enforce the policy
+/// (`GPUBPF_FAIL=closed`): `CUDA_ERROR_NOT_PERMITTED`.
+pub const FAIL_CLOSED_RESULT: u32 = 800;
+
+/// Watches each program run of a chain: the shim's per-program statistics.
+pub trait RunRecorder {
+    /// Called before a program runs; returns a start time when run time is collected.
+    fn start(&mut self) -> Option<u64>;
+    /// Called after the program in statistics slot `slot` ran: `start` is what
+    /// [`RunRecorder::start`] returned, `fault` whether the run failed.
+    fn finish(&mut self, slot: Option<u32>, start: Option<u64>, fault: bool);
+}
+
+/// A [`RunRecorder`] that records nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoRecorder;
+
+impl RunRecorder for NoRecorder {
+    #[inline(always)]
+    fn start(&mut self) -> Option<u64> {
+        None
+    }
+    #[inline(always)]
+    fn finish(&mut self, _: Option<u32>, _: Option<u64>, _: bool) {}
+}
+
 /// Word index of `hdr.phase` (high half) / `hdr.api_id` (low half).
 const W_PHASE: usize = 0;
 /// Word index of `hdr.flags` (high half) / `hdr.device` (low half).
@@ -141,18 +170,32 @@ const _: () = assert!(cfg!(target_endian = "little"));
 impl Chain {
     /// Entry programs on a ctx held in words, without allocating: sets `hdr.phase` to entry
     /// and runs the programs in priority order until one returns a non-zero verdict. A
-    /// program that fails counts as verdict 0 (fail open) and is counted in `faults`.
-    pub fn entry_words(&self, ctx: &mut [u64], stack: &mut Stack) -> EntryVerdict {
+    /// program that fails counts as verdict 0 (fail open) and is counted in `faults`;
+    /// with [`Chain::fail_closed`] it refuses the call with [`FAIL_CLOSED_RESULT`] instead.
+    /// A [`Chain::broken`] chain refuses every call with that result without running.
+    pub fn entry_words(
+        &self,
+        ctx: &mut [u64],
+        stack: &mut Stack,
+        rec: &mut impl RunRecorder,
+    ) -> EntryVerdict {
         let mut out = EntryVerdict {
             verdict: 0,
             denied_by: None,
             faults: 0,
         };
+        if self.broken {
+            out.verdict = FAIL_CLOSED_RESULT;
+            return out;
+        }
         if let Some(w) = ctx.get_mut(W_PHASE) {
             set_high(w, Phase::Entry.ctx_value());
         }
         for (i, p) in self.entry.iter().enumerate() {
-            match p.run_words(ctx, stack) {
+            let t = rec.start();
+            let r = p.run_words(ctx, stack);
+            rec.finish(p.stats_slot, t, r.is_err());
+            match r {
                 Ok(0) => {}
                 Ok(v) => {
                     // The verifier bounds entry verdicts to small CUresult values.
@@ -160,7 +203,14 @@ impl Chain {
                     out.denied_by = Some(i);
                     break;
                 }
-                Err(_) => out.faults = out.faults.saturating_add(1),
+                Err(_) => {
+                    out.faults = out.faults.saturating_add(1);
+                    if self.fail_closed {
+                        out.verdict = FAIL_CLOSED_RESULT;
+                        out.denied_by = Some(i);
+                        break;
+                    }
+                }
             }
         }
         out
@@ -169,13 +219,16 @@ impl Chain {
     /// Exit programs on a ctx held in words, without allocating: sets `hdr.phase` to exit,
     /// `hdr.result` to `result` and `GPUBPF_CTX_F_OUT_VALID` to `out_valid`, runs every exit
     /// program, and returns the final result (which a program may have overridden) and the
-    /// number of programs that failed.
+    /// number of programs that failed. A failing exit program never changes the result,
+    /// even when failing closed: the call has happened, and refusing it now would leak
+    /// what it created.
     pub fn exit_words(
         &self,
         ctx: &mut [u64],
         stack: &mut Stack,
         result: u32,
         out_valid: bool,
+        rec: &mut impl RunRecorder,
     ) -> (u32, u32) {
         if let Some(w) = ctx.get_mut(W_PHASE) {
             set_high(w, Phase::Exit.ctx_value());
@@ -194,7 +247,10 @@ impl Chain {
         }
         let mut faults = 0u32;
         for p in &self.exit {
-            if p.run_words(ctx, stack).is_err() {
+            let t = rec.start();
+            let r = p.run_words(ctx, stack);
+            rec.finish(p.stats_slot, t, r.is_err());
+            if r.is_err() {
                 faults = faults.saturating_add(1);
             }
         }
@@ -210,6 +266,14 @@ pub struct Chain {
     pub entry: Vec<AttachedProgram>,
     /// Exit programs.
     pub exit: Vec<AttachedProgram>,
+    /// An object meant for this point could not be built and the process fails closed:
+    /// every call is refused with [`FAIL_CLOSED_RESULT`].
+    pub broken: bool,
+    /// An entry program that fails at run time refuses the call ([`FAIL_CLOSED_RESULT`])
+    /// instead of counting as verdict 0.
+    pub fail_closed: bool,
+    /// Where the process counts this point's calls (the shim's statistics slot).
+    pub stats_slot: Option<u32>,
 }
 
 /// What happened to one call that went through a [`Chain`].
@@ -276,6 +340,17 @@ impl Chain {
     }
 }
 
+/// An object [`PolicySet::load_each`] left out.
+#[derive(Debug)]
+pub struct FailedObject {
+    /// Registry name.
+    pub name: String,
+    /// Why.
+    pub error: DispatchError,
+    /// Ids of the attach points its links name (deduplicated, sorted).
+    pub points: std::collections::BTreeSet<u32>,
+}
+
 /// Every program of a registry, re-verified and compiled, by attach point id.
 #[derive(Debug, Default)]
 pub struct PolicySet {
@@ -303,12 +378,12 @@ impl PolicySet {
 
     /// Like [`PolicySet::load`], but an object that fails (corrupt, re-verification
     /// rejected, maps changed, …) is left out on its own while every other object is kept:
-    /// returns the set and, per failed object, its name and the error. Only a registry that
-    /// cannot be read at all is an error.
+    /// returns the set and, per failed object, its name, the error and the attach points
+    /// its links name. Only a registry that cannot be read at all is an error.
     pub fn load_each(
         reg: &Registry,
         helpers: &HelperTable,
-    ) -> Result<(Self, Vec<(String, DispatchError)>), DispatchError> {
+    ) -> Result<(Self, Vec<FailedObject>), DispatchError> {
         let snap = reg.snapshot()?;
         let mut set = PolicySet {
             generation: snap.generation,
@@ -325,7 +400,17 @@ impl PolicySet {
                         c.exit.extend(chain.exit);
                     }
                 }
-                Err(e) => failed.push((rec.name.clone(), e)),
+                Err(error) => failed.push(FailedObject {
+                    name: rec.name.clone(),
+                    points: rec
+                        .programs
+                        .iter()
+                        .flat_map(|p| &p.links)
+                        .filter_map(|l| attach::resolve(&l.attach_point).ok())
+                        .map(|p| p.id)
+                        .collect(),
+                    error,
+                }),
             }
         }
         set.sort();
@@ -354,6 +439,7 @@ impl PolicySet {
                     compiled: built.compiled,
                     prepared: built.prepared,
                     ctx_size: built.point.ctx_size,
+                    stats_slot: None,
                 };
                 let chain = self.chains.entry(built.point.id).or_default();
                 match built.phase {

@@ -18,7 +18,10 @@ mod chain;
 mod ctx;
 
 pub use build::{BuiltProgram, LoadedObject};
-pub use chain::{AttachedProgram, CallOutcome, Chain, EntryVerdict, PolicySet, Stack, WordsError};
+pub use chain::{
+    AttachedProgram, CallOutcome, Chain, EntryVerdict, FailedObject, NoRecorder, PolicySet,
+    RunRecorder, Stack, WordsError, FAIL_CLOSED_RESULT,
+};
 pub use ctx::CtxBuf;
 
 /// Errors building or running policies.

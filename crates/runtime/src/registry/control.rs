@@ -4,6 +4,8 @@
 //! 0     magic "GPUBPFCB", version u32, slots u32
 //! 64    generation: u64, bumped by every change (under the writer lock)
 //! 128   wake: u32, futex word bumped with the generation (waiters sleep on it)
+//! 136   stats until: u64, CLOCK_MONOTONIC nanoseconds until which processes collect
+//!       per-program run counts and times (0: off; `gpubpf ps --stats` sets it)
 //! 192   writer lock: a robust process-shared mutex
 //! 512   process table: PROC_SLOTS × ProcSlot (pid, start time, acknowledged generation)
 //! ```
@@ -22,6 +24,7 @@ const MAGIC: [u8; 8] = *b"GPUBPFCB";
 const VERSION: u32 = 1;
 const GENERATION: usize = 64;
 const WAKE: usize = 128;
+const STATS_UNTIL: usize = 136;
 const WRITER_LOCK: usize = 192;
 const TABLE: usize = 512;
 /// Slots of the process table.
@@ -33,6 +36,8 @@ pub const CONTROL_SIZE: usize = TABLE + PROC_SLOTS * SLOT_SIZE;
 /// A live (or recently live) process registered in the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ProcessInfo {
+    /// Index in the process table (names the process's stats file).
+    pub slot: usize,
     /// Process id.
     pub pid: u32,
     /// Start time (clock ticks since boot, `/proc/PID/stat` field 22), guards pid reuse.
@@ -53,6 +58,20 @@ fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Re
         op,
         source,
     }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (the same clock in every process of the machine).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// Start time of process `pid`, or `None` when it does not exist.
@@ -141,6 +160,18 @@ impl Control {
     /// The current generation.
     pub fn generation(&self) -> u64 {
         self.word64(GENERATION).load(Ordering::Acquire)
+    }
+
+    /// The word holding the time until which run statistics are collected (see the
+    /// layout); processes read it on every policed call.
+    pub fn stats_until(&self) -> &AtomicU64 {
+        self.word64(STATS_UNTIL)
+    }
+
+    /// Asks every process to collect run statistics until `deadline` (CLOCK_MONOTONIC
+    /// nanoseconds, [`monotonic_ns`]); a later deadline already set is kept.
+    pub fn enable_stats_until(&self, deadline: u64) {
+        self.stats_until().fetch_max(deadline, Ordering::AcqRel);
     }
 
     /// Address of the futex word (for waiters that poll it directly).
@@ -277,6 +308,7 @@ impl Control {
             .map(|i| {
                 let (p, st, ack) = self.slot(i);
                 ProcessInfo {
+                    slot: i,
                     pid: p.load(Ordering::Acquire),
                     start_time: st.load(Ordering::Acquire),
                     acked_generation: ack.load(Ordering::Acquire),

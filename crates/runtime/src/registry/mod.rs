@@ -7,6 +7,8 @@
 //!   pins/NAME              map NAME is pinned: kept when no loaded object binds it
 //!   progs/NAME/object.o    the original object of a loaded policy
 //!   progs/NAME/meta.json   its ObjectRecord: programs, links, map bindings, globals, hash
+//!   procs/SLOT             status and counters of the process in process-table slot SLOT
+//!                          (`procstats`), written by that process's shim
 //! ```
 //!
 //! Writers serialise on the control block's robust lock ([`Registry::writer`]); every
@@ -19,12 +21,15 @@
 mod control;
 mod home;
 mod pins;
+pub mod procstats;
 mod record;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use control::{process_start_time, Control, ProcessInfo, CONTROL_SIZE, PROC_SLOTS};
+pub use control::{
+    monotonic_ns, process_start_time, Control, ProcessInfo, CONTROL_SIZE, PROC_SLOTS,
+};
 pub use home::{check_private_dir, default_home, ensure_private_dir, HOME_ENV};
 pub use record::{
     sha256_hex, LinkRecord, MapBinding, ObjectRecord, Phase, ProgramRecord, RECORD_FORMAT,
@@ -152,7 +157,7 @@ impl Registry {
     /// another user or writable by group/others.
     pub fn open(home: &Path) -> Result<Self, RegistryError> {
         ensure_private_dir(home)?;
-        for sub in ["maps", "progs"] {
+        for sub in ["maps", "progs", "procs"] {
             ensure_private_dir(&home.join(sub))?;
         }
         let control = Control::open_or_create(&home.join("control"))?;

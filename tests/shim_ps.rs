@@ -1,0 +1,253 @@
+//! End to end on the mock CUDA stack: `gpubpf ps` (live processes, calls and denials per
+//! attach point, failed objects, per-program run statistics while `--stats` asks) and
+//! `GPUBPF_FAIL=closed`.
+//!
+//! Needs `cc` and clang (scripts/test.sh installs them); prints `skipped: …` without them.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use common::cli::{ok_json, run_with_registry as cli};
+use common::shim::{session, Session};
+
+fn policy(dir: &Path, src: &str) -> PathBuf {
+    common::cli::build_policy(dir, src).expect("clang present: policy built")
+}
+
+fn load(home: &Path, obj: &Path, extra: &[&str]) {
+    let mut args = vec!["-j", "load", obj.to_str().expect("utf-8 path")];
+    args.extend(extra);
+    ok_json(&cli(home, &args));
+}
+
+/// Replaces the recorded object of loaded policy `name` by bytes that no longer match its
+/// hash: every process that (re)builds its chains fails on that object alone.
+fn corrupt(home: &Path, name: &str) {
+    std::fs::write(
+        home.join("progs").join(name).join("object.o"),
+        b"not an ELF",
+    )
+    .expect("overwrite object");
+}
+
+fn ps(home: &Path, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["-j", "ps"];
+    args.extend(extra);
+    ok_json(&cli(home, &args))
+        .as_array()
+        .expect("array")
+        .clone()
+}
+
+fn entry(procs: &[Value], pid: u32) -> Option<Value> {
+    procs.iter().find(|p| p["pid"] == pid).cloned()
+}
+
+/// Polls `gpubpf ps` until `pid` is listed and `ready` holds for it.
+fn wait_for(home: &Path, pid: u32, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(p) = entry(&ps(home, &[]), pid) {
+            if ready(&p) {
+                return p;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} never showed {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn point<'a>(p: &'a Value, name: &str) -> &'a Value {
+    p["attach_points"]
+        .as_array()
+        .expect("attach_points")
+        .iter()
+        .find(|a| a["attach_point"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {p}"))
+}
+
+fn finish(child: Child, go: &Path) -> Vec<String> {
+    std::fs::write(go, b"").expect("create go file");
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A live process is listed with its command, user and applied generation, its calls and
+/// denials per attach point counted exactly, the object it could not run with the reason,
+/// and it vanishes from the list when it exits.
+#[test]
+fn ps_lists_a_live_process_with_exact_counts_and_its_failed_object() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    let count = policy(tmp.path(), "tests/shim/count_launch.bpf.c");
+    load(
+        &home,
+        &quota,
+        &["--set", "limit_bytes=50", "--set", "log_denials=0"],
+    );
+    load(&home, &count, &[]);
+    corrupt(&home, "count_launch");
+    let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
+    let child = mock
+        .command(&mock.app_link, &home)
+        .args(["link", "live"])
+        .arg(&ready)
+        .arg(&go)
+        .arg("100")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    // The one allocation before READY is over the 50-byte limit: seen once, denied once.
+    let p = wait_for(&home, pid, "its first allocation", |p| {
+        p["attach_points"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["calls"] == 1))
+    });
+    let alloc = point(&p, "cuMemAlloc");
+    assert_eq!(
+        (&alloc["calls"], &alloc["denied"]),
+        (&1.into(), &1.into()),
+        "{p}"
+    );
+    assert!(
+        p["command"].as_str().unwrap_or("").contains(" live "),
+        "{p}"
+    );
+    assert_eq!(p["up_to_date"], true, "{p}");
+    assert_eq!(p["fail_closed"], false, "{p}");
+    let failed = p["failed_objects"].as_array().expect("failed_objects");
+    assert_eq!(failed.len(), 1, "{p}");
+    assert_eq!(failed[0]["object"], "count_launch");
+    assert!(
+        failed[0]["reason"].as_str().unwrap_or("").contains("hash"),
+        "{p}"
+    );
+    // The quota's programs run here; without --stats their runs are not counted.
+    let progs = p["programs"].as_array().expect("programs");
+    assert!(
+        progs
+            .iter()
+            .any(|q| q["object"] == "quota" && q["phase"] == "entry" && q["active"] == true),
+        "{p}"
+    );
+    assert!(progs.iter().all(|q| q["run_cnt"] == 0), "{p}");
+    // The text form says the same.
+    let text = String::from_utf8_lossy(&cli(&home, &["ps"]).stdout).into_owned();
+    assert!(text.contains(&pid.to_string()), "{text}");
+    assert!(text.contains("failed object count_launch"), "{text}");
+    assert!(text.contains("denied 1"), "{text}");
+    assert_eq!(finish(child, &go)[..2], ["before 2", "after 2"]);
+    assert!(
+        entry(&ps(&home, &[]), pid).is_none(),
+        "exited process still listed"
+    );
+}
+
+/// `--stats` switches run statistics on in every process for its window: a process
+/// launching without pause then shows run counts and run time for its program, never more
+/// runs than calls.
+#[test]
+fn ps_stats_collects_run_counts_and_time_only_while_asked() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let count = policy(tmp.path(), "tests/shim/count_launch.bpf.c");
+    load(&home, &count, &[]);
+    let stop = tmp.path().join("stop");
+    let child = mock
+        .command(&mock.app_link, &home)
+        .args(["link", "hammer", "2"])
+        .arg(&stop)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let p = wait_for(&home, pid, "launches", |p| {
+        p["attach_points"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["calls"].as_u64() > Some(0)))
+    });
+    assert_eq!(p["programs"][0]["run_cnt"], 0, "off until asked: {p}");
+    let procs = ps(&home, &["--stats=300ms"]);
+    let p = entry(&procs, pid).expect("listed");
+    let prog = &p["programs"][0];
+    let runs = prog["run_cnt"].as_u64().expect("run_cnt");
+    assert!(runs > 0, "{p}");
+    assert!(prog["run_time_ns"].as_u64() > Some(0), "{p}");
+    let calls = point(&p, "cuLaunchKernel")["calls"]
+        .as_u64()
+        .expect("calls");
+    assert!(runs <= calls, "{runs} runs of {calls} calls");
+    let lines = finish(child, &stop);
+    let made: u64 = lines[0]
+        .strip_prefix("launches ")
+        .and_then(|n| n.parse().ok())
+        .expect("launch total");
+    assert!(made >= calls);
+}
+
+/// `GPUBPF_FAIL=closed`: the attach points of an object that cannot be built refuse every
+/// call with CUDA_ERROR_NOT_PERMITTED (800) without reaching the driver, while the default
+/// (open) lets them through unpoliced; with a registry that cannot be read every call is
+/// refused.
+#[test]
+fn failing_closed_refuses_the_calls_a_broken_policy_was_meant_to_police() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    load(
+        &home,
+        &quota,
+        &["--set", "limit_bytes=1000", "--set", "log_denials=0"],
+    );
+    corrupt(&home, "quota");
+    let run = |mode: &str| {
+        mock.command(&mock.app_link, &home)
+            .env("GPUBPF_FAIL", mode)
+            .env("GPUBPF_LOG", "warn")
+            .args(["link", "quota", "2", "100"])
+            .output()
+            .expect("run")
+    };
+    let out = run("closed");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "alloc 0 800\nalloc 1 800\nmock alloc=0 free=0 launch=0 launch_ptsz=0 getinfo=0\n"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("refuse every call").count(), 1, "{err}");
+    let out = run("open");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "alloc 0 0\nalloc 1 0\nfree 0\nretry 0\n\
+         mock alloc=3 free=3 launch=0 launch_ptsz=0 getinfo=0\n"
+    );
+    // A registry that exists but cannot be read: nothing can be enforced, so nothing runs.
+    std::fs::write(home.join("control"), b"not a control block").expect("corrupt control");
+    let out = run("closed");
+    assert!(!out.status.success(), "cuInit must have been refused");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("every CUDA call is refused"), "{err}");
+}
