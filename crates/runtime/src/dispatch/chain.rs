@@ -9,7 +9,7 @@ use crate::attach::{self, AttachPoint, Phase};
 use crate::helper_table::{HelperTable, STACK_SIZE};
 use crate::jit::{self, CompiledProgram};
 use crate::program::PreparedProgram;
-use crate::registry::{ObjectRecord, Registry};
+use crate::registry::{LinkRecord, ObjectRecord, ProgramRecord, Registry};
 
 use super::build::LoadedObject;
 use super::ctx::CtxBuf;
@@ -389,15 +389,67 @@ impl PolicySet {
             generation: snap.generation,
             chains: BTreeMap::new(),
         };
+        // Objects are opened, then every link of every program is built, each step on
+        // several threads (re-verification and JIT compilation dominate start-up).
+        let opened = super::parallel::par_map(&snap.objects, |rec| {
+            let loaded = LoadedObject::open(reg, rec)?;
+            for prec in &rec.programs {
+                // A recorded program missing from the object is an error even without links.
+                loaded.program(prec)?;
+            }
+            Ok::<_, DispatchError>(loaded)
+        });
+        let tasks: Vec<(usize, &LoadedObject, &ProgramRecord, &LinkRecord)> = opened
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| Some((i, o.as_ref().ok()?)))
+            .flat_map(|(i, loaded)| {
+                loaded.record.programs.iter().flat_map(move |prec| {
+                    prec.links.iter().map(move |link| (i, loaded, prec, link))
+                })
+            })
+            .collect();
+        let built = super::parallel::par_map(&tasks, |(_, loaded, prec, link)| {
+            let b = loaded.build(prec, link, helpers)?;
+            Ok::<_, DispatchError>((
+                b.point.id,
+                AttachedProgram {
+                    object: loaded.record.name.clone(),
+                    name: prec.name.clone(),
+                    phase: b.phase,
+                    priority: link.priority,
+                    stats: b.stats,
+                    compiled: b.compiled,
+                    prepared: b.prepared,
+                    ctx_size: b.point.ctx_size,
+                    stats_slot: None,
+                },
+            ))
+        });
+        let owners: Vec<usize> = tasks.iter().map(|t| t.0).collect();
+        drop(tasks);
+        // Per object: every program, or the first error (in link order) and none of them.
+        let mut per_object: Vec<Result<Vec<(u32, AttachedProgram)>, DispatchError>> =
+            opened.into_iter().map(|o| o.map(|_| Vec::new())).collect();
+        for (i, b) in owners.into_iter().zip(built) {
+            if let Some(slot @ Ok(_)) = per_object.get_mut(i) {
+                match (b, slot) {
+                    (Ok(p), Ok(progs)) => progs.push(p),
+                    (Err(e), slot) => *slot = Err(e),
+                    (Ok(_), Err(_)) => {}
+                }
+            }
+        }
         let mut failed = Vec::new();
-        for rec in &snap.objects {
-            let mut one = PolicySet::default();
-            match one.add_object(reg, rec, helpers) {
-                Ok(()) => {
-                    for (id, chain) in one.chains {
-                        let c = set.chains.entry(id).or_default();
-                        c.entry.extend(chain.entry);
-                        c.exit.extend(chain.exit);
+        for (rec, result) in snap.objects.iter().zip(per_object) {
+            match result {
+                Ok(progs) => {
+                    for (id, p) in progs {
+                        let chain = set.chains.entry(id).or_default();
+                        match p.phase {
+                            Phase::Entry => chain.entry.push(p),
+                            Phase::Exit => chain.exit.push(p),
+                        }
                     }
                 }
                 Err(error) => failed.push(FailedObject {

@@ -16,6 +16,7 @@
 mod build;
 mod chain;
 mod ctx;
+mod parallel;
 
 pub use build::{BuiltProgram, LoadedObject};
 pub use chain::{

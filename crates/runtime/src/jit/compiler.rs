@@ -69,9 +69,33 @@ struct CompiledFunc {
     explicit_traps: usize,
 }
 
-/// Compiles `slots` with a fresh [`JitCompiler`].
+thread_local! {
+    /// This thread's compiler, kept between programs: building the two ISAs and the entry
+    /// trampoline costs about as much as compiling a small program, and a process compiles
+    /// every loaded program at start-up and after every change.
+    static COMPILER: std::cell::RefCell<Option<JitCompiler>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Compiles `slots` with this thread's [`JitCompiler`] (created on first use; a fresh one
+/// when it is busy, which only a nested call could make it).
 pub fn compile(slots: &[Insn], helpers: &HelperTable) -> Result<CompiledProgram, JitError> {
-    JitCompiler::new()?.compile(slots, helpers)
+    let cached = COMPILER.try_with(|c| {
+        let Ok(mut c) = c.try_borrow_mut() else {
+            return None;
+        };
+        if c.is_none() {
+            match JitCompiler::new() {
+                Ok(j) => *c = Some(j),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        c.as_mut().map(|j| j.compile(slots, helpers))
+    });
+    match cached {
+        Ok(Some(r)) => r,
+        // Busy, or the thread is exiting.
+        _ => JitCompiler::new()?.compile(slots, helpers),
+    }
 }
 
 impl JitCompiler {
