@@ -123,6 +123,42 @@ fn quota_policy_verifies_against_the_typed_ctx() {
     }
 }
 
+/// The verifier reports every ctx field a program reads (the shim fills `hdr.device`, a
+/// driver call, only for chains where some program reads it).
+#[test]
+fn the_ctx_fields_a_program_reads_are_reported() {
+    let Some(clang) = clang() else {
+        eprintln!("skipped: no clang");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = format!(
+        "{QUOTA}\nSEC(\"cuda/cuMemAlloc\")\nint by_device(struct gpubpf_cuMemAlloc_entry *ctx)\n{{\n\
+         \treturn ctx->hdr.device == 3 ? GPUBPF_CUDA_ERROR_OUT_OF_MEMORY : 0;\n}}\n"
+    );
+    let obj = compile(clang, dir.path(), "reads", &src);
+    let maps = map_infos(&obj);
+    let alloc = attach::resolve("cuMemAlloc").unwrap();
+    let off = |name: &str| alloc.field(name).unwrap().offset;
+    let read = |prog: &str| {
+        let p = obj.programs.iter().find(|p| p.name == prog).unwrap();
+        let pc = attach::program_context_for_section(&p.section).unwrap();
+        gpubpf_verifier::verify(&VerifyInput {
+            insns: &p.insns,
+            maps: &maps,
+            ctx: &pc,
+            line_info: None,
+        })
+        .unwrap_or_else(|e| panic!("{prog}: {e}"))
+        .ctx_fields_read
+    };
+    let quota = read("quota");
+    assert!(quota.contains(&off("args.bytesize")), "{quota:?}");
+    assert!(quota.contains(&off("hdr.flags")), "{quota:?}");
+    assert!(!quota.contains(&off("hdr.device")), "{quota:?}");
+    assert_eq!(read("by_device"), [off("hdr.device")]);
+}
+
 #[test]
 fn bad_ctx_accesses_are_rejected_naming_the_field() {
     let Some(clang) = clang() else {

@@ -438,9 +438,15 @@ impl Policed {
     /// Fills the ctx header: api id, phase (entry), device, flags, pid, tid, variant.
     #[inline]
     pub fn header(&self, c: &mut [u64], api_id: u32, variant: u32, flags: u32) {
+        // The device costs a driver call: only when some program reads it (the verifier
+        // reports every ctx field a program reads); -1 ("unknown") otherwise.
+        let device = match self.chain.get() {
+            Some(chain) if chain.reads_device => current_device(),
+            _ => -1,
+        };
         if let [w0, w1, w2, w3, ..] = c {
             *w0 = u64::from(api_id);
-            *w1 = u64::from(current_device() as u32) | (u64::from(flags) << 32);
+            *w1 = u64::from(device as u32) | (u64::from(flags) << 32);
             *w2 = u64::from(PID.load(Ordering::Relaxed)) | (u64::from(self.thread.tid()) << 32);
             *w3 = u64::from(variant) << 32;
         }

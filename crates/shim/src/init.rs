@@ -232,6 +232,11 @@ fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
             let generation = set.generation;
             let programs = set.programs().count();
             let mut chains = set.into_chains();
+            for (id, chain) in chains.iter_mut() {
+                if let Some(point) = gpubpf_runtime::attach::by_id(*id) {
+                    chain.compute_reads_device(point);
+                }
+            }
             if closed {
                 for id in failed.iter().flat_map(|f| &f.points) {
                     chains.entry(*id).or_default().broken = true;

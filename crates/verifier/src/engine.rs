@@ -96,6 +96,8 @@ pub struct Env<'a> {
     next_id: u32,
     /// Deepest stack byte used, per subprogram.
     pub stack_depth: Vec<u32>,
+    /// Offsets of the ctx fields some path reads.
+    pub ctx_read: std::cell::RefCell<std::collections::BTreeSet<u32>>,
 }
 
 impl Env<'_> {
@@ -723,6 +725,7 @@ pub fn run(
             ctx: input.ctx,
             next_id: 0,
             stack_depth: vec![0; nsub],
+            ctx_read: Default::default(),
         },
         cfg: config,
         cps: Vec::new(),
@@ -785,6 +788,7 @@ pub fn run(
     }
     let mut stats = std::mem::take(&mut eng.stats);
     stats.stack_depth = eng.env.stack_depth.clone();
+    stats.ctx_fields_read = eng.env.ctx_read.take().into_iter().collect();
     stats.unreached = (0..input.insns.len())
         .filter(|&pc| prog.insns[pc].is_some() && !eng.reached[pc])
         .collect();

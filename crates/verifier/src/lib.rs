@@ -209,6 +209,11 @@ pub struct VerifyStats {
     /// traps before a program is prepared, so that a wrong decision or prune can never run
     /// unchecked code.
     pub unreached: Vec<usize>,
+    /// Offsets of the ctx fields the program reads on some path (every read of the ctx is
+    /// a load at a constant offset the verifier checks, and no helper takes the ctx), so a
+    /// caller may skip filling a field nobody reads, e.g. `hdr.device`, which costs the shim
+    /// a driver call.
+    pub ctx_fields_read: Vec<u32>,
     /// Wall-clock time spent.
     #[serde(serialize_with = "ser_duration")]
     pub duration: Duration,

@@ -278,6 +278,9 @@ fn ctx_access(
     let Some(field) = layout.field_at(o as u32) else {
         return Err(err("no ctx field at this offset".into()));
     };
+    if !write {
+        env.ctx_read.borrow_mut().insert(field.offset);
+    }
     if o.saturating_add(i64::from(size)) > i64::from(field.offset) + i64::from(field.size) {
         return Err(err(format!(
             "the access does not fit in field `{}` (offset {}, {} bytes)",

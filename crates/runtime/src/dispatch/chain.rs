@@ -274,6 +274,9 @@ pub struct Chain {
     pub fail_closed: bool,
     /// Where the process counts this point's calls (the shim's statistics slot).
     pub stats_slot: Option<u32>,
+    /// Some program reads `hdr.device` (the shim asks the driver for the current device
+    /// only then). [`Chain::compute_reads_device`] sets it.
+    pub reads_device: bool,
 }
 
 /// What happened to one call that went through a [`Chain`].
@@ -290,6 +293,17 @@ pub struct CallOutcome {
 }
 
 impl Chain {
+    /// Sets [`Chain::reads_device`] from what the verifier saw the programs read at
+    /// `point`.
+    pub fn compute_reads_device(&mut self, point: &AttachPoint) {
+        let off = point.field("hdr.device").map(|f| f.offset);
+        self.reads_device = self
+            .entry
+            .iter()
+            .chain(&self.exit)
+            .any(|p| off.is_none_or(|o| p.stats.ctx_fields_read.contains(&o)));
+    }
+
     /// Runs a call: entry programs in priority order (the first non-zero verdict wins and
     /// skips `real`), then `real` (which performs the call, fills `out.*` fields and returns
     /// the `CUresult`), then exit programs (they also run after a veto, seeing the verdict as
