@@ -15,6 +15,8 @@ fn record(name: &str, object: &[u8]) -> ObjectRecord {
     ObjectRecord {
         format: RECORD_FORMAT,
         name: name.into(),
+        id: 0,
+        replaced: None,
         object_file: "object.o".into(),
         object_sha256: sha256_hex(object),
         object_size: object.len() as u64,
