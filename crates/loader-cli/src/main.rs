@@ -52,6 +52,8 @@ enum Command {
     /// Loaded programs.
     #[command(subcommand)]
     Prog(cmd::prog::Command),
+    /// Unload a program (the same as `prog unload`).
+    Unload(cmd::prog::UnloadArgs),
     /// Maps in the registry (`map` is accepted too, as bpftool spells it).
     #[command(subcommand, visible_alias = "map")]
     Maps(cmd::maps::Command),
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
         Command::Load(a) => cmd::load::run(a, &out),
         Command::Run(a) => cmd::run::run(a, &out),
         Command::Prog(c) => cmd::prog::run(c, &out),
+        Command::Unload(a) => cmd::prog::run_unload(a, &out),
         Command::Maps(c) => cmd::maps::run(c, &out),
         Command::AttachPoints(a) => cmd::attach_points::run(a, &out),
     };
