@@ -84,11 +84,14 @@ fn loaded_objects(reg: &Registry) -> anyhow::Result<Vec<ObjectRecord>> {
     for (name, why) in &snap.problems {
         tracing::warn!(program = %name, "skipped: {why}");
     }
-    Ok(snap.objects)
+    let mut objects = snap.objects;
+    objects.sort_by(|a, b| (a.id, &a.name).cmp(&(b.id, &b.name)));
+    Ok(objects)
 }
 
-/// Prints programs as `prog list` does.
-fn print_programs(progs: &[ProgInfo], out: &Output) -> anyhow::Result<()> {
+/// Prints programs as `prog list` does, by id as bpftool does.
+fn print_programs(progs: &mut [ProgInfo], out: &Output) -> anyhow::Result<()> {
+    progs.sort_by(|a, b| (a.id, &a.object).cmp(&(b.id, &b.object)));
     if out.json() {
         return out.print_json(&progs);
     }
@@ -117,11 +120,11 @@ fn show(reg: &Registry, sel: Selector, out: &Output) -> anyhow::Result<()> {
     let objects = loaded_objects(reg)?;
     match sel {
         Selector::All => {
-            let progs: Vec<ProgInfo> = objects
+            let mut progs: Vec<ProgInfo> = objects
                 .iter()
                 .flat_map(|o| prog_info::object_programs(reg, o))
                 .collect();
-            print_programs(&progs, out)
+            print_programs(&mut progs, out)
         }
         Selector::Object(name) => show_object(reg, &name, out),
         Selector::Id(id) => {
@@ -144,7 +147,7 @@ fn show(reg: &Registry, sel: Selector, out: &Output) -> anyhow::Result<()> {
             Ok(())
         }
         Selector::Name(name) => {
-            let progs: Vec<ProgInfo> = objects
+            let mut progs: Vec<ProgInfo> = objects
                 .iter()
                 .filter(|o| o.name == name || o.programs.iter().any(|p| p.name == name))
                 .flat_map(|o| prog_info::object_programs(reg, o))
@@ -156,7 +159,7 @@ fn show(reg: &Registry, sel: Selector, out: &Output) -> anyhow::Result<()> {
                     loaded_list(&objects)
                 );
             }
-            print_programs(&progs, out)
+            print_programs(&mut progs, out)
         }
     }
 }
@@ -283,7 +286,7 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
     // Reading never creates a registry: without one, nothing is loaded.
     let Some(reg) = super::existing_registry()? else {
         return match (cmd, sel) {
-            (Command::List, _) | (_, Some(Selector::All)) => print_programs(&[], out),
+            (Command::List, _) | (_, Some(Selector::All)) => print_programs(&mut [], out),
             _ => Err(super::no_registry()),
         };
     };
