@@ -587,10 +587,11 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Unloads object `name`. Its maps stay: the caller removes those no object uses any
-    /// more with [`Writer::remove_unused_maps`].
+    /// Unloads object `name`. Its maps go at commit when no loaded object binds them and
+    /// they are not pinned ([`Writer::remove_unused_maps`] says which, before).
     pub fn remove_object(&mut self, name: &str) -> Result<ObjectRecord, RegistryError> {
         let record = self.reg.object(name)?;
+        self.retire_maps_of(&record)?;
         let dir = self.reg.progs_dir().join(name);
         let tmp = self
             .reg

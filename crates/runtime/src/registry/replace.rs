@@ -77,6 +77,9 @@ impl Writer<'_> {
         object: &[u8],
     ) -> Result<ObjectRecord, RegistryError> {
         let previous = self.reg.object(old)?;
+        // Its maps go at commit when nothing binds them (and they are not pinned), also
+        // when this writer is killed after publishing.
+        self.retire_maps_of(&previous)?;
         if record.name == old {
             self.publish_object(record, object)?;
             return Ok(previous);
@@ -99,22 +102,29 @@ impl Writer<'_> {
                 previous.id
             )));
         }
-        self.publish_object(record, object)?;
+        // Journaled first: if this writer dies after publishing, the next one removes the
+        // old object; it removes it only once a loaded record supersedes it.
         self.retire(|r| {
             r.objects.push(RetiredObject {
                 name: previous.name.clone(),
                 id: previous.id,
             })
         })?;
+        self.publish_object(record, object)?;
         Ok(previous)
     }
 
     /// Gives map `from` the second name `to` (a hard link: the same file and the same
     /// shared memory under both names, so nothing written through either is lost); `from`'s
-    /// pin, if any, moves to `to`. `from` stays for the caller to retire.
+    /// pin, if any, moves to `to`. `from` stays for the caller to retire. `to` goes again at
+    /// commit unless a loaded object binds it by then (a failed or killed load leaves no
+    /// second name behind).
     pub fn take_over_map(&mut self, from: &str, to: &str) -> Result<Arc<Map>, RegistryError> {
         let src = self.reg.map_path(from)?;
         let dst = self.reg.map_path(to)?;
+        if !dst.exists() {
+            self.retire_map(to)?;
+        }
         match std::fs::hard_link(&src, &dst) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -212,6 +222,21 @@ impl Writer<'_> {
         Ok(first)
     }
 
+    /// Retires the maps `record` binds: each goes at commit if no loaded object binds it and
+    /// it is not pinned.
+    pub(super) fn retire_maps_of(&mut self, record: &ObjectRecord) -> Result<(), RegistryError> {
+        let names: Vec<String> = record
+            .maps
+            .iter()
+            .map(|b| b.registry_name.clone())
+            .filter(|n| !self.retired.maps.contains(n))
+            .collect();
+        if names.is_empty() {
+            return Ok(());
+        }
+        self.retire(|r| r.maps.extend(names))
+    }
+
     /// Retires map `name`: removed when the change is committed (see [`Writer::commit`]).
     pub(super) fn retire_map(&mut self, name: &str) -> Result<(), RegistryError> {
         if self.retired.maps.iter().any(|m| m == name) {
@@ -280,13 +305,18 @@ impl Writer<'_> {
         let _ = std::fs::remove_file(self.reg.journal_path());
     }
 
-    /// Removes `progs/NAME` while it still holds the retired object.
+    /// Removes `progs/NAME` while it still holds the retired object and a loaded record
+    /// supersedes it (its replacement was published).
     fn remove_retired_object(&mut self, o: &RetiredObject) {
-        if self
-            .reg
-            .record_on_disk(&o.name)
-            .is_none_or(|r| r.id != o.id)
-        {
+        let Some(rec) = self.reg.record_on_disk(&o.name).filter(|r| r.id == o.id) else {
+            return;
+        };
+        let superseded = super::list_names(&self.reg.progs_dir())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|n| self.reg.record_on_disk(n))
+            .any(|r| r.supersedes(&rec));
+        if !superseded {
             return;
         }
         let dir = self.reg.progs_dir().join(&o.name);

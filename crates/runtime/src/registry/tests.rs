@@ -103,12 +103,15 @@ fn publish_replace_unload_bump_generation() {
     // A map in use cannot be removed without force.
     let e = r.writer().unwrap().remove_map("counts", false).unwrap_err();
     assert!(matches!(e, RegistryError::MapInUse { .. }), "{e}");
-    r.writer().unwrap().remove_object("p1").unwrap();
+    // Unloading retires the maps nothing else binds: they go at commit.
+    let mut w = r.writer().unwrap();
+    w.remove_object("p1").unwrap();
     assert!(matches!(
         r.object("p1"),
         Err(RegistryError::NoSuchProgram { .. })
     ));
-    r.writer().unwrap().remove_map("counts", false).unwrap();
+    assert_eq!(r.map_names().unwrap(), ["counts"]);
+    w.commit();
     assert_eq!(r.map_names().unwrap(), Vec::<String>::new());
     // A reader-only snapshot sees nothing left behind.
     assert!(std::fs::read_dir(r.progs_dir()).unwrap().next().is_none());
