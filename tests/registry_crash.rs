@@ -227,7 +227,7 @@ fn killed_replacements_leave_exactly_one_object() {
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(progs, [name.clone()], "round {round}");
+        assert_eq!(progs, std::slice::from_ref(&name), "round {round}");
         assert_eq!(
             reg.map_names().unwrap(),
             [format!("{name}.m")],
