@@ -5,7 +5,8 @@
 //! missing name and a changed map definition (unless `--recreate-maps`); `unload --wait`
 //! says how many live processes acknowledged the unload.
 //!
-//! Builds `gpubpf` with cargo like `cli_maps.rs`; prints `skipped: …` without clang.
+//! Builds `gpubpf` with cargo like `cli_maps.rs`; prints `skipped: …` without clang. The
+//! live-process test runs the mock CUDA stack of `shim_e2e.rs` (skipped without `cc`).
 
 mod common;
 
@@ -16,6 +17,7 @@ use gpubpf_runtime::registry::Registry;
 use serde_json::{json, Value};
 
 use common::cli::{build_object, ok, ok_json as j, run_with_registry as run, with_policies};
+use common::shim::{session, Session};
 
 /// Two maps and a knob.
 const V1: &str = r#"
@@ -419,4 +421,102 @@ fn unload_wait_reports_the_processes_that_acknowledged() {
         "{err}"
     );
     assert!(loaded(&home).is_empty(), "the unload itself happened");
+}
+
+/// The README's story on the mock stack: an application runs under the shim with a 500-byte
+/// limit (its 1000-byte allocation is refused), `load --replace quota --set
+/// limit_bytes=2000 --wait` raises the limit while it runs, the process acknowledges, its
+/// next allocation goes through, and `proc_usage` kept the refusal counted before.
+#[test]
+fn a_live_process_picks_up_a_replacement_and_keeps_its_counters() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let quota = common::cli::build_policy(tmp.path(), "policies/quota.bpf.c").unwrap();
+    let q = quota.to_str().unwrap();
+    ok(&run(
+        &home,
+        &[
+            "load",
+            q,
+            "--set",
+            "limit_bytes=500",
+            "--set",
+            "log_denials=0",
+        ],
+    ));
+    let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
+    let child = mock
+        .command(&mock.app_dyn, &home)
+        .arg("proc")
+        .arg("live")
+        .arg(&ready)
+        .arg(&go)
+        .arg("1000")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "application never got ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let g = Registry::open(&home).unwrap().generation();
+    let v = j(&run(
+        &home,
+        &[
+            "-j",
+            "load",
+            q,
+            "--replace",
+            "quota",
+            "--set",
+            "limit_bytes=2000",
+            "--set",
+            "log_denials=0",
+            "--wait=60s",
+        ],
+    ));
+    assert_eq!(v["generation"], g + 1);
+    assert_eq!(v["acknowledged_by"], 1, "{v}");
+    std::fs::write(&go, b"").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "before 2",
+            "after 0",
+            "mock alloc=1 free=0 launch=0 launch_ptsz=0 getinfo=0"
+        ]
+    );
+    let usage = j(&run(
+        &home,
+        &[
+            "-j",
+            "maps",
+            "lookup",
+            "quota.proc_usage",
+            "--key",
+            &pid.to_string(),
+        ],
+    ));
+    assert_eq!(
+        usage["value"],
+        json!({"bytes": 1000, "allocs": 1, "frees": 0, "denied": 1}),
+        "the refusal counted before the replacement is kept"
+    );
 }
