@@ -386,8 +386,11 @@ pub fn load_report(args: &Args) -> anyhow::Result<Report> {
         maps: bound.iter().map(|b| b.binding.clone()).collect(),
         programs,
     };
-    let published = match &args.replace {
-        Some(old) => writer.replace_object(old, &record, &bytes).map(|_| ()),
+    // A loaded name loaded again is replaced the same way as with --replace.
+    let published = match &previous {
+        Some(old) => writer
+            .replace_object(&old.name, &record, &bytes)
+            .map(|_| ()),
         None => writer.publish_object(&record, &bytes),
     };
     if let Err(e) = published {
