@@ -55,6 +55,8 @@ enum Command {
     /// Loaded programs.
     #[command(subcommand)]
     Prog(cmd::prog::Command),
+    /// Unload a program (the same as `prog unload`).
+    Unload(cmd::prog::UnloadArgs),
     /// Maps in the registry (`map` is accepted too, as bpftool spells it).
     #[command(subcommand, visible_alias = "map")]
     Maps(cmd::maps::Command),
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a, &out),
         Command::Ps(a) => cmd::ps::run(a, &out),
         Command::Prog(c) => cmd::prog::run(c, &out),
+        Command::Unload(a) => cmd::prog::run_unload(a, &out),
         Command::Maps(c) => cmd::maps::run(c, &out),
         Command::AttachPoints(a) => cmd::attach_points::run(a, &out),
     };

@@ -254,6 +254,8 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
         set: vec![format!("limit_bytes={limit}")],
         priority: 0,
         wait: None,
+        replace: None,
+        recreate_maps: false,
     };
     load::run(load_args(&args.limit), out)?;
 

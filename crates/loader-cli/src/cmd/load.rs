@@ -1,16 +1,21 @@
-//! `gpubpf load OBJ [--attach API|PROG=API[,…]] [--name N] [--set VAR=VALUE] [--priority P]`:
-//! parse, relocate and verify an object, bind or create its maps, and record its programs
-//! and links in the registry (no running application needed; live processes pick the
-//! change up through the registry's generation word).
+//! `gpubpf load OBJ [--attach API|PROG=API[,…]] [--name N] [--set VAR=VALUE] [--priority P]
+//! [--replace OLD] [--recreate-maps] [--wait[=T]]`: parse, relocate and verify an object,
+//! bind or create its maps, and record its programs and links in the registry (no running
+//! application needed; live processes pick the change up through the registry's generation
+//! word). With `--replace OLD` (or a name that is loaded already) the new object takes the
+//! old one's place in one generation and keeps its maps by name, with their contents.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use gpubpf_runtime::program::{
-    bind_maps, map_defs, plan_attach, prepare, resolve_links, verify_at,
+    bind_maps_with, map_defs, plan_attach, prepare, resolve_links, verify_at, BindOptions, BoundMap,
 };
-use gpubpf_runtime::registry::{sha256_hex, ObjectRecord, ProgramRecord, Registry, RECORD_FORMAT};
+use gpubpf_runtime::registry::{
+    sha256_hex, ObjectRecord, ProgramRecord, Registry, RegistryError, Replaced, Writer,
+    RECORD_FORMAT,
+};
 use serde_json::json;
 
 use crate::exit::{self, CliError};
@@ -28,10 +33,21 @@ pub struct Args {
     /// written for different APIs need `PROG=API`.
     #[arg(long, value_delimiter = ',', value_name = "API|PROG=API")]
     pub attach: Vec<String>,
-    /// Registry name (default: the file name without `.o`). Loading a name again replaces
-    /// that program atomically; its maps (`NAME.MAP`, private to it) keep their contents.
+    /// Registry name (default: OLD with --replace, else the file name without `.o`).
+    /// Loading a loaded name again replaces that object as --replace does.
     #[arg(long)]
     pub name: Option<String>,
+    /// Swap loaded object OLD for this one in one registry generation (a process sees the
+    /// old object or the new one, never neither nor both). Maps are kept by name with their
+    /// contents (`quota.proc_usage` keeps its counters when `--set` changes a limit), also
+    /// under a new --name; OLD's maps the new object does not use go unless pinned. Fails
+    /// when OLD is not loaded.
+    #[arg(long, value_name = "OLD")]
+    pub replace: Option<String>,
+    /// When a kept map's definition changed (type, key/value size, max_entries, flags):
+    /// create it anew, empty, instead of refusing. Not for a map other objects share.
+    #[arg(long)]
+    pub recreate_maps: bool,
     /// Set a global before loading (`--set limit_bytes=8GiB`); repeatable.
     #[arg(long = "set", value_name = "VAR=VALUE")]
     pub set: Vec<String>,
@@ -118,9 +134,33 @@ fn default_name(path: &std::path::Path) -> String {
     }
 }
 
+/// What a load did.
+#[derive(Debug)]
+pub struct Report {
+    /// The new record.
+    pub record: ObjectRecord,
+    /// The registry generation that includes it.
+    pub generation: u64,
+    /// The maps bound, with what binding did.
+    pub bound: Vec<BoundMap>,
+    /// Maps of the replaced object that nothing uses any more, removed.
+    pub removed: Vec<String>,
+    /// The replaced object (`--replace`, or the same name loaded again).
+    pub replaced: Option<ObjectRecord>,
+    /// `--set` globals with their parsed values.
+    pub globals: Vec<super::prog_info::GlobalValue>,
+}
+
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     let timeout = args.wait.as_deref().map(parse_timeout).transpose()?;
-    let (record, generation, removed) = load(&args)?;
+    let report = load_report(&args)?;
+    let Report {
+        record,
+        generation,
+        removed,
+        ..
+    } = &report;
+    let generation = *generation;
     let acked = match timeout {
         Some(t) => {
             let reg = Registry::open_default().context("cannot open the registry")?;
@@ -129,15 +169,39 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
         None => None,
     };
     if out.json() {
-        let mut v = serde_json::to_value(&record)?;
+        let mut v = serde_json::to_value(record)?;
         v["generation"] = json!(generation);
         v["maps_removed"] = json!(removed);
+        v["maps_taken_over"] = report
+            .bound
+            .iter()
+            .filter_map(|b| {
+                let from = b.taken_over.as_ref()?;
+                Some(json!({"from": from, "to": b.binding.registry_name}))
+            })
+            .collect();
+        v["maps_recreated"] = report
+            .bound
+            .iter()
+            .filter(|b| b.recreated)
+            .map(|b| b.binding.registry_name.clone())
+            .collect();
+        v["globals_parsed"] = serde_json::to_value(&report.globals)?;
         if let Some(n) = acked {
             v["acknowledged_by"] = json!(n);
         }
         return out.print_json(&v);
     }
-    println!("loaded {} (generation {generation})", record.name);
+    match &report.replaced {
+        Some(old) => println!(
+            "replaced {} (id {}) with {} (id {}, generation {generation})",
+            old.name, old.id, record.name, record.id
+        ),
+        None => println!(
+            "loaded {} (id {}, generation {generation})",
+            record.name, record.id
+        ),
+    }
     if let Some(n) = acked {
         println!("  acknowledged by {n} process(es)");
     }
@@ -149,15 +213,29 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
             );
         }
     }
-    for b in &record.maps {
+    for b in &report.bound {
+        let how = match (&b.taken_over, b.recreated, b.binding.created) {
+            (Some(from), _, _) => format!("kept from {from}"),
+            (None, true, _) => "recreated, empty: its definition changed".into(),
+            (None, false, true) => "created".into(),
+            (None, false, false) => "existing".into(),
+        };
         println!(
-            "  map {} ({}, {})",
-            b.registry_name,
-            b.spec,
-            if b.created { "created" } else { "existing" }
+            "  map {} ({}, {how})",
+            b.binding.registry_name, b.binding.spec
         );
     }
-    for m in &removed {
+    for g in &report.globals {
+        println!("  global {g}");
+    }
+    // A map taken over under a new name is listed as kept above.
+    let renamed = |m: &String| {
+        report
+            .bound
+            .iter()
+            .any(|b| b.taken_over.as_ref() == Some(m))
+    };
+    for m in removed.iter().filter(|m| !renamed(m)) {
         println!("  map {m} removed (the new version does not use it)");
     }
     Ok(())
@@ -167,11 +245,46 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
 /// the record, the registry generation that now includes it, and the maps of a replaced
 /// version that were removed because nothing uses them any more.
 pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64, Vec<String>)> {
+    let r = load_report(args)?;
+    Ok((r.record, r.generation, r.removed))
+}
+
+/// The loaded object `old` that `--replace` names, or an error that lists what is loaded.
+fn replaced_object(reg: &Registry, old: &str) -> anyhow::Result<ObjectRecord> {
+    match reg.object(old) {
+        Ok(r) => Ok(r),
+        Err(RegistryError::NoSuchProgram { .. } | RegistryError::InvalidName { .. }) => {
+            let loaded: Vec<String> = reg
+                .snapshot()
+                .context("cannot read the registry")?
+                .objects
+                .into_iter()
+                .map(|o| o.name)
+                .collect();
+            anyhow::bail!(
+                "cannot replace `{old}`: no loaded program has that name ({})",
+                if loaded.is_empty() {
+                    "nothing is loaded; use `gpubpf load` without --replace".to_string()
+                } else {
+                    format!("loaded: {}", loaded.join(", "))
+                }
+            )
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot read program `{old}`"))),
+    }
+}
+
+/// [`load`], with everything it did.
+pub fn load_report(args: &Args) -> anyhow::Result<Report> {
     let path = &args.object;
     let (bytes, mut obj) = super::inspect::read_object(path)?;
     obj.apply_sets(&args.set)
         .with_context(|| format!("`{}`: --set", path.display()))?;
-    let name = args.name.clone().unwrap_or_else(|| default_name(path));
+    let name = args
+        .name
+        .clone()
+        .or_else(|| args.replace.clone())
+        .unwrap_or_else(|| default_name(path));
     if !gpubpf_runtime::registry::valid_name(&name) {
         anyhow::bail!(
             "invalid program name `{name}`: use A-Z a-z 0-9 _ . - (not starting with `.`)"
@@ -214,11 +327,36 @@ pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64, Vec<String>)> {
 
     let reg = Registry::open_default().context("cannot open the registry")?;
     let mut writer = reg.writer().context("cannot lock the registry")?;
-    let bound = bind_maps(&mut writer, &name, &map_defs(&obj))?;
+    // Read under the lock: what is replaced cannot change before this load is published.
+    let previous = match &args.replace {
+        Some(old) => {
+            let prev = replaced_object(&reg, old)?;
+            if name != *old && reg.object(&name).is_ok() {
+                anyhow::bail!(
+                    "cannot replace `{old}` with `{name}`: `{name}` is loaded too; unload it, \
+                     or choose another --name"
+                );
+            }
+            Some(prev)
+        }
+        None => reg.object(&name).ok(),
+    };
+    let first_id = writer
+        .allocate_ids(ObjectRecord::ids_needed(programs.len()))
+        .context("cannot allocate an id")?;
+    let opts = BindOptions {
+        replacing: previous.as_ref(),
+        recreate_changed: args.recreate_maps,
+    };
+    let bound = bind_maps_with(&mut writer, &name, &map_defs(&obj), &opts)
+        .with_context(|| format!("`{}`", path.display()))?;
     // The prepare step must succeed here exactly as it will in every process.
     let maps: Vec<_> = bound.iter().map(|b| b.map.clone()).collect();
     for p in &obj.programs {
-        prepare(&p.insns, &maps).with_context(|| format!("program `{}`", p.name))?;
+        if let Err(e) = prepare(&p.insns, &maps) {
+            forget_new_maps(&mut writer, &bound);
+            return Err(anyhow::Error::new(e).context(format!("program `{}`", p.name)));
+        }
     }
     let globals: BTreeMap<String, String> = args
         .set
@@ -229,6 +367,11 @@ pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64, Vec<String>)> {
     let record = ObjectRecord {
         format: RECORD_FORMAT,
         name: name.clone(),
+        id: first_id,
+        replaced: previous.as_ref().map(|p| Replaced {
+            id: p.id,
+            name: p.name.clone(),
+        }),
         object_file: "object.o".into(),
         object_sha256: sha256_hex(&bytes),
         object_size: bytes.len() as u64,
@@ -243,10 +386,17 @@ pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64, Vec<String>)> {
         maps: bound.iter().map(|b| b.binding.clone()).collect(),
         programs,
     };
-    let previous = reg.object(&name).ok();
-    writer
-        .publish_object(&record, &bytes)
-        .with_context(|| format!("cannot record program `{name}`"))?;
+    // A loaded name loaded again is replaced the same way as with --replace.
+    let published = match &previous {
+        Some(old) => writer
+            .replace_object(&old.name, &record, &bytes)
+            .map(|_| ()),
+        None => writer.publish_object(&record, &bytes),
+    };
+    if let Err(e) = published {
+        forget_new_maps(&mut writer, &bound);
+        return Err(anyhow::Error::new(e).context(format!("cannot record program `{name}`")));
+    }
     // Maps of the replaced version that this one no longer binds go, unless used or pinned.
     let dropped: Vec<String> = previous
         .iter()
@@ -256,8 +406,29 @@ pub fn load(args: &Args) -> anyhow::Result<(ObjectRecord, u64, Vec<String>)> {
     let removed = writer
         .remove_unused_maps(&dropped)
         .with_context(|| format!("loaded `{name}`, but removing maps it no longer uses failed"))?;
-    drop(writer);
-    Ok((record, reg.generation(), removed))
+    let generation = writer.commit();
+    let globals = super::prog_info::set_globals(&obj, &record.globals);
+    Ok(Report {
+        record,
+        generation,
+        bound,
+        removed,
+        replaced: previous,
+        globals,
+    })
+}
+
+/// After a failed load: the maps this load created or took over go again (nothing binds
+/// them); maps it recreated cannot come back.
+fn forget_new_maps(writer: &mut Writer<'_>, bound: &[BoundMap]) {
+    let new: Vec<String> = bound
+        .iter()
+        .filter(|b| (b.binding.created && !b.recreated) || b.taken_over.is_some())
+        .map(|b| b.binding.registry_name.clone())
+        .collect();
+    if let Err(e) = writer.remove_unused_maps(&new) {
+        tracing::warn!(error = %e, "cannot remove the maps of a failed load");
+    }
 }
 
 #[cfg(test)]

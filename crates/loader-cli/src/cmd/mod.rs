@@ -8,6 +8,7 @@ pub mod load;
 pub mod maps;
 pub mod prog;
 pub mod prog_dump;
+pub mod prog_info;
 pub mod ps;
 pub mod run;
 pub mod verify;

@@ -227,7 +227,7 @@ fn find_object(reg: &Registry, name: &str) -> anyhow::Result<ObjectRecord> {
 
 /// Builds `prec` at each of its links, as every process does, and keeps the first build
 /// (prepare and JIT do not depend on the attach point; verification does).
-fn build(
+pub(crate) fn build(
     loaded: &LoadedObject,
     prec: &ProgramRecord,
     helpers: &HelperTable,

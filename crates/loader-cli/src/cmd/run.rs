@@ -82,6 +82,8 @@ pub fn run(args: Args, _out: &Output) -> anyhow::Result<()> {
             set: args.set.clone(),
             priority: 0,
             wait: None,
+            replace: None,
+            recreate_maps: false,
         })
         .with_context(|| format!("--policy `{spec}`"))?;
         eprintln!("gpubpf: loaded {} (generation {generation})", record.name);

@@ -158,10 +158,16 @@ impl Map {
         std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(META_OFFSET as u64))
             .map_err(io("seek"))?;
         std::io::Read::read_exact(&mut file, &mut meta_json).map_err(io("read metadata"))?;
-        let meta: MapMeta = serde_json::from_slice(&meta_json).map_err(|e| MapError::Corrupt {
-            path: path.to_path_buf(),
-            reason: format!("metadata: {e}"),
-        })?;
+        let mut meta: MapMeta =
+            serde_json::from_slice(&meta_json).map_err(|e| MapError::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!("metadata: {e}"),
+            })?;
+        // The file name is the map's name: a map taken over by a replacing object
+        // (`load --replace`) is the same file under a second name.
+        if let Some(n) = path.file_name().and_then(|n| n.to_str()) {
+            n.clone_into(&mut meta.name);
+        }
         Self::from_file(&file, path, spec, meta, &lay, header.seed)
     }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::maps::{Map, MapMeta, MapSpec, MapType};
-use crate::registry::{MapBinding, RegistryError, Writer};
+use crate::registry::{MapBinding, ObjectRecord, RegistryError, Writer};
 
 /// One map an object defines.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,6 +44,17 @@ pub enum BindError {
         wanted: MapSpec,
         existing: MapSpec,
     },
+    #[error(
+        "map `{name}` changed its definition ({how}): a reload keeps each map with its \
+         contents, so its definition must stay; `--recreate-maps` creates changed maps anew, \
+         empty, or rename the map in the source"
+    )]
+    Changed { name: String, how: String },
+    #[error(
+        "map `{name}` exists already, so it cannot take over `{from}` with its contents; \
+         remove it first (`gpubpf maps rm {name}`)"
+    )]
+    TakeOverTarget { name: String, from: String },
     #[error("global data `{name}`: {len} initial bytes for a {size}-byte value")]
     BadInitial { name: String, len: usize, size: u32 },
     #[error("binding map `{name}`")]
@@ -61,6 +72,22 @@ pub struct BoundMap {
     pub map: Arc<Map>,
     /// What the registry records about the binding.
     pub binding: MapBinding,
+    /// The replaced object's map it took over (another name for the same map).
+    pub taken_over: Option<String>,
+    /// Whether it replaced a map of the same name whose definition changed (contents lost).
+    pub recreated: bool,
+}
+
+/// How [`bind_maps_with`] binds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BindOptions<'a> {
+    /// The loaded object this one replaces (`load --replace`). Under another name, each map
+    /// the old object had privately (`OLD.m`) is taken over by the new object's map of the
+    /// same name in the object (`m`): `NEW.m` becomes a second name of the same map.
+    pub replacing: Option<&'a ObjectRecord>,
+    /// Create a map whose definition changed anew, empty, instead of refusing (unless other
+    /// loaded objects share it).
+    pub recreate_changed: bool,
 }
 
 /// Registry name of a global-data map of object `object`: `object.rodata`, `object.bss`.
@@ -80,6 +107,30 @@ pub fn registry_map_name(object: &str, def: &MapDef) -> String {
     }
 }
 
+/// What `old` → `new` changes, field by field (`value 16B -> 24B, max_entries 1 -> 2`).
+pub fn spec_change(old: &MapSpec, new: &MapSpec) -> String {
+    let mut parts = Vec::new();
+    if old.map_type != new.map_type {
+        parts.push(format!("type {} -> {}", old.map_type, new.map_type));
+    }
+    if old.key_size != new.key_size {
+        parts.push(format!("key {}B -> {}B", old.key_size, new.key_size));
+    }
+    if old.value_size != new.value_size {
+        parts.push(format!("value {}B -> {}B", old.value_size, new.value_size));
+    }
+    if old.max_entries != new.max_entries {
+        parts.push(format!(
+            "max_entries {} -> {}",
+            old.max_entries, new.max_entries
+        ));
+    }
+    if old.flags != new.flags {
+        parts.push(format!("flags {:#x} -> {:#x}", old.flags, new.flags));
+    }
+    parts.join(", ")
+}
+
 /// Binds every map of `defs` (in object order) for object `object`: its private maps
 /// (`object.NAME`, carried over when the object is loaded again under the same name) and
 /// the pinned ones by name (shared with every object that pins the same definition; pinned
@@ -90,21 +141,128 @@ pub fn bind_maps(
     object: &str,
     defs: &[MapDef],
 ) -> Result<Vec<BoundMap>, BindError> {
-    let mut out = Vec::with_capacity(defs.len());
-    for (index, def) in defs.iter().enumerate() {
-        let registry_name = registry_map_name(object, def);
-        let reg_err = |source| BindError::Registry {
-            name: registry_name.clone(),
-            source,
+    bind_maps_with(w, object, defs, &BindOptions::default())
+}
+
+/// What binding one map does.
+enum Action {
+    Open(Arc<Map>),
+    Create,
+    TakeOver(String),
+    Recreate,
+}
+
+/// [`bind_maps`] with options (`load --replace`, `--recreate-maps`). Every map is checked
+/// before any is created, taken over or recreated, so a refused binding changes nothing.
+pub fn bind_maps_with(
+    w: &mut Writer<'_>,
+    object: &str,
+    defs: &[MapDef],
+    opts: &BindOptions<'_>,
+) -> Result<Vec<BoundMap>, BindError> {
+    let reg_err = |name: &str| {
+        let name = name.to_string();
+        move |source| BindError::Registry { name, source }
+    };
+    let objects = w.registry().snapshot().map_err(reg_err(object))?.objects;
+    // Loaded objects other than this one and the one it replaces that bind `name`.
+    let others = |name: &str| -> bool {
+        objects.iter().any(|o| {
+            o.name != object
+                && opts.replacing.is_none_or(|r| r.name != o.name)
+                && o.maps.iter().any(|b| b.registry_name == name)
+        })
+    };
+    let mut plan = Vec::with_capacity(defs.len());
+    for def in defs {
+        let name = registry_map_name(object, def);
+        let from = opts.replacing.filter(|r| r.name != object).and_then(|r| {
+            r.maps
+                .iter()
+                .find(|b| {
+                    b.object_name == def.name && b.registry_name == registry_map_name(&r.name, def)
+                })
+                .map(|b| b.registry_name.clone())
+        });
+        if let Some(from) = &from {
+            if w.registry()
+                .map_path(&name)
+                .map_err(reg_err(&name))?
+                .exists()
+            {
+                return Err(BindError::TakeOverTarget {
+                    name,
+                    from: from.clone(),
+                });
+            }
+        }
+        let looked_up = from.clone().unwrap_or_else(|| name.clone());
+        let looked_up = looked_up.as_str();
+        let existing = match w.registry().open_map(looked_up) {
+            Ok(m) => Some(m),
+            Err(RegistryError::NoSuchMap { .. }) => None,
+            Err(e) => return Err(reg_err(looked_up)(e)),
         };
+        let action = match (existing, from) {
+            (None, _) => Action::Create,
+            (Some(m), from) if m.spec() == &def.spec => match from {
+                Some(f) => Action::TakeOver(f),
+                None => Action::Open(m),
+            },
+            (Some(m), from) => {
+                if others(looked_up) {
+                    return Err(BindError::Incompatible {
+                        name: looked_up.to_string(),
+                        wanted: def.spec,
+                        existing: *m.spec(),
+                    });
+                }
+                if !opts.recreate_changed {
+                    return Err(BindError::Changed {
+                        name: looked_up.to_string(),
+                        how: spec_change(m.spec(), &def.spec),
+                    });
+                }
+                // Under a new name the old map simply retires with the replaced object.
+                if from.is_some() {
+                    Action::Create
+                } else {
+                    Action::Recreate
+                }
+            }
+        };
+        plan.push((def, name, action));
+    }
+
+    let mut out = Vec::with_capacity(defs.len());
+    for (index, (def, registry_name, action)) in plan.into_iter().enumerate() {
         let mut meta = def.meta.clone();
         if def.is_global() && meta.global_section.is_none() {
             meta.global_section = Some(def.name.clone());
         }
-        let (map, created) = w
-            .open_or_create_map(&registry_name, &def.spec, &meta)
-            .map_err(reg_err)?;
+        let (map, created, taken_over, recreated) = match action {
+            Action::Open(m) => (m, false, None, false),
+            Action::Create => {
+                let (m, created) = w
+                    .open_or_create_map(&registry_name, &def.spec, &meta)
+                    .map_err(reg_err(&registry_name))?;
+                (m, created, None, false)
+            }
+            Action::TakeOver(from) => {
+                let m = w
+                    .take_over_map(&from, &registry_name)
+                    .map_err(reg_err(&registry_name))?;
+                (m, false, Some(from), false)
+            }
+            Action::Recreate => {
+                let m = w
+                    .recreate_map(&registry_name, &def.spec, &meta)
+                    .map_err(reg_err(&registry_name))?;
+                (m, true, None, true)
+            }
+        };
         if map.spec() != &def.spec {
+            // Created by someone else between the check and now (e.g. the trace ring).
             return Err(BindError::Incompatible {
                 name: registry_name,
                 wanted: def.spec,
@@ -112,7 +270,7 @@ pub fn bind_maps(
             });
         }
         if def.pinned {
-            w.pin_map(&registry_name).map_err(reg_err)?;
+            w.pin_map(&registry_name).map_err(reg_err(&registry_name))?;
         }
         if let Some(init) = &def.initial {
             if def.spec.map_type != MapType::Array || init.len() > def.spec.value_size as usize {
@@ -144,6 +302,8 @@ pub fn bind_maps(
                 spec: def.spec,
                 created,
             },
+            taken_over,
+            recreated,
         });
     }
     Ok(out)
@@ -218,12 +378,47 @@ mod tests {
         assert_eq!(q[0].binding.registry_name, "q.counts");
         assert!(q[0].binding.created && !q[1].binding.created);
         other.spec.value_size = 16;
-        let e = bind_maps(&mut r.writer().unwrap(), "q", &[other]).unwrap_err();
+        let e = bind_maps(&mut r.writer().unwrap(), "q", &[other.clone()]).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            matches!(e, BindError::Changed { .. }) && msg.contains("value 8B -> 16B"),
+            "{msg}"
+        );
+        // Shared with a loaded object: an incompatible definition, naming both, even when
+        // changed maps may be recreated.
+        let mut user = crate::registry::ObjectRecord {
+            format: crate::registry::RECORD_FORMAT,
+            name: "p".into(),
+            id: 1,
+            replaced: None,
+            object_file: "object.o".into(),
+            object_sha256: String::new(),
+            object_size: 0,
+            source_path: None,
+            loaded_at_unix: 0,
+            globals: Default::default(),
+            maps: b.iter().map(|b| b.binding.clone()).collect(),
+            programs: vec![],
+        };
+        r.writer().unwrap().publish_object(&user, b"").unwrap();
+        let recreate = BindOptions {
+            replacing: None,
+            recreate_changed: true,
+        };
+        let e =
+            bind_maps_with(&mut r.writer().unwrap(), "q", &[other.clone()], &recreate).unwrap_err();
         let msg = e.to_string();
         assert!(
             msg.contains("value 16B") && msg.contains("value 8B"),
             "{msg}"
         );
+        // Only this object's: recreated, empty, with its pin.
+        user.maps.retain(|m| m.registry_name != "shared");
+        r.writer().unwrap().publish_object(&user, b"").unwrap();
+        let q2 = bind_maps_with(&mut r.writer().unwrap(), "q", &[other], &recreate).unwrap();
+        assert!(q2[0].recreated && q2[0].binding.created);
+        assert_eq!(q2[0].map.spec().value_size, 16);
+        assert!(r.is_pinned("shared"));
 
         // Prepare: handle and value addresses.
         let maps: Vec<_> = b2.iter().map(|b| b.map.clone()).collect();

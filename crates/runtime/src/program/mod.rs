@@ -19,7 +19,10 @@ mod prepare;
 mod verify;
 
 pub use attach_plan::{plan_attach, section_api, AttachPlanError};
-pub use bind::{bind_maps, global_map_name, registry_map_name, BindError, BoundMap, MapDef};
+pub use bind::{
+    bind_maps, bind_maps_with, global_map_name, registry_map_name, spec_change, BindError,
+    BindOptions, BoundMap, MapDef,
+};
 pub use from_object::{map_defs, map_type, type_desc};
 pub use prepare::{prepare, PrepareError, PreparedProgram};
 pub use verify::{attach_phase, line_infos, map_infos, record_phase, resolve_links, verify_at};

@@ -6,7 +6,8 @@
 //!   maps/NAME              one shared-memory map file per map (see `crate::maps`)
 //!   pins/NAME              map NAME is pinned: kept when no loaded object binds it
 //!   progs/NAME/object.o    the original object of a loaded policy
-//!   progs/NAME/meta.json   its ObjectRecord: programs, links, map bindings, globals, hash
+//!   progs/NAME/meta.json   its ObjectRecord: id, programs, links, map bindings, globals, hash
+//!   ids                    the next object/program id (decimal; ids are never reused)
 //!   procs/SLOT             status and counters of the process in process-table slot SLOT
 //!                          (`procstats`), written by that process's shim
 //! ```
@@ -17,12 +18,21 @@
 //! exchanged, `RENAME_EXCHANGE`, with the one it replaces). A CLI killed at any point leaves
 //! at most temporary `.tmp-*` entries, which readers ignore and the next writer removes.
 //! Readers never block: they read the generation before and after and retry on a change.
+//!
+//! Since the generation moves only when the writer is done ([`Writer::commit`]), a reader
+//! may read while a writer works: every intermediate state is therefore a consistent one.
+//! Changes only add or atomically exchange entries until the generation moves; entries that
+//! go away (a replaced object under another name, maps nothing binds any more) are
+//! *retired*: removed after the generation moved, listed meanwhile in a journal
+//! (`.tmp-retire-PID`) that the next writer finishes if this one is killed
+//! ([`replace`](self::replace)).
 
 mod control;
 mod home;
 mod pins;
 pub mod procstats;
 mod record;
+mod replace;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,7 +42,7 @@ pub use control::{
 };
 pub use home::{check_private_dir, default_home, ensure_private_dir, HOME_ENV};
 pub use record::{
-    sha256_hex, LinkRecord, MapBinding, ObjectRecord, Phase, ProgramRecord, RECORD_FORMAT,
+    sha256_hex, LinkRecord, MapBinding, ObjectRecord, Phase, ProgramRecord, Replaced, RECORD_FORMAT,
 };
 
 use crate::maps::lock::SharedMutexGuard;
@@ -86,6 +96,14 @@ pub enum RegistryError {
     AmbiguousMap { name: String, candidates: String },
     #[error("map `{name}` is not pinned")]
     NotPinned { name: String },
+    #[error("cannot replace `{old}` with `{new}`: {reason}")]
+    Replace {
+        old: String,
+        new: String,
+        reason: String,
+    },
+    #[error("id counter `{path}` is corrupted: {reason}")]
+    CorruptIds { path: PathBuf, reason: String },
 }
 
 impl From<MapError> for RegistryError {
@@ -125,7 +143,9 @@ pub struct Registry {
     control: Control,
 }
 
-/// A consistent view of the loaded programs.
+/// A consistent view of the loaded programs: a record that another one replaced
+/// ([`ObjectRecord::supersedes`]) is left out, so that a replacement under another name
+/// shows either the old object or the new one, never both nor neither.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     /// Generation the view corresponds to.
@@ -220,12 +240,14 @@ impl Registry {
     /// generation (once) when it is dropped.
     pub fn writer(&self) -> Result<Writer<'_>, RegistryError> {
         let guard = self.control.lock_writer()?;
-        let w = Writer {
+        let mut w = Writer {
             reg: self,
             _guard: guard,
             changed: false,
+            retired: replace::Retired::default(),
+            finished: false,
         };
-        // Remove what a dead writer may have left behind; nobody else writes now.
+        // Finish and remove what a dead writer may have left behind; nobody else writes now.
         w.clean_temporaries();
         Ok(w)
     }
@@ -257,6 +279,12 @@ impl Registry {
                 Err(e) => problems.push((name, e.to_string())),
             }
         }
+        let hidden: Vec<bool> = objects
+            .iter()
+            .map(|o| objects.iter().any(|s| s.supersedes(o)))
+            .collect();
+        let mut hidden = hidden.into_iter();
+        objects.retain(|_| !hidden.next().unwrap_or(false));
         Ok(Snapshot {
             generation,
             objects,
@@ -380,16 +408,47 @@ impl Drop for ProcessSlot<'_> {
     }
 }
 
-/// Holds the registry's writer lock; bumps the generation on drop when something changed.
+/// Holds the registry's writer lock; bumps the generation once when it is committed or
+/// dropped after a change, then removes what the change retired.
 #[derive(Debug)]
 pub struct Writer<'a> {
     reg: &'a Registry,
     _guard: SharedMutexGuard<'a>,
     changed: bool,
+    retired: replace::Retired,
+    finished: bool,
 }
 
 impl Writer<'_> {
-    fn clean_temporaries(&self) {
+    /// Ends the change: bumps the generation once if anything changed, then removes what
+    /// was retired. Returns the generation the registry now has (what `--wait` waits for).
+    pub fn commit(mut self) -> u64 {
+        self.finish()
+    }
+
+    /// The registry this writer changes.
+    pub fn registry(&self) -> &Registry {
+        self.reg
+    }
+
+    fn finish(&mut self) -> u64 {
+        if self.finished {
+            return self.reg.generation();
+        }
+        self.finished = true;
+        let g = if self.changed {
+            let g = self.reg.control.bump();
+            tracing::debug!(generation = g, "registry changed");
+            g
+        } else {
+            self.reg.generation()
+        };
+        self.remove_retired();
+        g
+    }
+
+    fn clean_temporaries(&mut self) {
+        self.finish_dead_journals();
         for dir in [
             self.reg.maps_dir(),
             self.reg.progs_dir(),
@@ -411,6 +470,9 @@ impl Writer<'_> {
                     .trim_start_matches(".tmp-")
                     .trim_start_matches("del-")
                     .trim_start_matches("control-")
+                    .trim_start_matches("retire-")
+                    .trim_start_matches("journal-")
+                    .trim_start_matches("ids-")
                     .split('-')
                     .next()
                     .and_then(|p| p.parse::<i32>().ok());
@@ -530,10 +592,11 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Unloads object `name`. Its maps stay: the caller removes those no object uses any
-    /// more with [`Writer::remove_unused_maps`].
+    /// Unloads object `name`. Its maps go at commit when no loaded object binds them and
+    /// they are not pinned ([`Writer::remove_unused_maps`] says which, before).
     pub fn remove_object(&mut self, name: &str) -> Result<ObjectRecord, RegistryError> {
         let record = self.reg.object(name)?;
+        self.retire_maps_of(&record)?;
         let dir = self.reg.progs_dir().join(name);
         let tmp = self
             .reg
@@ -548,10 +611,7 @@ impl Writer<'_> {
 
 impl Drop for Writer<'_> {
     fn drop(&mut self) {
-        if self.changed {
-            let g = self.reg.control.bump();
-            tracing::debug!(generation = g, "registry changed");
-        }
+        self.finish();
     }
 }
 

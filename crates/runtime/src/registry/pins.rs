@@ -74,7 +74,10 @@ impl Writer<'_> {
     }
 
     /// Removes the maps of `candidates` that no loaded object binds and that are not
-    /// pinned; returns their names. Processes that have them mapped keep their mappings.
+    /// pinned; returns their names. They are *retired*: their files go when the change is
+    /// committed, after the generation moved, so that a process still reading the previous
+    /// generation finds every map it names. Processes that have them mapped keep their
+    /// mappings.
     pub fn remove_unused_maps(
         &mut self,
         candidates: &[String],
@@ -88,18 +91,13 @@ impl Writer<'_> {
             let used = objects
                 .iter()
                 .any(|o| o.maps.iter().any(|b| &b.registry_name == name));
-            if used {
+            if used || !self.reg.map_path(name)?.exists() {
                 continue;
             }
-            let path = self.reg.map_path(name)?;
-            match std::fs::remove_file(&path) {
-                Ok(()) => {
-                    self.changed = true;
-                    removed.push(name.clone());
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(&path, "remove")(e)),
-            }
+            removed.push(name.clone());
+        }
+        for name in &removed {
+            self.retire_map(name)?;
         }
         Ok(removed)
     }

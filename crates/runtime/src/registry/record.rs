@@ -69,6 +69,15 @@ pub struct MapBinding {
     pub created: bool,
 }
 
+/// The object a `load --replace` took the place of.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Replaced {
+    /// Its id ([`ObjectRecord::id`]).
+    pub id: u64,
+    /// Its registry name.
+    pub name: String,
+}
+
 /// A loaded object (`gpubpf load OBJ --name NAME`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectRecord {
@@ -76,6 +85,16 @@ pub struct ObjectRecord {
     pub format: u32,
     /// Registry name.
     pub name: String,
+    /// Id given at load time, from the registry's counter ([`super::Writer::allocate_ids`]):
+    /// increasing, never reused. Program `i` of the object has id `id + 1 + i`
+    /// ([`ObjectRecord::program_id`]). 0 in records written before ids existed.
+    #[serde(default)]
+    pub id: u64,
+    /// The object this one replaced (`load --replace`, or a load under a loaded name). While
+    /// both are on disk (inside the replacing writer's transaction, or after it was killed)
+    /// readers see only this one: see [`super::Snapshot`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<Replaced>,
     /// File name of the original object inside the program's directory.
     pub object_file: String,
     /// SHA-256 of the object, hex.
@@ -94,6 +113,27 @@ pub struct ObjectRecord {
     pub maps: Vec<MapBinding>,
     /// Programs and their links.
     pub programs: Vec<ProgramRecord>,
+}
+
+impl ObjectRecord {
+    /// Id of program `index` of the object (`None` without an object id).
+    pub fn program_id(&self, index: usize) -> Option<u64> {
+        (self.id != 0).then(|| self.id + 1 + index as u64)
+    }
+
+    /// How many ids an object with `programs` programs takes.
+    pub fn ids_needed(programs: usize) -> u64 {
+        1 + programs as u64
+    }
+
+    /// Whether this record replaced `other` (so that `other` is hidden while both exist).
+    pub fn supersedes(&self, other: &ObjectRecord) -> bool {
+        self.name != other.name
+            && self
+                .replaced
+                .as_ref()
+                .is_some_and(|r| r.id == other.id && r.name == other.name)
+    }
 }
 
 /// SHA-256 of `bytes`, lower-case hex.

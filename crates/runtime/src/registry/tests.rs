@@ -9,6 +9,8 @@ fn record(name: &str) -> ObjectRecord {
     ObjectRecord {
         format: RECORD_FORMAT,
         name: name.into(),
+        id: 0,
+        replaced: None,
         object_file: "object.o".into(),
         object_sha256: sha256_hex(b"ELF"),
         object_size: 3,
@@ -101,12 +103,15 @@ fn publish_replace_unload_bump_generation() {
     // A map in use cannot be removed without force.
     let e = r.writer().unwrap().remove_map("counts", false).unwrap_err();
     assert!(matches!(e, RegistryError::MapInUse { .. }), "{e}");
-    r.writer().unwrap().remove_object("p1").unwrap();
+    // Unloading retires the maps nothing else binds: they go at commit.
+    let mut w = r.writer().unwrap();
+    w.remove_object("p1").unwrap();
     assert!(matches!(
         r.object("p1"),
         Err(RegistryError::NoSuchProgram { .. })
     ));
-    r.writer().unwrap().remove_map("counts", false).unwrap();
+    assert_eq!(r.map_names().unwrap(), ["counts"]);
+    w.commit();
     assert_eq!(r.map_names().unwrap(), Vec::<String>::new());
     // A reader-only snapshot sees nothing left behind.
     assert!(std::fs::read_dir(r.progs_dir()).unwrap().next().is_none());
@@ -214,6 +219,12 @@ fn unused_maps_go_unless_pinned_and_names_resolve() {
         .to_vec();
     // `counts` is bound by `user`, `kept` is pinned, `gone` does not exist.
     assert_eq!(w.remove_unused_maps(&all).unwrap(), ["a.local"]);
+    // Retired maps go when the change is committed, after the generation moved.
+    assert!(r.map_path("a.local").unwrap().exists());
+    let g = r.generation();
+    assert_eq!(w.commit(), g + 1);
+    assert!(!r.map_path("a.local").unwrap().exists());
+    let mut w = r.writer().unwrap();
     assert_eq!(r.resolve_map_name("local").unwrap(), "b.local");
     assert_eq!(r.resolve_map_name("counts").unwrap(), "counts");
     assert!(matches!(
@@ -226,7 +237,9 @@ fn unused_maps_go_unless_pinned_and_names_resolve() {
     assert!(e.contains("b.local, c.local"), "{e}");
     // Unpinning an unused map removes it; removing a map drops its pin.
     assert!(w.unpin_map("kept").unwrap());
+    drop(w);
     assert!(!r.map_path("kept").unwrap().exists());
+    let mut w = r.writer().unwrap();
     assert!(matches!(
         w.unpin_map("kept"),
         Err(RegistryError::NotPinned { .. })
@@ -234,4 +247,213 @@ fn unused_maps_go_unless_pinned_and_names_resolve() {
     w.pin_map("b.local").unwrap();
     w.remove_map("b.local", false).unwrap();
     assert!(!r.is_pinned("b.local"));
+}
+
+fn object(name: &str, id: u64, replaced: Option<&ObjectRecord>) -> ObjectRecord {
+    let mut o = record(name);
+    o.id = id;
+    o.maps[0].registry_name = format!("{name}.counts");
+    o.replaced = replaced.map(|r| Replaced {
+        id: r.id,
+        name: r.name.clone(),
+    });
+    o
+}
+
+/// `load NEW --replace OLD` under another name, 200 times back and forth, while a reader
+/// takes snapshots in a loop: every replacement moves the generation by exactly one, and
+/// no snapshot lacks the object or shows both names.
+#[test]
+fn replacing_under_another_name_is_one_generation_never_neither_nor_both() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Registry::open(&d.path().join("reg")).unwrap();
+    let mut current = {
+        let mut w = r.writer().unwrap();
+        let id = w.allocate_ids(2).unwrap();
+        let o = object("a", id, None);
+        w.create_map("a.counts", &spec(), &MapMeta::default())
+            .unwrap()
+            .update(&1u32.to_ne_bytes(), &7u64.to_ne_bytes(), 0)
+            .unwrap();
+        w.publish_object(&o, b"ELF").unwrap();
+        w.commit();
+        o
+    };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut seen = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let snap = r.snapshot().unwrap();
+                let names: Vec<&str> = snap.objects.iter().map(|o| o.name.as_str()).collect();
+                assert!(
+                    names == ["a"] || names == ["b"],
+                    "generation {}: {names:?} ({:?})",
+                    snap.generation,
+                    snap.problems
+                );
+                seen += 1;
+            }
+            seen
+        });
+        for i in 0..200 {
+            let new_name = if i % 2 == 0 { "b" } else { "a" };
+            let g = r.generation();
+            let mut w = r.writer().unwrap();
+            let id = w.allocate_ids(2).unwrap();
+            assert!(id > current.id);
+            let next = object(new_name, id, Some(&current));
+            let m = w
+                .take_over_map(&current.maps[0].registry_name, &next.maps[0].registry_name)
+                .unwrap();
+            m.update(&1u32.to_ne_bytes(), &(8 + i as u64).to_ne_bytes(), 0)
+                .unwrap();
+            let old = w.replace_object(&current.name, &next, b"ELF").unwrap();
+            assert_eq!(old, current);
+            let dropped = vec![current.maps[0].registry_name.clone()];
+            assert_eq!(w.remove_unused_maps(&dropped).unwrap(), dropped);
+            assert_eq!(w.commit(), g + 1);
+            assert_eq!(r.generation(), g + 1);
+            current = next;
+        }
+        done.store(true, std::sync::atomic::Ordering::Release);
+        assert!(reader.join().unwrap() > 0);
+    });
+    // What is left: the last object, its map with the last value, no temporaries.
+    assert_eq!(r.snapshot().unwrap().objects, vec![current.clone()]);
+    assert_eq!(r.map_names().unwrap(), vec!["a.counts".to_string()]);
+    let m = r.open_map("a.counts").unwrap();
+    assert_eq!(m.name(), "a.counts");
+    assert_eq!(
+        m.lookup(&1u32.to_ne_bytes()).unwrap(),
+        Some(207u64.to_ne_bytes().to_vec())
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(r.home())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn replace_refuses_a_missing_name_a_taken_name_and_an_unrelated_record() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Registry::open(&d.path().join("reg")).unwrap();
+    let mut w = r.writer().unwrap();
+    let a = object("a", 1, None);
+    w.publish_object(&a, b"ELF").unwrap();
+    w.publish_object(&object("b", 3, None), b"ELF").unwrap();
+    let e = w
+        .replace_object("nope", &object("c", 5, None), b"ELF")
+        .unwrap_err();
+    assert!(matches!(e, RegistryError::NoSuchProgram { .. }), "{e}");
+    let e = w
+        .replace_object("a", &object("b", 5, Some(&a)), b"ELF")
+        .unwrap_err();
+    assert!(e.to_string().contains("`b` is loaded too"), "{e}");
+    let e = w
+        .replace_object("a", &object("c", 5, None), b"ELF")
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("must name the object it replaces"),
+        "{e}"
+    );
+    // Under the same name it is a plain atomic exchange.
+    let a2 = object("a", 7, Some(&a));
+    assert_eq!(w.replace_object("a", &a2, b"ELF").unwrap(), a);
+    assert_eq!(r.object("a").unwrap(), a2);
+}
+
+/// A writer killed after publishing the replacement but before removing the replaced
+/// object: readers see the new object only, and the next writer finishes the change
+/// (removes the old directory and the maps it retired) and moves the generation.
+#[test]
+fn the_next_writer_finishes_a_killed_replacement() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Registry::open(&d.path().join("reg")).unwrap();
+    let old = object("old", 1, None);
+    let new = object("new", 3, Some(&old));
+    {
+        let mut w = r.writer().unwrap();
+        w.create_map("old.counts", &spec(), &MapMeta::default())
+            .unwrap();
+        w.create_map("new.counts", &spec(), &MapMeta::default())
+            .unwrap();
+        w.publish_object(&old, b"ELF").unwrap();
+        w.publish_object(&new, b"ELF").unwrap();
+    }
+    // What the killed writer (pid 0 never runs) had journaled.
+    std::fs::write(
+        r.home().join(".tmp-retire-0"),
+        br#"{"objects":[{"name":"old","id":1}],"maps":["old.counts"]}"#,
+    )
+    .unwrap();
+    assert_eq!(r.snapshot().unwrap().objects, vec![new.clone()]);
+    let g = r.generation();
+    drop(r.writer().unwrap());
+    assert_eq!(r.generation(), g + 1);
+    assert!(!r.progs_dir().join("old").exists());
+    assert_eq!(r.map_names().unwrap(), vec!["new.counts".to_string()]);
+    assert!(!r.home().join(".tmp-retire-0").exists());
+    // Nothing left to finish: the next writer changes nothing.
+    drop(r.writer().unwrap());
+    assert_eq!(r.generation(), g + 1);
+}
+
+#[test]
+fn ids_increase_are_never_reused_and_a_bad_counter_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Registry::open(&d.path().join("reg")).unwrap();
+    let mut w = r.writer().unwrap();
+    assert_eq!(w.allocate_ids(3).unwrap(), 1);
+    assert_eq!(w.allocate_ids(1).unwrap(), 4);
+    // Unloading does not give ids back.
+    w.publish_object(&object("x", 4, None), b"ELF").unwrap();
+    w.remove_object("x").unwrap();
+    assert_eq!(w.allocate_ids(2).unwrap(), 5);
+    // A lost counter restarts above what is loaded.
+    w.publish_object(&object("y", 20, None), b"ELF").unwrap();
+    std::fs::remove_file(r.home().join("ids")).unwrap();
+    assert_eq!(w.allocate_ids(1).unwrap(), 22, "id 20 + object + 1 program");
+    std::fs::write(r.home().join("ids"), "x\n").unwrap();
+    let e = w.allocate_ids(1).unwrap_err();
+    assert!(matches!(e, RegistryError::CorruptIds { .. }), "{e}");
+}
+
+#[test]
+fn taken_over_maps_share_contents_and_pins_recreated_maps_start_empty() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Registry::open(&d.path().join("reg")).unwrap();
+    let mut w = r.writer().unwrap();
+    let a = w.create_map("a.m", &spec(), &MapMeta::default()).unwrap();
+    a.update(&1u32.to_ne_bytes(), &5u64.to_ne_bytes(), 0)
+        .unwrap();
+    w.pin_map("a.m").unwrap();
+    let b = w.take_over_map("a.m", "b.m").unwrap();
+    assert_eq!(b.name(), "b.m");
+    assert_eq!(
+        b.lookup(&1u32.to_ne_bytes()).unwrap(),
+        Some(5u64.to_ne_bytes().to_vec())
+    );
+    a.update(&2u32.to_ne_bytes(), &6u64.to_ne_bytes(), 0)
+        .unwrap();
+    assert_eq!(
+        b.lookup(&2u32.to_ne_bytes()).unwrap(),
+        Some(6u64.to_ne_bytes().to_vec()),
+        "one map under two names"
+    );
+    assert!(r.is_pinned("b.m") && !r.is_pinned("a.m"));
+    assert!(matches!(
+        w.take_over_map("a.m", "b.m"),
+        Err(RegistryError::Map { .. })
+    ));
+    let mut bigger = spec();
+    bigger.value_size = 16;
+    let c = w.recreate_map("b.m", &bigger, &MapMeta::default()).unwrap();
+    assert_eq!(c.spec(), &bigger);
+    assert_eq!(c.lookup(&1u32.to_ne_bytes()).unwrap(), None);
+    assert!(r.is_pinned("b.m"));
+    assert_eq!(r.open_map("a.m").unwrap().spec(), &spec(), "a.m untouched");
 }

@@ -74,6 +74,8 @@ fn map_labels_name_the_registry_map() {
     let rec = ObjectRecord {
         format: RECORD_FORMAT,
         name: "q".into(),
+        id: 0,
+        replaced: None,
         object_file: "object.o".into(),
         object_sha256: String::new(),
         object_size: 0,
