@@ -57,9 +57,10 @@ export GPUBPF_CUDA_LIBRARY=$work/libcuda.so.1
 "$cc" -O2 -o "$work/train" tests/shim/train.c -L"$work" -l:libcuda.so.1 -Wl,-rpath,"$work"
 
 step() { printf '\n== %s\n' "$*"; }
+# Prints a command, runs it, and shows its output with the temporary directory as $DEMO.
 show() {
     printf '$ %s\n' "$*" | sed "s#$work/#\$DEMO/#g"
-    "$@"
+    "$@" 2>&1 | sed -u "s#$work/#\$DEMO/#g"
 }
 
 step "1. Build the quota policy (restricted C, clang -target bpf, the SDK headers)"

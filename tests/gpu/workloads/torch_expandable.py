@@ -1,0 +1,90 @@
+"""PyTorch's caching allocator with expandable_segments:True under quota.o (issue #13 point 2):
+the cuMemCreate family is policed and frees (cuMemRelease) are credited.
+
+run.sh starts it with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, the shim preloaded
+and quota.o loaded with limit_bytes=1GiB (argv[1], bytes)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import MiB, GiB, oom_error, point, ps_entry, result, usage_of  # noqa: E402
+
+import torch  # noqa: E402
+
+LIMIT = int(sys.argv[1]) if len(sys.argv) > 1 else GiB
+OOM = oom_error()
+pid = os.getpid()
+print("PYTORCH_CUDA_ALLOC_CONF=" + os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
+
+
+def used():
+    torch.cuda.synchronize()
+    return usage_of("proc_usage", pid)
+
+
+# A few training steps below the limit.
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                            torch.nn.Linear(512, 10)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(512, 256, device="cuda")
+y = torch.randint(0, 10, (512,), device="cuda")
+for _ in range(10):
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+print(f"loss={loss.item():.6f}")
+
+# 512 MiB fits; the usage the policy counts follows what the allocator has mapped.
+a = torch.empty(512 * MiB, dtype=torch.uint8, device="cuda")
+u1 = used()
+r1 = torch.cuda.memory_reserved()
+print(f"after 512 MiB: proc_usage={u1} reserved={r1}")
+result("expandable-usage-tracks-reserved", abs(u1["bytes"] - r1) <= 8 * MiB,
+       f"proc_usage.bytes={u1['bytes']} memory_reserved={r1} (tolerance 8 MiB)")
+
+# 768 MiB more crosses the limit: the allocator's cuMemCreate is refused, torch raises.
+before = point(ps_entry(), "cuMemCreate")
+oom = "none"
+try:
+    b = torch.empty(768 * MiB, dtype=torch.uint8, device="cuda")
+    del b
+except OOM as e:
+    oom = "OutOfMemoryError"
+    print("oom message:", str(e).splitlines()[0][:300])
+except Exception as e:  # noqa: BLE001 (report whatever else surfaced)
+    oom = f"{type(e).__name__}: {e}"
+entry = ps_entry()
+create = point(entry, "cuMemCreate")
+alloc = point(entry, "cuMemAlloc")
+print(f"ps cuMemCreate before={before} after={create}; cuMemAlloc={alloc}")
+ok = oom == "OutOfMemoryError" and create["calls"] > 0 and create["denied"] > before["denied"]
+result("expandable-cumemcreate-policed", ok,
+       f"768 MiB over {LIMIT} -> {oom}; cuMemCreate calls={create['calls']} "
+       f"denied={create['denied']} (was {before['denied']}); cuMemAlloc calls={alloc['calls']}")
+
+# Free everything, empty the cache: the released handles are credited.
+del a, model, opt, x, y, loss
+clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+if clear:
+    clear()
+torch.cuda.empty_cache()
+u2 = used()
+r2 = torch.cuda.memory_reserved()
+print(f"after empty_cache: proc_usage={u2} reserved={r2}")
+ok = u2["frees"] > 0 and u2["bytes"] <= r2 + 4 * MiB and u2["bytes"] <= 64 * MiB
+result("expandable-frees-credited", ok,
+       f"after empty_cache proc_usage.bytes={u2['bytes']} (reserved {r2}) frees={u2['frees']} "
+       f"allocs={u2['allocs']} denied={u2['denied']}")
+
+# The same 768 MiB now fits.
+try:
+    c = torch.ones(768 * MiB, dtype=torch.uint8, device="cuda")
+    s = int(c.sum().item())
+    ok, detail = s == 768 * MiB, f"768 MiB tensor sum={s}"
+    del c
+except Exception as e:  # noqa: BLE001
+    ok, detail = False, f"768 MiB after freeing: {type(e).__name__}: {e}"
+u3 = used()
+result("expandable-works-after-free", ok, f"{detail}; proc_usage.bytes={u3['bytes']}")
