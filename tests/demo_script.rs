@@ -18,7 +18,11 @@ fn the_demo_refuses_at_the_quota_and_raises_it_live() {
     let gpubpf = common::cli::gpubpf();
     let shim = common::shim::shim_library();
     let bin = gpubpf.parent().expect("binary directory");
-    assert_eq!(shim.parent(), Some(bin), "gpubpf and libgpubpf.so side by side");
+    assert_eq!(
+        shim.parent(),
+        Some(bin),
+        "gpubpf and libgpubpf.so side by side"
+    );
     let out = Command::new("bash")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/demo.sh"))
         .env("GPUBPF_DEMO_BIN", bin)

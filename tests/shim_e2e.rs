@@ -387,12 +387,16 @@ fn wait_acked(home: &Path, pid: u32, generation: u64, deadline: Instant) {
 }
 
 /// RCU under load: 8 threads launch without pause while the counting policy is replaced
-/// again and again; every launch runs exactly one version of the program (the count, kept in
-/// a map that replacements keep by name, equals the launches made), nothing crashes, and the
-/// process does not grow with the replacements.
+/// 1 000 times (the object republished in the registry; the process applies the newest
+/// generation whenever its watcher wakes, and the test waits for it every tenth
+/// replacement, so at least 100 of them publish a freshly verified and compiled program
+/// and retire the old one while the threads run); every launch runs exactly one version of the program
+/// (the count, kept in a map that replacements keep by name, equals the launches made),
+/// nothing crashes, and the process does not grow with the replacements.
 #[test]
 fn swap_under_load_counts_every_call_exactly_once() {
-    const REPLACEMENTS: usize = 60;
+    const REPLACEMENTS: usize = 1000;
+    const WARM_UP: usize = 100;
     let Some(Session { mock, tmp, home }) = session() else {
         return;
     };
@@ -407,16 +411,20 @@ fn swap_under_load_counts_every_call_exactly_once() {
         .spawn()
         .expect("spawn");
     let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let reg = Registry::open(&home).expect("open registry");
+    let record = reg.object("count_launch").expect("loaded");
+    let bytes = reg.object_bytes("count_launch").expect("object bytes");
+    let deadline = Instant::now() + Duration::from_secs(300);
     let mut rss_after_warmup = 0;
     for i in 0..REPLACEMENTS {
-        let g = load(&home, &count, &[]);
-        if i == 9 {
+        let mut w = reg.writer().expect("writer");
+        w.publish_object(&record, &bytes).expect("republish");
+        let g = w.commit();
+        if (i + 1) % 10 == 0 {
             wait_acked(&home, pid, g, deadline);
-            rss_after_warmup = vm_rss_kib(pid);
         }
-        if i + 1 == REPLACEMENTS {
-            wait_acked(&home, pid, g, deadline);
+        if i + 1 == WARM_UP {
+            rss_after_warmup = vm_rss_kib(pid);
         }
     }
     let rss_end = vm_rss_kib(pid);
@@ -437,12 +445,12 @@ fn swap_under_load_counts_every_call_exactly_once() {
     eprintln!(
         "{made} launches; RSS {rss_after_warmup} KiB after warm-up, {rss_end} KiB at the end"
     );
-    // 50 more replacements after warm-up: a leaked chain (code pages, map mappings) per
+    // 900 more replacements after warm-up: a leaked chain (code pages, map mappings) per
     // replacement would show; allow allocator noise.
     assert!(
         rss_end < rss_after_warmup + 8 * 1024,
         "RSS grew from {rss_after_warmup} KiB to {rss_end} KiB over {} replacements",
-        REPLACEMENTS - 10
+        REPLACEMENTS - WARM_UP
     );
 }
 

@@ -1,0 +1,170 @@
+"""Turns the raw outputs of run.sh's measured sections into RESULT and FIGURE lines.
+
+  summarize.py launch  WORK   empty-kernel launch loop: launch-{A,B,C}-{1,2,3}.txt and
+                              launch-count.json (count_launch's counter after the C runs)
+  summarize.py step    WORK   PyTorch training step: step-{A,B,C}-{1,2,3}.txt
+  summarize.py startup WORK   startup-{base,shim}.txt (spawn.py parallel), startup-serial-
+                              {base,shim}-{1,2}.txt (spawn.py serial), startup-proc_usage.json
+Configurations: A no shim, B shim with an empty registry, C shim with the policies."""
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import entries, figure, result, u64, usage  # noqa: E402
+
+REPS = (1, 2, 3)
+
+
+def kv_line(path, prefix):
+    """The `k=v` fields of the first line of `path` starting with `prefix`, or None."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(prefix):
+                    return dict(x.split("=", 1) for x in line.split()[1:] if "=" in x)
+    except OSError:
+        pass
+    return None
+
+
+def pct(x, base):
+    return f"{100 * (x / base - 1):+.2f} %" if base else "n/a"
+
+
+def med(v):
+    return statistics.median(v) if v else None
+
+
+def fmt(v, digits=1):
+    return "[" + ", ".join(f"{x:.{digits}f}" for x in v) + "]"
+
+
+def interleaved(work, stem, prefix, key):
+    vals, extra, missing = {}, {}, []
+    for c in "ABC":
+        vals[c], extra[c] = [], []
+        for r in REPS:
+            kv = kv_line(os.path.join(work, f"{stem}-{c}-{r}.txt"), prefix)
+            if kv and key in kv:
+                vals[c].append(float(kv[key]))
+                extra[c].append(kv)
+            else:
+                missing.append(f"{stem}-{c}-{r}")
+    return vals, extra, missing
+
+
+def launch(work):
+    vals, extra, missing = interleaved(work, "launch", "launch_ns ", "median")
+    m = {c: med(vals[c]) for c in "ABC"}
+    if m["A"] and m["B"] and m["C"]:
+        figure("launch-overhead",
+               f"empty-kernel launch: no shim {m['A']:.1f} ns/launch; shim, no policy "
+               f"{m['B']:.1f} ns ({pct(m['B'], m['A'])}); shim + count_launch {m['C']:.1f} ns "
+               f"({pct(m['C'], m['A'])}) [medians of 3 interleaved processes x 3 loops of "
+               f"200000; per process A {fmt(vals['A'])} B {fmt(vals['B'])} C {fmt(vals['C'])}]")
+    result("launch-overhead-measured", not missing,
+           f"missing {missing}" if missing else "9 runs (3 x no shim / shim / shim+count_launch)")
+    if m["A"] and m["C"]:
+        added = 100 * (m["C"] / m["A"] - 1)
+        result("launch-overhead-under-1pct", added < 1.0,
+               f"count_launch adds {added:+.2f} % per launch ({m['C']:.1f} vs {m['A']:.1f} ns; "
+               f"goal < 1 %)")
+    else:
+        result("launch-overhead-under-1pct", False, "no figures")
+    made = sum(int(kv.get("launches", 0)) for kv in extra["C"])
+    try:
+        with open(os.path.join(work, "launch-count.json")) as f:
+            counted = sum(u64(v) for _, v in entries(json.load(f)))
+    except (OSError, ValueError) as e:
+        counted = f"unreadable ({e})"
+    result("launch-count-exact", counted == made and made > 0,
+           f"count_launch counted {counted}, the {len(extra['C'])} runs with it made {made}")
+
+
+def step(work):
+    vals, extra, missing = interleaved(work, "step", "step_ms ", "median")
+    m = {c: med(vals[c]) for c in "ABC"}
+    losses = sorted({kv.get("loss") for c in "ABC" for kv in extra[c]})
+    if m["A"] and m["B"] and m["C"]:
+        figure("torch-step-overhead",
+               f"MLP training step: no shim {m['A']:.4f} ms/step; shim, no policy {m['B']:.4f} ms "
+               f"({pct(m['B'], m['A'])}); shim + quota + trace {m['C']:.4f} ms "
+               f"({pct(m['C'], m['A'])}) [medians of 3 interleaved processes x 3 blocks of 500 "
+               f"steps; per process A {fmt(vals['A'], 4)} B {fmt(vals['B'], 4)} C {fmt(vals['C'], 4)}]")
+    result("torch-step-overhead-measured", not missing,
+           (f"missing {missing}" if missing else "9 runs (3 x no shim / shim / shim+quota+trace)")
+           + f"; final losses {losses}")
+    if m["A"] and m["C"]:
+        added = 100 * (m["C"] / m["A"] - 1)
+        result("torch-step-overhead-under-1pct", added < 1.0,
+               f"quota+trace adds {added:+.2f} % per step ({m['C']:.4f} vs {m['A']:.4f} ms; "
+               f"goal < 1 %)")
+    else:
+        result("torch-step-overhead-under-1pct", False, "no figures")
+
+
+def spawn_summary(path):
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("SPAWN "):
+                    return json.loads(line[6:])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def startup(work):
+    p = os.path.join
+    base, shim = spawn_summary(p(work, "startup-base.txt")), spawn_summary(p(work, "startup-shim.txt"))
+    serial = {k: [spawn_summary(p(work, f"startup-serial-{k}-{r}.txt")) for r in (1, 2)]
+              for k in ("base", "shim")}
+    n = (shim or {}).get("n", 200)
+    ok = bool(shim) and shim["ok"] == n and bool(base) and base["ok"] == n
+    result("startup-200-all-finish", ok,
+           f"shim (quota+trace): {shim and shim['ok']}/{n} finished, no shim: "
+           f"{base and base['ok']}/{n}; errors {(shim or {}).get('errors')} "
+           f"{(base or {}).get('errors')}")
+    if base and shim:
+        ok = shim["wall_s"] <= 1.5 * base["wall_s"] + 2.0
+        result("startup-200-not-serialised", ok,
+               f"200 at once: {shim['wall_s']} s with the shim vs {base['wall_s']} s without "
+               f"(limit 1.5x + 2 s)")
+    else:
+        result("startup-200-not-serialised", False, "missing spawn output")
+
+    def serial_med(k):
+        v = [s["proc_wall_ms_median"] for s in serial[k] if s and s.get("proc_wall_ms_median")]
+        return med(v)
+
+    sb, ss = serial_med("base"), serial_med("shim")
+    inner = lambda s, k: (s or {}).get("inner_ms_median", {}).get(k)  # noqa: E731
+    if base and shim:
+        added = f"{ss - sb:+.1f} ms" if sb is not None and ss is not None else "n/a"
+        figure("startup",
+               f"200 processes (cuInit + primary context + 1 MiB cuMemAlloc/cuMemFree) started at "
+               f"once: no shim {base['wall_s']} s wall (per process median "
+               f"{base['proc_wall_ms_median']} ms, p90 {base['proc_wall_ms_p90']} ms), shim with "
+               f"quota+trace {shim['wall_s']} s (median {shim['proc_wall_ms_median']} ms, p90 "
+               f"{shim['proc_wall_ms_p90']} ms); one at a time: {sb} ms vs {ss} ms per process "
+               f"({added} start-up cost); in-process median cuInit {inner(base, 'init_ms')} vs "
+               f"{inner(shim, 'init_ms')} ms, total {inner(base, 'total_ms')} vs "
+               f"{inner(shim, 'total_ms')} ms")
+    want = (shim or {}).get("ok", 0) + sum((s or {}).get("ok", 0) for s in serial["shim"])
+    try:
+        with open(p(work, "startup-proc_usage.json")) as f:
+            us = [usage(v) for _, v in entries(json.load(f))]
+        allocs, frees = sum(u["allocs"] for u in us), sum(u["frees"] for u in us)
+        held = sum(u["bytes"] for u in us)
+        ok = allocs == want and frees == want and held == 0 and want > 0
+        detail = (f"proc_usage: {len(us)} processes, {allocs} allocations, {frees} frees, "
+                  f"{held} bytes held; {want} shim processes finished")
+    except (OSError, ValueError) as e:
+        ok, detail = False, f"proc_usage unreadable: {e}"
+    result("startup-200-policed", ok, detail)
+
+
+if __name__ == "__main__":
+    {"launch": launch, "step": step, "startup": startup}[sys.argv[1]](sys.argv[2])
