@@ -297,6 +297,24 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
         }
         None => {}
     }
+    // The call's stream, for `GPUBPF_CTX_F_CAPTURING` (asked only when a program reads
+    // `hdr.flags`; a per-thread variant's NULL stream is the per-thread default stream).
+    let stream = match point.launch_source() {
+        Some(LaunchSource::Config) => Some(format!(
+            "c[{}] as *mut c_void",
+            field_word(point, "launch.stream").expect("launch field")
+        )),
+        _ => point
+            .stream_param()
+            .and_then(|i| point.params().get(i))
+            .and_then(|sp| params.iter().find(|(_, _, p)| p.name == sp.name))
+            .map(|(n, _, _)| n.clone()),
+    };
+    if let Some(stream) = stream {
+        let per_thread = v.per_thread != PerThread::No;
+        let _ = writeln!(out, "    let stream = {stream};");
+        let _ = writeln!(out, "    policed.capturing(&mut c, stream, {per_thread});");
+    }
     let _ = writeln!(out, "    let mut out_valid = false;");
     let _ = writeln!(out, "    let r = match policed.enter(&mut c) {{");
     let _ = writeln!(out, "        Some(verdict) => verdict,");
@@ -391,6 +409,19 @@ pub fn generate() -> String {
         "/// Variant index of `cuCtxGetDevice` (fills `hdr.device`)."
     );
     let _ = writeln!(out, "pub const CTX_GET_DEVICE: usize = {ctx_get_device};");
+    let is_capturing = entries
+        .iter()
+        .find(|(s, _, _)| *s == "cuStreamIsCapturing")
+        .map(|e| e.2)
+        .expect("catalog has cuStreamIsCapturing");
+    let _ = writeln!(
+        out,
+        "/// Variant index of `cuStreamIsCapturing` (sets `GPUBPF_CTX_F_CAPTURING`)."
+    );
+    let _ = writeln!(
+        out,
+        "pub const STREAM_IS_CAPTURING: usize = {is_capturing};"
+    );
     let _ = writeln!(
         out,
         "\n/// API id of each attach point, by attach-point index."

@@ -5021,6 +5021,8 @@ pub unsafe extern "C" fn cuEventRecord(hEvent: *mut c_void, hStream: *mut c_void
     policed.header(&mut c, 108, 0, 0x0);
     c[4] = hEvent as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5059,6 +5061,8 @@ pub unsafe extern "C" fn cuEventRecord_ptsz(hEvent: *mut c_void, hStream: *mut c
     policed.header(&mut c, 108, 1, 0x2);
     c[4] = hEvent as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5098,6 +5102,8 @@ pub unsafe extern "C" fn cuEventRecordWithFlags(hEvent: *mut c_void, hStream: *m
     c[4] = hEvent as u64;
     c[5] = hStream as u64;
     c[6] = u64::from(flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5137,6 +5143,8 @@ pub unsafe extern "C" fn cuEventRecordWithFlags_ptsz(hEvent: *mut c_void, hStrea
     c[4] = hEvent as u64;
     c[5] = hStream as u64;
     c[6] = u64::from(flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5296,6 +5304,8 @@ pub unsafe extern "C" fn cuFabricCpyBatchAsync(numOps: u64, opList: *mut c_void,
     c[5] = opList as u64;
     c[6] = flags;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5336,6 +5346,8 @@ pub unsafe extern "C" fn cuFabricCpyBatchAsync_ptsz(numOps: u64, opList: *mut c_
     c[5] = opList as u64;
     c[6] = flags;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6222,6 +6234,8 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync(dptr: *mut c_void, size: *mut 
     c[5] = size as u64;
     c[6] = u64::from(buffer);
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6266,6 +6280,8 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync_v2(dptr: *mut c_void, size: *m
     c[5] = size as u64;
     c[6] = u64::from(buffer);
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6310,6 +6326,8 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync_v2_ptsz(dptr: *mut c_void, siz
     c[5] = size as u64;
     c[6] = u64::from(buffer);
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6464,6 +6482,8 @@ pub unsafe extern "C" fn cuGLUnmapBufferObjectAsync(buffer: u32, hStream: *mut c
     policed.header(&mut c, 135, 0, 0x0);
     c[4] = u64::from(buffer);
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9641,6 +9661,8 @@ pub unsafe extern "C" fn cuGraphLaunch(hGraph: *mut c_void, hStream: *mut c_void
     policed.header(&mut c, 202, 0, 0x0);
     c[4] = hGraph as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9678,6 +9700,8 @@ pub unsafe extern "C" fn cuGraphLaunch_ptsz(hGraphExec: *mut c_void, hStream: *m
     let mut c = [0u64; 6];
     policed.header(&mut c, 202, 1, 0x6);
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10667,6 +10691,8 @@ pub unsafe extern "C" fn cuGraphUpload(hGraph: *mut c_void, hStream: *mut c_void
     policed.header(&mut c, 223, 0, 0x0);
     c[4] = hGraph as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10704,6 +10730,8 @@ pub unsafe extern "C" fn cuGraphUpload_ptsz(hGraphExec: *mut c_void, hStream: *m
     let mut c = [0u64; 6];
     policed.header(&mut c, 223, 1, 0x6);
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10867,6 +10895,8 @@ pub unsafe extern "C" fn cuGraphicsMapResources(count: u32, resources: *mut c_vo
     c[4] = u64::from(count);
     c[5] = resources as u64;
     c[6] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10906,6 +10936,8 @@ pub unsafe extern "C" fn cuGraphicsMapResources_ptsz(count: u32, resources: *mut
     c[4] = u64::from(count);
     c[5] = resources as u64;
     c[6] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11229,6 +11261,8 @@ pub unsafe extern "C" fn cuGraphicsUnmapResources(count: u32, resources: *mut c_
     c[4] = u64::from(count);
     c[5] = resources as u64;
     c[6] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11268,6 +11302,8 @@ pub unsafe extern "C" fn cuGraphicsUnmapResources_ptsz(count: u32, resources: *m
     c[4] = u64::from(count);
     c[5] = resources as u64;
     c[6] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12430,6 +12466,8 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel(f: *mut c_void, gridDimX: u32
     c[20] = c[11];
     c[21] = c[12];
     c[22] = c[4];
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12485,6 +12523,8 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel_ptsz(f: *mut c_void, gridDimX
     c[20] = c[11];
     c[21] = c[12];
     c[22] = c[4];
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12603,6 +12643,8 @@ pub unsafe extern "C" fn cuLaunchGridAsync(f: *mut c_void, grid_width: i32, grid
     c[5] = i64::from(grid_width) as u64;
     c[6] = i64::from(grid_height) as u64;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12642,6 +12684,8 @@ pub unsafe extern "C" fn cuLaunchHostFunc(hStream: *mut c_void, fn_: *mut c_void
     c[4] = hStream as u64;
     c[5] = fn_ as u64;
     c[6] = userData as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12682,6 +12726,8 @@ pub unsafe extern "C" fn cuLaunchHostFunc_v2(hStream: *mut c_void, fn_: *mut c_v
     c[5] = fn_ as u64;
     c[6] = userData as u64;
     c[7] = u64::from(syncMode);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12721,6 +12767,8 @@ pub unsafe extern "C" fn cuLaunchHostFunc_ptsz(hStream: *mut c_void, fn_: *mut c
     c[4] = hStream as u64;
     c[5] = fn_ as u64;
     c[6] = userData as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12761,6 +12809,8 @@ pub unsafe extern "C" fn cuLaunchHostFunc_v2_ptsz(hStream: *mut c_void, fn_: *mu
     c[5] = fn_ as u64;
     c[6] = userData as u64;
     c[7] = u64::from(syncMode);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12817,6 +12867,8 @@ pub unsafe extern "C" fn cuLaunchKernel(f: *mut c_void, gridDimX: u32, gridDimY:
     c[21] = c[11];
     c[22] = c[12];
     c[23] = c[4];
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12873,6 +12925,8 @@ pub unsafe extern "C" fn cuLaunchKernel_ptsz(f: *mut c_void, gridDimX: u32, grid
     c[21] = c[11];
     c[22] = c[12];
     c[23] = c[4];
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12916,6 +12970,8 @@ pub unsafe extern "C" fn cuLaunchKernelEx(config: *mut c_void, f: *mut c_void, k
     // SAFETY: `config` is the caller's launch configuration or NULL.
     unsafe { hot::launch_from_config(config, &mut c[8..=15]) };
     c[16] = c[5];
+    let stream = c[15] as *mut c_void;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12959,6 +13015,8 @@ pub unsafe extern "C" fn cuLaunchKernelEx_ptsz(config: *mut c_void, f: *mut c_vo
     // SAFETY: `config` is the caller's launch configuration or NULL.
     unsafe { hot::launch_from_config(config, &mut c[8..=15]) };
     c[16] = c[5];
+    let stream = c[15] as *mut c_void;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14677,6 +14735,8 @@ pub unsafe extern "C" fn cuMemAllocAsync(dptr: *mut c_void, bytesize: u64, hStre
     c[4] = dptr as u64;
     c[5] = bytesize;
     c[6] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14719,6 +14779,8 @@ pub unsafe extern "C" fn cuMemAllocAsync_ptsz(dptr: *mut c_void, bytesize: u64, 
     c[4] = dptr as u64;
     c[5] = bytesize;
     c[6] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14762,6 +14824,8 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync(dptr: *mut c_void, bytesize: u6
     c[5] = bytesize;
     c[6] = pool as u64;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14805,6 +14869,8 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(dptr: *mut c_void, bytesiz
     c[5] = bytesize;
     c[6] = pool as u64;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15068,6 +15134,8 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync(paramsArray: *mut c_void, cou
     c[6] = u64::from(flags);
     c[7] = errorIndex as u64;
     c[8] = stream as u64;
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15111,6 +15179,8 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync_ptsz(paramsArray: *mut c_void
     c[6] = u64::from(flags);
     c[7] = errorIndex as u64;
     c[8] = stream as u64;
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15200,6 +15270,8 @@ pub unsafe extern "C" fn cuMemDiscardAndPrefetchBatchAsync(dptrs: *mut c_void, s
     c[9] = numPrefetchLocs;
     c[10] = flags;
     c[11] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15244,6 +15316,8 @@ pub unsafe extern "C" fn cuMemDiscardAndPrefetchBatchAsync_ptsz(dptrs: *mut c_vo
     c[9] = numPrefetchLocs;
     c[10] = flags;
     c[11] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15285,6 +15359,8 @@ pub unsafe extern "C" fn cuMemDiscardBatchAsync(dptrs: *mut c_void, sizes: *mut 
     c[6] = count;
     c[7] = flags;
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15326,6 +15402,8 @@ pub unsafe extern "C" fn cuMemDiscardBatchAsync_ptsz(dptrs: *mut c_void, sizes: 
     c[6] = count;
     c[7] = flags;
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15478,6 +15556,8 @@ pub unsafe extern "C" fn cuMemFreeAsync(dptr: u64, hStream: *mut c_void) -> CUre
     policed.header(&mut c, 315, 0, 0x0);
     c[4] = dptr;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15516,6 +15596,8 @@ pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: u64, hStream: *mut c_void) ->
     policed.header(&mut c, 315, 1, 0x2);
     c[4] = dptr;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16422,6 +16504,8 @@ pub unsafe extern "C" fn cuMemMapArrayAsync(mapInfoList: *mut c_void, count: u32
     c[4] = mapInfoList as u64;
     c[5] = u64::from(count);
     c[6] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16461,6 +16545,8 @@ pub unsafe extern "C" fn cuMemMapArrayAsync_ptsz(mapInfoList: *mut c_void, count
     c[4] = mapInfoList as u64;
     c[5] = u64::from(count);
     c[6] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16935,6 +17021,8 @@ pub unsafe extern "C" fn cuMemPrefetchAsync(devPtr: u64, count: u64, dstDevice: 
     c[4] = devPtr;
     c[5] = count;
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16976,6 +17064,8 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2(devPtr: u64, count: u64, location
     c[6] = core::ptr::addr_of!(location) as u64;
     c[7] = u64::from(flags);
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17015,6 +17105,8 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_ptsz(devPtr: u64, count: u64, dstDev
     c[4] = devPtr;
     c[5] = count;
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17056,6 +17148,8 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2_ptsz(devPtr: u64, count: u64, loc
     c[6] = core::ptr::addr_of!(location) as u64;
     c[7] = u64::from(flags);
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17100,6 +17194,8 @@ pub unsafe extern "C" fn cuMemPrefetchBatchAsync(dptrs: *mut c_void, sizes: *mut
     c[9] = numPrefetchLocs;
     c[10] = flags;
     c[11] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17144,6 +17240,8 @@ pub unsafe extern "C" fn cuMemPrefetchBatchAsync_ptsz(dptrs: *mut c_void, sizes:
     c[9] = numPrefetchLocs;
     c[10] = flags;
     c[11] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17648,6 +17746,8 @@ pub unsafe extern "C" fn cuMemcpy2DAsync(pCopy: *mut c_void, hStream: *mut c_voi
     policed.header(&mut c, 356, 0, 0x4);
     c[4] = pCopy as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17686,6 +17786,8 @@ pub unsafe extern "C" fn cuMemcpy2DAsync_v2(pCopy: *mut c_void, hStream: *mut c_
     policed.header(&mut c, 356, 1, 0x0);
     c[4] = pCopy as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17724,6 +17826,8 @@ pub unsafe extern "C" fn cuMemcpy2DAsync_v2_ptsz(pCopy: *mut c_void, hStream: *m
     policed.header(&mut c, 356, 2, 0x2);
     c[4] = pCopy as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17984,6 +18088,8 @@ pub unsafe extern "C" fn cuMemcpy3DAsync(pCopy: *mut c_void, hStream: *mut c_voi
     policed.header(&mut c, 359, 0, 0x4);
     c[4] = pCopy as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18022,6 +18128,8 @@ pub unsafe extern "C" fn cuMemcpy3DAsync_v2(pCopy: *mut c_void, hStream: *mut c_
     policed.header(&mut c, 359, 1, 0x0);
     c[4] = pCopy as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18060,6 +18168,8 @@ pub unsafe extern "C" fn cuMemcpy3DAsync_v2_ptsz(pCopy: *mut c_void, hStream: *m
     policed.header(&mut c, 359, 2, 0x2);
     c[4] = pCopy as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18100,6 +18210,8 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync(numParams: u64, opList: *mut c_voi
     c[5] = opList as u64;
     c[6] = flags;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18140,6 +18252,8 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_v2(numParams: u64, opList: *mut c_
     c[5] = opList as u64;
     c[6] = flags;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18180,6 +18294,8 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_ptsz(numParams: u64, opList: *mut 
     c[5] = opList as u64;
     c[6] = flags;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18220,6 +18336,8 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_v2_ptsz(numParams: u64, opList: *m
     c[5] = opList as u64;
     c[6] = flags;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18332,6 +18450,8 @@ pub unsafe extern "C" fn cuMemcpy3DPeerAsync(pCopy: *mut c_void, hStream: *mut c
     policed.header(&mut c, 362, 0, 0x0);
     c[4] = pCopy as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18370,6 +18490,8 @@ pub unsafe extern "C" fn cuMemcpy3DPeerAsync_ptsz(pCopy: *mut c_void, hStream: *
     policed.header(&mut c, 362, 1, 0x2);
     c[4] = pCopy as u64;
     c[5] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18409,6 +18531,8 @@ pub unsafe extern "C" fn cuMemcpy3DWithAttributesAsync(op: *mut c_void, flags: u
     c[4] = op as u64;
     c[5] = flags;
     c[6] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18448,6 +18572,8 @@ pub unsafe extern "C" fn cuMemcpy3DWithAttributesAsync_ptsz(op: *mut c_void, fla
     c[4] = op as u64;
     c[5] = flags;
     c[6] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18488,6 +18614,8 @@ pub unsafe extern "C" fn cuMemcpyAsync(dst: u64, src: u64, ByteCount: u64, hStre
     c[5] = src;
     c[6] = ByteCount;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18528,6 +18656,8 @@ pub unsafe extern "C" fn cuMemcpyAsync_ptsz(dst: u64, src: u64, ByteCount: u64, 
     c[5] = src;
     c[6] = ByteCount;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18932,6 +19062,8 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync(dstHost: *mut c_void, srcArray: *mut 
     c[6] = u64::from(srcOffset);
     c[7] = u64::from(ByteCount);
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18973,6 +19105,8 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync_v2(dstHost: *mut c_void, srcArray: *m
     c[6] = srcOffset;
     c[7] = ByteCount;
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19014,6 +19148,8 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync_v2_ptsz(dstHost: *mut c_void, srcArra
     c[6] = srcOffset;
     c[7] = ByteCount;
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19058,6 +19194,8 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync(dsts: *mut c_void, srcs: *mut c_void
     c[9] = attrIdxs as u64;
     c[10] = numAttrs;
     c[11] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19102,6 +19240,8 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_v2(dsts: *mut c_void, srcs: *mut c_v
     c[9] = attrIdxs as u64;
     c[10] = numAttrs;
     c[11] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19146,6 +19286,8 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_ptsz(dsts: *mut c_void, srcs: *mut c
     c[9] = attrIdxs as u64;
     c[10] = numAttrs;
     c[11] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19190,6 +19332,8 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_v2_ptsz(dsts: *mut c_void, srcs: *mu
     c[9] = attrIdxs as u64;
     c[10] = numAttrs;
     c[11] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19467,6 +19611,8 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync(dstDevice: u32, srcDevice: u32, ByteC
     c[5] = u64::from(srcDevice);
     c[6] = u64::from(ByteCount);
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19507,6 +19653,8 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(dstDevice: u64, srcDevice: u64, By
     c[5] = srcDevice;
     c[6] = ByteCount;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19547,6 +19695,8 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2_ptsz(dstDevice: u64, srcDevice: u6
     c[5] = srcDevice;
     c[6] = ByteCount;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19704,6 +19854,8 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync(dstHost: *mut c_void, srcDevice: u32,
     c[5] = u64::from(srcDevice);
     c[6] = u64::from(ByteCount);
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19744,6 +19896,8 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(dstHost: *mut c_void, srcDevice: u
     c[5] = srcDevice;
     c[6] = ByteCount;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19784,6 +19938,8 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2_ptsz(dstHost: *mut c_void, srcDevi
     c[5] = srcDevice;
     c[6] = ByteCount;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19945,6 +20101,8 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync(dstArray: *mut c_void, dstOffset: u32
     c[6] = srcHost as u64;
     c[7] = u64::from(ByteCount);
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19986,6 +20144,8 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync_v2(dstArray: *mut c_void, dstOffset: 
     c[6] = srcHost as u64;
     c[7] = ByteCount;
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20027,6 +20187,8 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync_v2_ptsz(dstArray: *mut c_void, dstOff
     c[6] = srcHost as u64;
     c[7] = ByteCount;
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20184,6 +20346,8 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync(dstDevice: u32, srcHost: *mut c_void,
     c[5] = srcHost as u64;
     c[6] = u64::from(ByteCount);
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20224,6 +20388,8 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(dstDevice: u64, srcHost: *mut c_vo
     c[5] = srcHost as u64;
     c[6] = ByteCount;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20264,6 +20430,8 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2_ptsz(dstDevice: u64, srcHost: *mut
     c[5] = srcHost as u64;
     c[6] = ByteCount;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20388,6 +20556,8 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync(dstDevice: u64, dstContext: *mut c_vo
     c[7] = srcContext as u64;
     c[8] = ByteCount;
     c[9] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20430,6 +20600,8 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync_ptsz(dstDevice: u64, dstContext: *mut
     c[7] = srcContext as u64;
     c[8] = ByteCount;
     c[9] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20471,6 +20643,8 @@ pub unsafe extern "C" fn cuMemcpyWithAttributesAsync(dst: u64, src: u64, size: u
     c[6] = size;
     c[7] = attr as u64;
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20512,6 +20686,8 @@ pub unsafe extern "C" fn cuMemcpyWithAttributesAsync_ptsz(dst: u64, src: u64, si
     c[6] = size;
     c[7] = attr as u64;
     c[8] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20669,6 +20845,8 @@ pub unsafe extern "C" fn cuMemsetD16Async(dstDevice: u64, us: u16, N: u64, hStre
     c[5] = u64::from(us);
     c[6] = N;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20709,6 +20887,8 @@ pub unsafe extern "C" fn cuMemsetD16Async_ptsz(dstDevice: u64, us: u16, N: u64, 
     c[5] = u64::from(us);
     c[6] = N;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20874,6 +21054,8 @@ pub unsafe extern "C" fn cuMemsetD2D16Async(dstDevice: u64, dstPitch: u64, us: u
     c[7] = Width;
     c[8] = Height;
     c[9] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20916,6 +21098,8 @@ pub unsafe extern "C" fn cuMemsetD2D16Async_ptsz(dstDevice: u64, dstPitch: u64, 
     c[7] = Width;
     c[8] = Height;
     c[9] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21081,6 +21265,8 @@ pub unsafe extern "C" fn cuMemsetD2D32Async(dstDevice: u64, dstPitch: u64, ui: u
     c[7] = Width;
     c[8] = Height;
     c[9] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21123,6 +21309,8 @@ pub unsafe extern "C" fn cuMemsetD2D32Async_ptsz(dstDevice: u64, dstPitch: u64, 
     c[7] = Width;
     c[8] = Height;
     c[9] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21288,6 +21476,8 @@ pub unsafe extern "C" fn cuMemsetD2D8Async(dstDevice: u64, dstPitch: u64, uc: u8
     c[7] = Width;
     c[8] = Height;
     c[9] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21330,6 +21520,8 @@ pub unsafe extern "C" fn cuMemsetD2D8Async_ptsz(dstDevice: u64, dstPitch: u64, u
     c[7] = Width;
     c[8] = Height;
     c[9] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21487,6 +21679,8 @@ pub unsafe extern "C" fn cuMemsetD32Async(dstDevice: u64, ui: u32, N: u64, hStre
     c[5] = u64::from(ui);
     c[6] = N;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21527,6 +21721,8 @@ pub unsafe extern "C" fn cuMemsetD32Async_ptsz(dstDevice: u64, ui: u32, N: u64, 
     c[5] = u64::from(ui);
     c[6] = N;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21684,6 +21880,8 @@ pub unsafe extern "C" fn cuMemsetD8Async(dstDevice: u64, uc: u8, N: u64, hStream
     c[5] = u64::from(uc);
     c[6] = N;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21724,6 +21922,8 @@ pub unsafe extern "C" fn cuMemsetD8Async_ptsz(dstDevice: u64, uc: u8, N: u64, hS
     c[5] = u64::from(uc);
     c[6] = N;
     c[7] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23542,6 +23742,8 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync(extSemArray: *mut c_voi
     c[5] = paramsArray as u64;
     c[6] = u64::from(numExtSems);
     c[7] = stream as u64;
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23582,6 +23784,8 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync_ptsz(extSemArray: *mut 
     c[5] = paramsArray as u64;
     c[6] = u64::from(numExtSems);
     c[7] = stream as u64;
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23622,6 +23826,8 @@ pub unsafe extern "C" fn cuStreamAddCallback(hStream: *mut c_void, callback: *mu
     c[5] = callback as u64;
     c[6] = userData as u64;
     c[7] = u64::from(flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23662,6 +23868,8 @@ pub unsafe extern "C" fn cuStreamAddCallback_ptsz(hStream: *mut c_void, callback
     c[5] = callback as u64;
     c[6] = userData as u64;
     c[7] = u64::from(flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23702,6 +23910,8 @@ pub unsafe extern "C" fn cuStreamAttachMemAsync(hStream: *mut c_void, dptr: u64,
     c[5] = dptr;
     c[6] = length;
     c[7] = u64::from(flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23742,6 +23952,8 @@ pub unsafe extern "C" fn cuStreamAttachMemAsync_ptsz(hStream: *mut c_void, dptr:
     c[5] = dptr;
     c[6] = length;
     c[7] = u64::from(flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23782,6 +23994,8 @@ pub unsafe extern "C" fn cuStreamBatchMemOp(stream: *mut c_void, count: u32, par
     c[5] = u64::from(count);
     c[6] = paramArray as u64;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23822,6 +24036,8 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2(stream: *mut c_void, count: u32, 
     c[5] = u64::from(count);
     c[6] = paramArray as u64;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23862,6 +24078,8 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_ptsz(stream: *mut c_void, count: u32
     c[5] = u64::from(count);
     c[6] = paramArray as u64;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23902,6 +24120,8 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2_ptsz(stream: *mut c_void, count: 
     c[5] = u64::from(count);
     c[6] = paramArray as u64;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23939,6 +24159,8 @@ pub unsafe extern "C" fn cuStreamBeginCapture(hStream: *mut c_void) -> CUresult 
     let mut c = [0u64; 6];
     policed.header(&mut c, 439, 0, 0x4);
     c[4] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23977,6 +24199,8 @@ pub unsafe extern "C" fn cuStreamBeginCapture_v2(hStream: *mut c_void, mode: u32
     policed.header(&mut c, 439, 1, 0x0);
     c[4] = hStream as u64;
     c[5] = u64::from(mode);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24014,6 +24238,8 @@ pub unsafe extern "C" fn cuStreamBeginCapture_ptsz(hStream: *mut c_void) -> CUre
     let mut c = [0u64; 6];
     policed.header(&mut c, 439, 2, 0x6);
     c[4] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24052,6 +24278,8 @@ pub unsafe extern "C" fn cuStreamBeginCapture_v2_ptsz(hStream: *mut c_void, mode
     policed.header(&mut c, 439, 3, 0x2);
     c[4] = hStream as u64;
     c[5] = u64::from(mode);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24090,6 +24318,8 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToCig(hStream: *mut c_void, streamC
     policed.header(&mut c, 440, 0, 0x0);
     c[4] = hStream as u64;
     c[5] = streamCigCaptureParams as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24128,6 +24358,8 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToCig_ptsz(hStream: *mut c_void, st
     policed.header(&mut c, 440, 1, 0x2);
     c[4] = hStream as u64;
     c[5] = streamCigCaptureParams as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24170,6 +24402,8 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph(hStream: *mut c_void, hGrap
     c[7] = dependencyData as u64;
     c[8] = numDependencies;
     c[9] = u64::from(mode);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24212,6 +24446,8 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph_ptsz(hStream: *mut c_void, 
     c[7] = dependencyData as u64;
     c[8] = numDependencies;
     c[9] = u64::from(mode);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24253,6 +24489,8 @@ pub unsafe extern "C" fn cuStreamBeginRecaptureToGraph(hStream: *mut c_void, mod
     c[6] = hGraph as u64;
     c[7] = callbackFunc as u64;
     c[8] = userData as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24294,6 +24532,8 @@ pub unsafe extern "C" fn cuStreamBeginRecaptureToGraph_ptsz(hStream: *mut c_void
     c[6] = hGraph as u64;
     c[7] = callbackFunc as u64;
     c[8] = userData as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24332,6 +24572,8 @@ pub unsafe extern "C" fn cuStreamCopyAttributes(dstStream: *mut c_void, srcStrea
     policed.header(&mut c, 443, 0, 0x0);
     c[4] = dstStream as u64;
     c[5] = srcStream as u64;
+    let stream = dstStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24489,6 +24731,8 @@ pub unsafe extern "C" fn cuStreamDestroy(hStream: *mut c_void) -> CUresult {
     let mut c = [0u64; 5];
     policed.header(&mut c, 446, 0, 0x0);
     c[4] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24526,6 +24770,8 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(hStream: *mut c_void) -> CUresult {
     let mut c = [0u64; 5];
     policed.header(&mut c, 446, 1, 0x0);
     c[4] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24564,6 +24810,8 @@ pub unsafe extern "C" fn cuStreamEndCapture(hStream: *mut c_void, phGraph: *mut 
     policed.header(&mut c, 447, 0, 0x0);
     c[4] = hStream as u64;
     c[5] = phGraph as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24604,6 +24852,8 @@ pub unsafe extern "C" fn cuStreamEndCapture_ptsz(hStream: *mut c_void, phGraph: 
     policed.header(&mut c, 447, 1, 0x2);
     c[4] = hStream as u64;
     c[5] = phGraph as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24643,6 +24893,8 @@ pub unsafe extern "C" fn cuStreamEndCaptureToCig(hStream: *mut c_void) -> CUresu
     let mut c = [0u64; 5];
     policed.header(&mut c, 448, 0, 0x0);
     c[4] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24680,6 +24932,8 @@ pub unsafe extern "C" fn cuStreamEndCaptureToCig_ptsz(hStream: *mut c_void) -> C
     let mut c = [0u64; 5];
     policed.header(&mut c, 448, 1, 0x2);
     c[4] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24719,6 +24973,8 @@ pub unsafe extern "C" fn cuStreamGetAttribute(hStream: *mut c_void, attr: u32, v
     c[4] = hStream as u64;
     c[5] = u64::from(attr);
     c[6] = value as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24757,6 +25013,8 @@ pub unsafe extern "C" fn cuStreamGetAttribute_ptsz(hStream: *mut c_void, attr: u
     policed.header(&mut c, 449, 1, 0x6);
     c[4] = hStream as u64;
     c[5] = u64::from(attr);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24796,6 +25054,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo(hStream: *mut c_void, captureSta
     c[4] = hStream as u64;
     c[5] = captureStatus_out as u64;
     c[6] = id_out as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24842,6 +25102,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2(hStream: *mut c_void, capture
     c[7] = graph_out as u64;
     c[8] = dependencies_out as u64;
     c[10] = numDependencies_out as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24893,6 +25155,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v3(hStream: *mut c_void, capture
     c[8] = dependencies_out as u64;
     c[9] = edgeData_out as u64;
     c[10] = numDependencies_out as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24940,6 +25204,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_ptsz(hStream: *mut c_void, captu
     c[4] = hStream as u64;
     c[5] = captureStatus_out as u64;
     c[6] = id_out as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24986,6 +25252,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2_ptsz(hStream: *mut c_void, ca
     c[7] = graph_out as u64;
     c[8] = dependencies_out as u64;
     c[10] = numDependencies_out as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25037,6 +25305,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v3_ptsz(hStream: *mut c_void, ca
     c[8] = dependencies_out as u64;
     c[9] = edgeData_out as u64;
     c[10] = numDependencies_out as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25083,6 +25353,8 @@ pub unsafe extern "C" fn cuStreamGetCtx(hStream: *mut c_void, pctx: *mut c_void)
     policed.header(&mut c, 451, 0, 0x4);
     c[4] = hStream as u64;
     c[5] = pctx as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25124,6 +25396,8 @@ pub unsafe extern "C" fn cuStreamGetCtx_v2(hStream: *mut c_void, pctx: *mut c_vo
     c[4] = hStream as u64;
     c[5] = pctx as u64;
     c[6] = pGreenCtx as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25166,6 +25440,8 @@ pub unsafe extern "C" fn cuStreamGetCtx_ptsz(hStream: *mut c_void, pctx: *mut c_
     policed.header(&mut c, 451, 2, 0x6);
     c[4] = hStream as u64;
     c[5] = pctx as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25207,6 +25483,8 @@ pub unsafe extern "C" fn cuStreamGetCtx_v2_ptsz(hStream: *mut c_void, pctx: *mut
     c[4] = hStream as u64;
     c[5] = pctx as u64;
     c[6] = pGreenCtx as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25250,6 +25528,8 @@ pub unsafe extern "C" fn cuStreamGetDevResource(hStream: *mut c_void, result: *m
     c[4] = hStream as u64;
     c[5] = result as u64;
     c[6] = u64::from(type_);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25289,6 +25569,8 @@ pub unsafe extern "C" fn cuStreamGetDevResource_ptsz(hStream: *mut c_void, resul
     c[4] = hStream as u64;
     c[5] = result as u64;
     c[6] = u64::from(type_);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25327,6 +25609,8 @@ pub unsafe extern "C" fn cuStreamGetDevice(hStream: *mut c_void, device: *mut c_
     policed.header(&mut c, 453, 0, 0x0);
     c[4] = hStream as u64;
     c[5] = device as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25367,6 +25651,8 @@ pub unsafe extern "C" fn cuStreamGetDevice_ptsz(hStream: *mut c_void, device: *m
     policed.header(&mut c, 453, 1, 0x2);
     c[4] = hStream as u64;
     c[5] = device as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25407,6 +25693,8 @@ pub unsafe extern "C" fn cuStreamGetFlags(hStream: *mut c_void, flags: *mut c_vo
     policed.header(&mut c, 454, 0, 0x0);
     c[4] = hStream as u64;
     c[5] = flags as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25447,6 +25735,8 @@ pub unsafe extern "C" fn cuStreamGetFlags_ptsz(hStream: *mut c_void, flags: *mut
     policed.header(&mut c, 454, 1, 0x2);
     c[4] = hStream as u64;
     c[5] = flags as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25487,6 +25777,8 @@ pub unsafe extern "C" fn cuStreamGetGreenCtx(hStream: *mut c_void, phCtx: *mut c
     policed.header(&mut c, 455, 0, 0x0);
     c[4] = hStream as u64;
     c[5] = phCtx as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25527,6 +25819,8 @@ pub unsafe extern "C" fn cuStreamGetId(hStream: *mut c_void, streamId: *mut c_vo
     policed.header(&mut c, 456, 0, 0x0);
     c[4] = hStream as u64;
     c[5] = streamId as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25567,6 +25861,8 @@ pub unsafe extern "C" fn cuStreamGetId_ptsz(hStream: *mut c_void, streamId: *mut
     policed.header(&mut c, 456, 1, 0x2);
     c[4] = hStream as u64;
     c[5] = streamId as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25607,6 +25903,8 @@ pub unsafe extern "C" fn cuStreamGetPriority(hStream: *mut c_void, priority: *mu
     policed.header(&mut c, 457, 0, 0x0);
     c[4] = hStream as u64;
     c[5] = priority as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25647,6 +25945,8 @@ pub unsafe extern "C" fn cuStreamGetPriority_ptsz(hStream: *mut c_void, priority
     policed.header(&mut c, 457, 1, 0x2);
     c[4] = hStream as u64;
     c[5] = priority as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25687,6 +25987,8 @@ pub unsafe extern "C" fn cuStreamIsCapturing(hStream: *mut c_void, captureStatus
     policed.header(&mut c, 458, 0, 0x0);
     c[4] = hStream as u64;
     c[5] = captureStatus as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25727,6 +26029,8 @@ pub unsafe extern "C" fn cuStreamIsCapturing_ptsz(hStream: *mut c_void, captureS
     policed.header(&mut c, 458, 1, 0x2);
     c[4] = hStream as u64;
     c[5] = captureStatus as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25766,6 +26070,8 @@ pub unsafe extern "C" fn cuStreamQuery(hStream: *mut c_void) -> CUresult {
     let mut c = [0u64; 5];
     policed.header(&mut c, 459, 0, 0x0);
     c[4] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25803,6 +26109,8 @@ pub unsafe extern "C" fn cuStreamQuery_ptsz(hStream: *mut c_void) -> CUresult {
     let mut c = [0u64; 5];
     policed.header(&mut c, 459, 1, 0x2);
     c[4] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25842,6 +26150,8 @@ pub unsafe extern "C" fn cuStreamSetAttribute(hStream: *mut c_void, attr: u32, p
     c[4] = hStream as u64;
     c[5] = u64::from(attr);
     c[6] = param as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25880,6 +26190,8 @@ pub unsafe extern "C" fn cuStreamSetAttribute_ptsz(hStream: *mut c_void, attr: u
     policed.header(&mut c, 460, 1, 0x6);
     c[4] = hStream as u64;
     c[5] = u64::from(attr);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25917,6 +26229,8 @@ pub unsafe extern "C" fn cuStreamSynchronize(hStream: *mut c_void) -> CUresult {
     let mut c = [0u64; 5];
     policed.header(&mut c, 461, 0, 0x0);
     c[4] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25954,6 +26268,8 @@ pub unsafe extern "C" fn cuStreamSynchronize_ptsz(hStream: *mut c_void) -> CUres
     let mut c = [0u64; 5];
     policed.header(&mut c, 461, 1, 0x2);
     c[4] = hStream as u64;
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -25994,6 +26310,8 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies(hStream: *mut c_void,
     c[5] = dependencies as u64;
     c[7] = numDependencies;
     c[8] = u64::from(flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26035,6 +26353,8 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_v2(hStream: *mut c_vo
     c[6] = dependencyData as u64;
     c[7] = numDependencies;
     c[8] = u64::from(flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26075,6 +26395,8 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_ptsz(hStream: *mut c_
     c[5] = dependencies as u64;
     c[7] = numDependencies;
     c[8] = u64::from(flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26116,6 +26438,8 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_v2_ptsz(hStream: *mut
     c[6] = dependencyData as u64;
     c[7] = numDependencies;
     c[8] = u64::from(flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26155,6 +26479,8 @@ pub unsafe extern "C" fn cuStreamWaitEvent(hStream: *mut c_void, hEvent: *mut c_
     c[4] = hStream as u64;
     c[5] = hEvent as u64;
     c[6] = u64::from(Flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26194,6 +26520,8 @@ pub unsafe extern "C" fn cuStreamWaitEvent_ptsz(hStream: *mut c_void, hEvent: *m
     c[4] = hStream as u64;
     c[5] = hEvent as u64;
     c[6] = u64::from(Flags);
+    let stream = hStream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26234,6 +26562,8 @@ pub unsafe extern "C" fn cuStreamWaitValue32(stream: *mut c_void, addr: u64, val
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26274,6 +26604,8 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2(stream: *mut c_void, addr: u64, 
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26314,6 +26646,8 @@ pub unsafe extern "C" fn cuStreamWaitValue32_ptsz(stream: *mut c_void, addr: u64
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26354,6 +26688,8 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2_ptsz(stream: *mut c_void, addr: 
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26394,6 +26730,8 @@ pub unsafe extern "C" fn cuStreamWaitValue64(stream: *mut c_void, addr: u64, val
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26434,6 +26772,8 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2(stream: *mut c_void, addr: u64, 
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26474,6 +26814,8 @@ pub unsafe extern "C" fn cuStreamWaitValue64_ptsz(stream: *mut c_void, addr: u64
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26514,6 +26856,8 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2_ptsz(stream: *mut c_void, addr: 
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26554,6 +26898,8 @@ pub unsafe extern "C" fn cuStreamWriteValue32(stream: *mut c_void, addr: u64, va
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26594,6 +26940,8 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2(stream: *mut c_void, addr: u64,
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26634,6 +26982,8 @@ pub unsafe extern "C" fn cuStreamWriteValue32_ptsz(stream: *mut c_void, addr: u6
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26674,6 +27024,8 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2_ptsz(stream: *mut c_void, addr:
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26714,6 +27066,8 @@ pub unsafe extern "C" fn cuStreamWriteValue64(stream: *mut c_void, addr: u64, va
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26754,6 +27108,8 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2(stream: *mut c_void, addr: u64,
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26794,6 +27150,8 @@ pub unsafe extern "C" fn cuStreamWriteValue64_ptsz(stream: *mut c_void, addr: u6
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -26834,6 +27192,8 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2_ptsz(stream: *mut c_void, addr:
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29014,6 +29374,8 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync(extSemArray: *mut c_void,
     c[5] = paramsArray as u64;
     c[6] = u64::from(numExtSems);
     c[7] = stream as u64;
+    let stream = stream;
+    policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29054,6 +29416,8 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync_ptsz(extSemArray: *mut c_
     c[5] = paramsArray as u64;
     c[6] = u64::from(numExtSems);
     c[7] = stream as u64;
+    let stream = stream;
+    policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29080,6 +29444,8 @@ pub const POINT_COUNT: usize = 516;
 pub const VARIANT_COUNT: usize = 723;
 /// Variant index of `cuCtxGetDevice` (fills `hdr.device`).
 pub const CTX_GET_DEVICE: usize = 42;
+/// Variant index of `cuStreamIsCapturing` (sets `GPUBPF_CTX_F_CAPTURING`).
+pub const STREAM_IS_CAPTURING: usize = 638;
 
 /// API id of each attach point, by attach-point index.
 pub static POINT_IDS: [u32; POINT_COUNT] = [

@@ -37,13 +37,16 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::{ArcSwapOption, Guard};
+use gpubpf_runtime::attach::abi::FLAG_CAPTURING;
 use gpubpf_runtime::dispatch::{Chain, RunRecorder, Stack};
 use gpubpf_runtime::helper_table::STACK_SIZE;
 use gpubpf_runtime::registry::monotonic_ns;
 use gpubpf_runtime::registry::procstats::{Counter, ProcStats};
 
 use crate::abi_types::CUresult;
-use crate::generated::{CTX_GET_DEVICE, POINT_COUNT, POINT_IDS, VARIANTS, VARIANT_COUNT};
+use crate::generated::{
+    CTX_GET_DEVICE, POINT_COUNT, POINT_IDS, STREAM_IS_CAPTURING, VARIANTS, VARIANT_COUNT,
+};
 
 /// What a wrapper returns when the real driver function cannot be called: the driver
 /// library could not be opened or does not export the symbol (`CUDA_ERROR_NOT_FOUND`,
@@ -95,6 +98,11 @@ static REAL: [AtomicPtr<c_void>; VARIANT_COUNT] =
 
 /// Marks a symbol the driver does not export (so it is not looked up again).
 const MISSING: *mut c_void = NonNull::<u64>::dangling().as_ptr().cast();
+
+/// `CU_STREAM_PER_THREAD`: the per-thread default stream's handle.
+const CU_STREAM_PER_THREAD: usize = 0x2;
+/// `CU_STREAM_CAPTURE_STATUS_ACTIVE`.
+const CU_STREAM_CAPTURE_STATUS_ACTIVE: u32 = 1;
 
 /// Process id for `hdr.pid`, set at initialisation and in a forked child.
 static PID: AtomicU32 = AtomicU32::new(0);
@@ -449,6 +457,41 @@ impl Policed {
             *w1 = u64::from(device as u32) | (u64::from(flags) << 32);
             *w2 = u64::from(PID.load(Ordering::Relaxed)) | (u64::from(self.thread.tid()) << 32);
             *w3 = u64::from(variant) << 32;
+        }
+    }
+
+    /// Sets `GPUBPF_CTX_F_CAPTURING` in `hdr.flags` when `stream` is being captured into a
+    /// graph (`cuStreamIsCapturing` says `CU_STREAM_CAPTURE_STATUS_ACTIVE`). The question
+    /// costs a driver call, so it is asked only when some program of the chain reads
+    /// `hdr.flags`. On a per-thread variant (`per_thread`) a NULL stream is the thread's
+    /// default stream (`CU_STREAM_PER_THREAD`).
+    #[inline]
+    pub fn capturing(&self, c: &mut [u64], stream: *mut c_void, per_thread: bool) {
+        if !self.chain.get().is_some_and(|ch| ch.reads_flags) {
+            return;
+        }
+        let Some(f) = real(STREAM_IS_CAPTURING) else {
+            return;
+        };
+        let stream = if stream.is_null() && per_thread {
+            CU_STREAM_PER_THREAD as *mut c_void
+        } else {
+            stream
+        };
+        let mut status: u32 = 0;
+        // SAFETY: `f` is the driver's `cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*)`;
+        // `status` is a valid `enum` (int-sized) for the call. Made while this thread is not
+        // marked busy, but the real function is called directly, not through a wrapper.
+        let r = unsafe {
+            std::mem::transmute::<
+                *mut c_void,
+                unsafe extern "C" fn(*mut c_void, *mut u32) -> CUresult,
+            >(f)(stream, &mut status)
+        };
+        if r == 0 && status == CU_STREAM_CAPTURE_STATUS_ACTIVE {
+            if let Some(w) = c.get_mut(1) {
+                *w |= u64::from(FLAG_CAPTURING) << 32;
+            }
         }
     }
 

@@ -234,7 +234,7 @@ fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
             let mut chains = set.into_chains();
             for (id, chain) in chains.iter_mut() {
                 if let Some(point) = gpubpf_runtime::attach::by_id(*id) {
-                    chain.compute_reads_device(point);
+                    chain.compute_reads(point);
                 }
             }
             if closed {

@@ -275,8 +275,11 @@ pub struct Chain {
     /// Where the process counts this point's calls (the shim's statistics slot).
     pub stats_slot: Option<u32>,
     /// Some program reads `hdr.device` (the shim asks the driver for the current device
-    /// only then). [`Chain::compute_reads_device`] sets it.
+    /// only then). [`Chain::compute_reads`] sets it.
     pub reads_device: bool,
+    /// Some program reads `hdr.flags` (the shim asks the driver whether the call's stream is
+    /// being captured only then). [`Chain::compute_reads`] sets it.
+    pub reads_flags: bool,
 }
 
 /// What happened to one call that went through a [`Chain`].
@@ -293,15 +296,18 @@ pub struct CallOutcome {
 }
 
 impl Chain {
-    /// Sets [`Chain::reads_device`] from what the verifier saw the programs read at
-    /// `point`.
-    pub fn compute_reads_device(&mut self, point: &AttachPoint) {
-        let off = point.field("hdr.device").map(|f| f.offset);
-        self.reads_device = self
-            .entry
-            .iter()
-            .chain(&self.exit)
-            .any(|p| off.is_none_or(|o| p.stats.ctx_fields_read.contains(&o)));
+    /// Sets [`Chain::reads_device`] and [`Chain::reads_flags`] from what the verifier saw
+    /// the programs read at `point`.
+    pub fn compute_reads(&mut self, point: &AttachPoint) {
+        let reads = |field: &str| {
+            let off = point.field(field).map(|f| f.offset);
+            self.entry
+                .iter()
+                .chain(&self.exit)
+                .any(|p| off.is_none_or(|o| p.stats.ctx_fields_read.contains(&o)))
+        };
+        self.reads_device = reads("hdr.device");
+        self.reads_flags = reads("hdr.flags");
     }
 
     /// Runs a call: entry programs in priority order (the first non-zero verdict wins and
