@@ -312,7 +312,10 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
     };
     if let Some(stream) = stream {
         let per_thread = v.per_thread != PerThread::No;
-        let _ = writeln!(out, "    let stream = {stream};");
+        if stream != "stream" {
+            // A local first: the expression may read `c`, which the call borrows.
+            let _ = writeln!(out, "    let stream = {stream};");
+        }
         let _ = writeln!(out, "    policed.capturing(&mut c, stream, {per_thread});");
     }
     let _ = writeln!(out, "    let mut out_valid = false;");

@@ -15134,7 +15134,6 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync(paramsArray: *mut c_void, cou
     c[6] = u64::from(flags);
     c[7] = errorIndex as u64;
     c[8] = stream as u64;
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -15179,7 +15178,6 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync_ptsz(paramsArray: *mut c_void
     c[6] = u64::from(flags);
     c[7] = errorIndex as u64;
     c[8] = stream as u64;
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -23742,7 +23740,6 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync(extSemArray: *mut c_voi
     c[5] = paramsArray as u64;
     c[6] = u64::from(numExtSems);
     c[7] = stream as u64;
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -23784,7 +23781,6 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync_ptsz(extSemArray: *mut 
     c[5] = paramsArray as u64;
     c[6] = u64::from(numExtSems);
     c[7] = stream as u64;
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -23994,7 +23990,6 @@ pub unsafe extern "C" fn cuStreamBatchMemOp(stream: *mut c_void, count: u32, par
     c[5] = u64::from(count);
     c[6] = paramArray as u64;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -24036,7 +24031,6 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2(stream: *mut c_void, count: u32, 
     c[5] = u64::from(count);
     c[6] = paramArray as u64;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -24078,7 +24072,6 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_ptsz(stream: *mut c_void, count: u32
     c[5] = u64::from(count);
     c[6] = paramArray as u64;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -24120,7 +24113,6 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2_ptsz(stream: *mut c_void, count: 
     c[5] = u64::from(count);
     c[6] = paramArray as u64;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26562,7 +26554,6 @@ pub unsafe extern "C" fn cuStreamWaitValue32(stream: *mut c_void, addr: u64, val
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26604,7 +26595,6 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2(stream: *mut c_void, addr: u64, 
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26646,7 +26636,6 @@ pub unsafe extern "C" fn cuStreamWaitValue32_ptsz(stream: *mut c_void, addr: u64
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26688,7 +26677,6 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2_ptsz(stream: *mut c_void, addr: 
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26730,7 +26718,6 @@ pub unsafe extern "C" fn cuStreamWaitValue64(stream: *mut c_void, addr: u64, val
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26772,7 +26759,6 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2(stream: *mut c_void, addr: u64, 
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26814,7 +26800,6 @@ pub unsafe extern "C" fn cuStreamWaitValue64_ptsz(stream: *mut c_void, addr: u64
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26856,7 +26841,6 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2_ptsz(stream: *mut c_void, addr: 
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26898,7 +26882,6 @@ pub unsafe extern "C" fn cuStreamWriteValue32(stream: *mut c_void, addr: u64, va
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26940,7 +26923,6 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2(stream: *mut c_void, addr: u64,
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26982,7 +26964,6 @@ pub unsafe extern "C" fn cuStreamWriteValue32_ptsz(stream: *mut c_void, addr: u6
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -27024,7 +27005,6 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2_ptsz(stream: *mut c_void, addr:
     c[5] = addr;
     c[6] = u64::from(value);
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -27066,7 +27046,6 @@ pub unsafe extern "C" fn cuStreamWriteValue64(stream: *mut c_void, addr: u64, va
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -27108,7 +27087,6 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2(stream: *mut c_void, addr: u64,
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -27150,7 +27128,6 @@ pub unsafe extern "C" fn cuStreamWriteValue64_ptsz(stream: *mut c_void, addr: u6
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -27192,7 +27169,6 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2_ptsz(stream: *mut c_void, addr:
     c[5] = addr;
     c[6] = value;
     c[7] = u64::from(flags);
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -29374,7 +29350,6 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync(extSemArray: *mut c_void,
     c[5] = paramsArray as u64;
     c[6] = u64::from(numExtSems);
     c[7] = stream as u64;
-    let stream = stream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -29416,7 +29391,6 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync_ptsz(extSemArray: *mut c_
     c[5] = paramsArray as u64;
     c[6] = u64::from(numExtSems);
     c[7] = stream as u64;
-    let stream = stream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
