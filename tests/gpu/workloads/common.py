@@ -144,9 +144,13 @@ def stats_calls(map_name, api_id):
 
 
 def ps_entry(pid=None):
-    """This process's entry of `gpubpf -j ps` (or pid's), or None."""
+    """This process's entry of `gpubpf -j ps` (or pid's), or None (also when ps fails)."""
     pid = os.getpid() if pid is None else pid
-    data = cli("ps")
+    try:
+        data = cli("ps")
+    except Exception as e:  # noqa: BLE001
+        log(f"gpubpf ps: {e}")
+        return None
     if isinstance(data, dict):
         data = data.get("processes", [])
     for p in data or []:

@@ -1,9 +1,10 @@
 """Starts N copies of a command at once (`parallel`) or one after another (`serial`) and
 reports their timings (issue #13 point 4: 200 processes starting under the shim).
 
-  spawn.py parallel|serial N [--preload LIB] -- CMD ARGS…
+  spawn.py parallel|serial N [--preload LIB] [--deadline S] -- CMD ARGS…
 
---preload sets LD_PRELOAD for the children only. Each child's `startup k=v…` line (from
+--preload sets LD_PRELOAD for the children only. Children still running S seconds (default
+150) after the start are killed and reported, so that a summary is always printed. Each child's `startup k=v…` line (from
 startup.c) is parsed. Prints one `SPAWN {json}` line: mode, n, ok (exit 0 with a startup
 line), wall_s (first spawn to last exit), per-process wall medians/p90/max (spawn to exit, ms),
 medians of the children's own init/ctx/alloc/total times, and the first error seen."""
@@ -19,9 +20,13 @@ import time
 def main():
     mode, n = sys.argv[1], int(sys.argv[2])
     rest = sys.argv[3:]
-    preload = None
-    if rest[:1] == ["--preload"]:
-        preload, rest = rest[1], rest[2:]
+    preload, deadline = None, 150.0
+    while rest[:1] in (["--preload"], ["--deadline"]):
+        if rest[0] == "--preload":
+            preload = rest[1]
+        else:
+            deadline = float(rest[1])
+        rest = rest[2:]
     if rest[:1] == ["--"]:
         rest = rest[1:]
     env = dict(os.environ)
@@ -63,11 +68,20 @@ def main():
             errors.append(f"status {status}: {out.strip()[:300]}")
 
     t0 = time.monotonic()
+    end = t0 + deadline
     if mode == "serial":
         for _ in range(n):
+            if time.monotonic() >= end:
+                errors.append("deadline reached before all were started")
+                break
             ts = time.monotonic()
             p = start()
-            p.wait()
+            try:
+                p.wait(timeout=max(0.1, end - ts))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                errors.append(f"pid {p.pid} killed at the deadline")
             finish(p, ts, time.monotonic(), p.returncode)
     else:
         procs = {}
@@ -75,11 +89,20 @@ def main():
             p = start()
             procs[p.pid] = (p, time.monotonic())
         spawned = time.monotonic()
+        killed = False
         while procs:
             try:
-                pid, status = os.wait()
+                pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
+            if pid == 0:
+                if not killed and time.monotonic() >= end:
+                    errors.insert(0, f"{len(procs)} still running at the deadline: killed")
+                    for p, _ in procs.values():
+                        p.kill()
+                    killed = True
+                time.sleep(0.002)
+                continue
             t = time.monotonic()
             if pid in procs:
                 p, ts = procs.pop(pid)

@@ -130,21 +130,21 @@ def startup(work):
     if base and shim:
         ok = shim["wall_s"] <= 1.5 * base["wall_s"] + 2.0
         result("startup-200-not-serialised", ok,
-               f"200 at once: {shim['wall_s']} s with the shim vs {base['wall_s']} s without "
+               f"{n} at once: {shim['wall_s']} s with the shim vs {base['wall_s']} s without "
                f"(limit 1.5x + 2 s)")
     else:
         result("startup-200-not-serialised", False, "missing spawn output")
 
     def serial_med(k):
         v = [s["proc_wall_ms_median"] for s in serial[k] if s and s.get("proc_wall_ms_median")]
-        return med(v)
+        return round(med(v), 2) if v else None
 
     sb, ss = serial_med("base"), serial_med("shim")
     inner = lambda s, k: (s or {}).get("inner_ms_median", {}).get(k)  # noqa: E731
     if base and shim:
         added = f"{ss - sb:+.1f} ms" if sb is not None and ss is not None else "n/a"
         figure("startup",
-               f"200 processes (cuInit + primary context + 1 MiB cuMemAlloc/cuMemFree) started at "
+               f"{n} processes (cuInit + primary context + 1 MiB cuMemAlloc/cuMemFree) started at "
                f"once: no shim {base['wall_s']} s wall (per process median "
                f"{base['proc_wall_ms_median']} ms, p90 {base['proc_wall_ms_p90']} ms), shim with "
                f"quota+trace {shim['wall_s']} s (median {shim['proc_wall_ms_median']} ms, p90 "

@@ -5,7 +5,8 @@ Handshake with run.sh through files in DIR (argv[1]):
   this script  trains; every iteration also allocates 256 MiB (then frees it and empties the
                cache, so that the next one reaches cuMemAlloc again); writes DIR/ready
   run.sh       writes DIR/load_start (time.time()), runs `gpubpf -j load quota.o
-               --set limit_bytes=128MiB --wait` > DIR/load.json, writes DIR/load_return,
+               --set limit_bytes=128MiB --set log_denials=0 --wait` > DIR/load.json, writes
+               DIR/load_return,
                then DIR/stop
   this script  records the wall-clock time of the first refused 256 MiB allocation, stops at
                DIR/stop, then checks its own `gpubpf -j ps` entry."""
