@@ -57,6 +57,9 @@ enum Command {
     Maps(cmd::maps::Command),
     /// List hookable CUDA functions, their aliases and ctx fields.
     AttachPoints(cmd::attach_points::Args),
+    /// Print the `bpf_printk` lines of policed processes (`-f` to follow), like
+    /// `bpftool prog tracelog`.
+    Trace(cmd::trace::Args),
 }
 
 /// Behave like other Unix filters when stdout is a closed pipe (`gpubpf maps dump m | head`):
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
         Command::Prog(c) => cmd::prog::run(c, &out),
         Command::Maps(c) => cmd::maps::run(c, &out),
         Command::AttachPoints(a) => cmd::attach_points::run(a, &out),
+        Command::Trace(a) => cmd::trace::run(a, &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

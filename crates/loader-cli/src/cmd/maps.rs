@@ -16,7 +16,7 @@ use anyhow::{bail, Context as _};
 use gpubpf_runtime::maps::types::{format_value, parse_patch, parse_value};
 use gpubpf_runtime::maps::{Map, MapMeta, MapSpec, MapType, BPF_ANY, BPF_EXIST, BPF_NOEXIST};
 use gpubpf_runtime::object::BPF_F_RDONLY_PROG;
-use gpubpf_runtime::registry::Registry;
+use gpubpf_runtime::registry::{Registry, TRACE_RING};
 use serde_json::{json, Value};
 
 use crate::output::Output;
@@ -516,7 +516,13 @@ fn record_text(r: &[u8]) -> String {
 }
 
 fn consume(reg: &Registry, name: &str, follow: bool, out: &Output) -> anyhow::Result<()> {
-    let map = open_map(reg, name)?;
+    // The trace ring exists once a policed process has started; before, it is empty.
+    let missing_trace = name == TRACE_RING && !reg.maps_dir().join(TRACE_RING).exists();
+    let map = if missing_trace {
+        reg.trace_ring().context("cannot open the trace ring")?
+    } else {
+        open_map(reg, name)?
+    };
     if map.ringbuf_stats().is_none() {
         bail!(
             "map `{name}` is a {} map, not a ring buffer",
