@@ -67,7 +67,9 @@ fn build_then_inspect_text() {
             "quota_free_done: section cudaret/cuMemFree, attach cuMemFree, phase exit,",
             "proc_usage: hash, key 4 (__u32), value 32 (struct usage), max_entries 4096, flags 0x0",
             "allocations: lru_hash, key 8 (__u64), value 16 (struct allocation)",
-            ".rodata: array, key 4 (-), value ",
+            // Spelled as `maps show` spells them: the implicit array key, the section.
+            ".rodata: array, key 4 (__u32), value ",
+            " (.rodata), max_entries 1, flags 0x480",
             "limit_bytes: const volatile __u64, .rodata+0, 8 bytes, default 4294967296 (settable)",
             "log_denials: const volatile bool, .rodata+16, 1 bytes, default true (settable)",
             "line info: ",

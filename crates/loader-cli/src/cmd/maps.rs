@@ -1,7 +1,9 @@
 //! `gpubpf maps …`: inspect and edit the shared maps of the registry, live.
 //!
 //! Keys and values are typed with the map's BTF key/value types when the object declared
-//! them (structs as JSON objects, integers as numbers); otherwise they are hex bytes. On
+//! them (structs as JSON objects, integers as numbers); otherwise they are hex bytes. In
+//! JSON (`dump`, `lookup`) each entry is bpftool's: raw `key`/`value` arrays of `"0x01"`
+//! bytes plus, with types, `formatted: {key, value}` decoded. On
 //! input, `--key`/`--value` take raw bytes as bpftool reads them (`hex 0a 00 00 00`,
 //! `hex:0a000000`, `0a 00 00 00`, `0x0a 0x00 0x00 0x00`), or with BTF a
 //! JSON value or `field=value` pairs, or an integer for 1/2/4/8-byte untyped values.
@@ -213,11 +215,11 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                     text(&format_value(map.meta().key_type.as_ref(), &k))
                 );
             };
-            let key_v = format_value(map.meta().key_type.as_ref(), &k);
-            let val_v = format_value(map.meta().value_type.as_ref(), &v);
             if out.json() {
-                out.print_json(&json!({ "key": key_v, "value": val_v }))
+                out.print_json(&entry_json(&map, &k, &v))
             } else {
+                let key_v = format_value(map.meta().key_type.as_ref(), &k);
+                let val_v = format_value(map.meta().value_type.as_ref(), &v);
                 println!("key: {}  value: {}", text(&key_v), text(&val_v));
                 Ok(())
             }
@@ -487,22 +489,43 @@ fn dump(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {
     let kt = map.meta().key_type.as_ref();
     let vt = map.meta().value_type.as_ref();
     let entries = map.entries().with_context(|| format!("dump of `{name}`"))?;
-    let rows: Vec<Value> = entries
-        .iter()
-        .map(|e| json!({ "key": format_value(kt, &e.key), "value": format_value(vt, &e.value) }))
-        .collect();
     if out.json() {
+        let rows: Vec<Value> = entries
+            .iter()
+            .map(|e| entry_json(&map, &e.key, &e.value))
+            .collect();
         return out.print_json(&rows);
     }
-    for r in &rows {
-        println!("key: {}  value: {}", text(&r["key"]), text(&r["value"]));
+    for e in &entries {
+        println!(
+            "key: {}  value: {}",
+            text(&format_value(kt, &e.key)),
+            text(&format_value(vt, &e.value))
+        );
     }
     println!(
         "Found {} element{}",
-        rows.len(),
-        if rows.len() == 1 { "" } else { "s" }
+        entries.len(),
+        if entries.len() == 1 { "" } else { "s" }
     );
     Ok(())
+}
+
+/// Bytes as bpftool prints them in JSON: `["0x01", "0x00", …]`.
+fn hex_bytes(bytes: &[u8]) -> Value {
+    bytes.iter().map(|b| format!("{b:#04x}")).collect()
+}
+
+/// One entry in bpftool's JSON form: raw `key` and `value` byte arrays, and with type
+/// information (BTF) a `formatted` object holding both decoded (struct fields in
+/// declaration order, bools as booleans; bytes without a type as a hex string).
+fn entry_json(map: &Map, key: &[u8], value: &[u8]) -> Value {
+    let (kt, vt) = (map.meta().key_type.as_ref(), map.meta().value_type.as_ref());
+    let mut v = json!({ "key": hex_bytes(key), "value": hex_bytes(value) });
+    if kt.is_some() || vt.is_some() {
+        v["formatted"] = json!({ "key": format_value(kt, key), "value": format_value(vt, value) });
+    }
+    v
 }
 
 /// A record as text when it is printable UTF-8, else hex.

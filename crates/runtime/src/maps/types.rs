@@ -16,6 +16,9 @@ pub enum TypeDesc {
         name: String,
         size: u32,
         signed: bool,
+        /// `_Bool` (BTF's bool encoding): printed as `true`/`false`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_bool: bool,
     },
     /// An enumeration: printed by name when a value matches.
     Enum {
@@ -84,14 +87,18 @@ impl TypeDesc {
         matches!(self, TypeDesc::Int { name, size: 1, .. } if name.contains("char"))
     }
 
-    /// A short C-like name.
+    /// The type as the C source spells it (typedef names kept: `__u32`, `struct usage`),
+    /// the spelling `inspect` and `maps show` share; a global-data section's value is
+    /// spelled by its section name (`.rodata`), as BTF names its `DATASEC`.
     pub fn c_name(&self) -> String {
         match self {
             TypeDesc::Int { name, .. }
             | TypeDesc::Enum { name, .. }
             | TypeDesc::Opaque { name, .. } => name.clone(),
             TypeDesc::Struct { name, .. } => {
-                if name.is_empty() {
+                if name.starts_with('.') {
+                    name.clone()
+                } else if name.is_empty() {
                     "struct <anon>".into()
                 } else {
                     format!("struct {name}")
@@ -140,9 +147,16 @@ pub fn format_value(ty: Option<&TypeDesc>, bytes: &[u8]) -> Value {
 
 fn format_typed(ty: &TypeDesc, bytes: &[u8]) -> Value {
     match ty {
-        TypeDesc::Int { size, signed, .. } if matches!(size, 1 | 2 | 4 | 8) => {
+        TypeDesc::Int {
+            size,
+            signed,
+            is_bool,
+            ..
+        } if matches!(size, 1 | 2 | 4 | 8) => {
             let v = read_uint(bytes);
-            if *signed {
+            if *is_bool && v <= 1 {
+                Value::Bool(v == 1)
+            } else if *signed {
                 Value::from(sign_extend(v, size * 8))
             } else {
                 Value::from(v)
@@ -453,7 +467,9 @@ fn put_int(out: &mut [u8], v: i128, size: u32, signed: bool, what: &str) -> Resu
 
 fn write_json(ty: &TypeDesc, v: &Value, out: &mut [u8]) -> Result<(), ValueError> {
     match ty {
-        TypeDesc::Int { name, size, signed } if matches!(size, 1 | 2 | 4 | 8) => {
+        TypeDesc::Int {
+            name, size, signed, ..
+        } if matches!(size, 1 | 2 | 4 | 8) => {
             let i = json_int(v, name)?;
             put_int(out, i, *size, *signed, name)
         }
@@ -579,6 +595,7 @@ mod tests {
             name: name.into(),
             size,
             signed: false,
+            is_bool: false,
         }
     }
 
@@ -601,6 +618,7 @@ mod tests {
                         name: "int".into(),
                         size: 4,
                         signed: true,
+                        is_bool: false,
                     },
                 },
                 FieldDesc {
