@@ -308,3 +308,46 @@ fn newcomer_mistakes_get_clear_messages() {
         text(&o.stderr)
     );
 }
+
+#[test]
+fn verify_log_shows_source_lines_as_the_kernel_does() {
+    let obj = build_policy(clangs()[0], "quota");
+    let o = run(&[
+        "verify",
+        obj.to_str().unwrap(),
+        "--prog",
+        "quota_free_done",
+        "--log",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let log = text(&o.stderr);
+    let lines: Vec<&str> = log.lines().collect();
+    // The program's first C line, then the state and the instruction at pc 0.
+    assert!(
+        lines[0].starts_with("; if (ctx->hdr.result != CUDA_SUCCESS) @ quota.bpf.c:"),
+        "{log}"
+    );
+    assert!(lines[1].starts_with("0: R1=ctx"), "{log}");
+    assert!(lines[2].trim_start().starts_with("0: (61) r2 = "), "{log}");
+    assert!(
+        log.contains(
+            "; struct allocation *a = bpf_map_lookup_elem(&allocations, &dptr); @ quota.bpf.c:"
+        ),
+        "{log}"
+    );
+    // In JSON the log is part of each program's report.
+    let o = run(&[
+        "-j",
+        "verify",
+        obj.to_str().unwrap(),
+        "--prog",
+        "quota_free_done",
+        "--log",
+    ]);
+    let j: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let jlog = j["programs"][0]["log"].as_str().expect("log");
+    assert!(
+        jlog.starts_with("; if (ctx->hdr.result != CUDA_SUCCESS) @ quota.bpf.c:"),
+        "{jlog}"
+    );
+}
