@@ -217,8 +217,59 @@ fn build_rejects_objects_the_loader_rejects() {
         "{e}"
     );
     assert!(e.contains("`cudaret/<api>`"), "{e}");
-    // The default output name sits next to the source.
-    assert!(scratch("cli").join("kprobe.o").is_file());
+    // The object no command would accept is not left behind (issue #14), and build says so.
+    assert!(
+        e.contains("kprobe.o` was compiled but the loader rejects it (removed it)"),
+        "{e}"
+    );
+    assert!(!scratch("cli").join("kprobe.o").exists());
+
+    // A libbpf helper gpubpf does not implement: named as such, with where the list is.
+    let src = scratch("cli").join("task.bpf.c");
+    std::fs::write(
+        &src,
+        "#include \"gpubpf.h\"\nSEC(\"cuda/cuMemAlloc\") int p(void *ctx)\n\
+         { return bpf_get_current_task() != 0; }\n",
+    )
+    .unwrap();
+    let o = run(&["build", src.to_str().unwrap(), "--clang", clangs()[0]]);
+    assert_eq!(code(&o), 4, "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains(
+            "hint: `bpf_get_current_task` is a Linux helper, not a gpubpf helper; \
+                    `gpubpf helpers` lists"
+        ),
+        "{e}"
+    );
+    // Declared by hand, it compiles; the verifier names it and says where the list is.
+    std::fs::write(
+        &src,
+        "#include \"gpubpf.h\"\n\
+         static long (*bpf_get_current_task)(void) = (void *) 35;\n\
+         SEC(\"cuda/cuMemAlloc\") int p(void *ctx) { return bpf_get_current_task() != 0; }\n\
+         char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+    )
+    .unwrap();
+    let o = run(&["build", src.to_str().unwrap(), "--clang", clangs()[0]]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let o = run(&["verify", scratch("cli").join("task.o").to_str().unwrap()]);
+    assert_eq!(code(&o), 3, "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains(
+            "hint: `bpf_get_current_task` (Linux helper 35) is not a gpubpf helper: \
+                    `gpubpf helpers` lists"
+        ),
+        "{e}"
+    );
+    // And the list is there.
+    let o = run(&["helpers"]);
+    assert_eq!(code(&o), 0);
+    assert!(text(&o.stdout).contains("bpf_map_lookup_elem"));
+    let o = run(&["helpers", "bpf_get_current_task"]);
+    assert_eq!(code(&o), 1);
+    assert!(text(&o.stderr).contains("Linux helper that gpubpf does not implement"));
 }
 
 #[test]

@@ -596,6 +596,10 @@ const READ_ONLY_HINT: &str = "`const volatile` globals are set when loading (`gp
      NAME=VALUE`) and read-only to programs; keep state the program changes in a non-const \
      global (.bss/.data) or a map";
 
+/// Where the helpers gpubpf implements are listed (for programs calling one it does not).
+pub const HELPER_LIST_HINT: &str = "`gpubpf helpers` lists the helpers gpubpf implements \
+     (declared in the SDK's gpubpf_helpers.h, which `gpubpf build` includes)";
+
 fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<String> {
     let ty_of = |r: u8| regs.iter().find(|(x, _)| *x == r).map(|(_, s)| s.ty);
     Some(match kind {
@@ -683,6 +687,13 @@ fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<Strin
         }
         ErrorKind::HelperArg { .. } => {
             "check the helper's argument types in gpubpf_helpers.h".into()
+        }
+        ErrorKind::UnknownHelper { id } => {
+            let what = match crate::linux_helpers::linux_helper_name(*id) {
+                Some(name) => format!("`{name}` (Linux helper {id}) is not a gpubpf helper"),
+                None => format!("no gpubpf or Linux helper has id {id}"),
+            };
+            format!("{what}: {HELPER_LIST_HINT}")
         }
         ErrorKind::PointerCompare { .. } => {
             "compare pointers only against NULL; compare the values they point to instead".into()

@@ -42,7 +42,9 @@ pub fn read_object(path: &Path) -> anyhow::Result<(Vec<u8>, Object)> {
                 path.display()
             )
         } else {
-            String::new()
+            super::object_hint(&e)
+                .map(|h| format!(" ({h})"))
+                .unwrap_or_default()
         };
         CliError {
             code: exit::BAD_OBJECT,
