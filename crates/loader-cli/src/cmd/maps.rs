@@ -21,7 +21,7 @@ use gpubpf_runtime::object::BPF_F_RDONLY_PROG;
 use gpubpf_runtime::registry::{Registry, TRACE_RING};
 use serde_json::{json, Value};
 
-use crate::output::Output;
+use crate::output::{print_line, Output};
 
 /// Subcommands of `gpubpf maps`.
 #[derive(Debug, clap::Subcommand)]
@@ -119,10 +119,16 @@ pub enum Command {
         /// Value size in bytes (ring buffers: 0).
         #[arg(long, default_value_t = 8)]
         value_size: u32,
-        /// Entries (ring buffers: size in bytes).
-        #[arg(long)]
+        /// Entries (ring buffers: size in bytes; `256KiB` reads as `--set` values do).
+        #[arg(long, value_parser = parse_u32)]
         max_entries: u32,
     },
+}
+
+/// A `u32` read as every gpubpf integer is (`4KiB` = 4096, `4KB` = 4000, `0x1000`).
+fn parse_u32(s: &str) -> Result<u32, String> {
+    let v = gpubpf_runtime::object::parse_integer(s)?;
+    u32::try_from(v).map_err(|_| format!("{v} does not fit 32 bits"))
 }
 
 fn open_registry() -> anyhow::Result<Registry> {
@@ -261,6 +267,12 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                 map.update_masked(&k, &patch.bytes, &patch.mask, f)
             }
             .with_context(|| format!("update of `{name}`"))?;
+            let what = if patch.is_whole() {
+                ""
+            } else {
+                " (the named fields)"
+            };
+            let key_text = text(&format_value(map.meta().key_type.as_ref(), &k));
             if read_only {
                 eprintln!(
                     "warning: wrote read-only map `{name}` (--force): programs read the new \
@@ -268,7 +280,11 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                      of the object rewrites `{name}` from the object and its --set values"
                 );
             }
-            done(out, "updated")
+            done(
+                out,
+                "updated",
+                &format!("{} key {key_text} updated{what}", map.name()),
+            )
         }
         Command::Delete { name, key } => {
             let key = key.join(" ");
@@ -276,13 +292,18 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             let k = parse_key(&map, &key)?;
             map.delete(&k)
                 .with_context(|| format!("delete from `{name}`"))?;
-            done(out, "deleted")
+            let key_text = text(&format_value(map.meta().key_type.as_ref(), &k));
+            done(
+                out,
+                "deleted",
+                &format!("{} key {key_text} deleted", map.name()),
+            )
         }
         Command::Consume { name, follow } => consume(&reg, &name, follow, out),
         Command::Clear { name } => {
             let map = open_map(&reg, &name)?;
             map.clear().with_context(|| format!("clear of `{name}`"))?;
-            done(out, "cleared")
+            done(out, "cleared", &format!("{} cleared", map.name()))
         }
         Command::Rm { name, force } => {
             let name = resolve(&reg, &name)?;
@@ -290,7 +311,7 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                 .context("cannot lock the registry")?
                 .remove_map(&name, force)
                 .with_context(|| format!("cannot remove map `{name}`"))?;
-            done(out, "removed")
+            done(out, "removed", &format!("{name} removed"))
         }
         Command::Pin { name } => {
             let name = resolve(&reg, &name)?;
@@ -299,13 +320,11 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                 .context("cannot lock the registry")?
                 .pin_map(&name)
                 .with_context(|| format!("cannot pin map `{name}`"))?;
-            if !out.json() {
-                println!(
-                    "{name} {}",
-                    if new { "pinned" } else { "was already pinned" }
-                );
-            }
-            done(out, "pinned")
+            let line = format!(
+                "{name} {}",
+                if new { "pinned" } else { "was already pinned" }
+            );
+            done(out, "pinned", &line)
         }
         Command::Unpin { name } => {
             let name = resolve(&reg, &name)?;
@@ -364,11 +383,13 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
     }
 }
 
-fn done(out: &Output, what: &str) -> anyhow::Result<()> {
+/// The confirmation of a change: `{"status": what}` in JSON, `line` in text (every mutating
+/// command says what it did, docs/design-decisions.md).
+fn done(out: &Output, what: &str, line: &str) -> anyhow::Result<()> {
     if out.json() {
         out.print_json(&json!({ "status": what }))
     } else {
-        Ok(())
+        print_line(line)
     }
 }
 

@@ -63,6 +63,12 @@ pub enum ValueError {
     Hex { token: String },
     #[error("`{input}` is not a valid {what}")]
     Parse { input: String, what: String },
+    #[error("`{input}` is not a valid {what}: {reason}")]
+    Number {
+        input: String,
+        what: String,
+        reason: String,
+    },
     #[error("value {value} does not fit {what}")]
     Range { value: String, what: String },
     #[error("struct `{strukt}` has no field `{field}`")]
@@ -265,7 +271,18 @@ pub fn parse_value(ty: Option<&TypeDesc>, input: &str, size: usize) -> Result<Ve
         }
         None => {
             if matches!(size, 1 | 2 | 4 | 8) {
-                let v = parse_int(input).ok_or(ValueError::Untyped)?;
+                let v = match parse_int(input) {
+                    Ok(v) => v,
+                    // Something numeric that does not parse: say why.
+                    Err(reason) if input.starts_with(|c: char| c.is_ascii_digit() || c == '-') => {
+                        return Err(ValueError::Number {
+                            input: input.into(),
+                            what: format!("{size}-byte integer"),
+                            reason,
+                        })
+                    }
+                    Err(_) => return Err(ValueError::Untyped),
+                };
                 let bytes = v.to_le_bytes();
                 let fits =
                     size == 8 || v < (1i128 << (size * 8)) && v >= -(1i128 << (size * 8 - 1));
@@ -385,19 +402,14 @@ fn parse_hex(h: &str, size: usize) -> Result<Vec<u8>, ValueError> {
     Ok(bytes)
 }
 
-/// An integer in decimal, `0x` hex or with a leading `-`; as i128 to cover u64 and i64.
-fn parse_int(s: &str) -> Option<i128> {
-    let (neg, body) = match s.strip_prefix('-') {
-        Some(b) => (true, b),
-        None => (false, s),
-    };
-    let v = if let Some(h) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16).ok()?
-    } else {
-        body.parse::<u64>().ok()?
-    };
-    let v = i128::from(v);
-    Some(if neg { -v } else { v })
+/// An integer as every gpubpf command reads one (`crate::object::parse_integer`: radix
+/// prefixes, `_`, size suffixes `KiB`/`K` = 1024 and `KB` = 1000, …) or a boolean word;
+/// as i128 to cover u64 and i64.
+fn parse_int(s: &str) -> Result<i128, String> {
+    match crate::object::parse_bool(s.trim()) {
+        Some(b) => Ok(i128::from(b)),
+        None => crate::object::parse_integer(s),
+    }
 }
 
 /// `a=1,b.c=2 d=3` → `{"a":"1","b":{"c":"2"},"d":"3"}` (values stay strings; leaves are
@@ -439,7 +451,11 @@ fn json_int(v: &Value, what: &str) -> Result<i128, ValueError> {
             .map(i128::from)
             .or_else(|| n.as_i64().map(i128::from))
             .ok_or_else(err),
-        Value::String(s) => parse_int(s.trim()).ok_or_else(err),
+        Value::String(s) => parse_int(s).map_err(|reason| ValueError::Number {
+            input: s.clone(),
+            what: what.into(),
+            reason,
+        }),
         Value::Bool(b) => Ok(i128::from(*b)),
         _ => Err(err()),
     }
@@ -720,6 +736,58 @@ mod tests {
             format_value(Some(&u("int", 4)), &[1, 2]),
             Value::String("01 02".into())
         );
+    }
+
+    #[test]
+    fn integers_read_as_everywhere_else() {
+        // The size suffixes of `--set`: binary K/KiB, decimal KB; bool words.
+        let t = stats();
+        let b = parse_value(Some(&t), "calls=4KiB,delta=-2k comm=x flag=1", 24).unwrap();
+        let v = format_value(Some(&t), &b);
+        assert_eq!(v["calls"], 4096);
+        assert_eq!(v["delta"], -2048);
+        let b = parse_value(Some(&t), r#"{"calls": "3KB", "flag": "true"}"#, 24).unwrap();
+        let v = format_value(Some(&t), &b);
+        assert_eq!((&v["calls"], &v["flag"]), (&3000.into(), &1.into()));
+        assert_eq!(
+            parse_value(None, "1_000", 4).unwrap(),
+            1000u32.to_le_bytes().to_vec()
+        );
+        assert_eq!(
+            parse_value(None, "1MiB", 8).unwrap(),
+            (1u64 << 20).to_le_bytes()
+        );
+        let e = parse_value(Some(&t), "calls=8XB", 24)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown size suffix `XB`"), "{e}");
+        let e = parse_value(None, "8XB", 4).unwrap_err().to_string();
+        assert!(e.contains("unknown size suffix"), "{e}");
+        assert!(matches!(
+            parse_value(None, "abc", 4),
+            Err(ValueError::Untyped)
+        ));
+    }
+
+    #[test]
+    fn bools_print_as_json_bools() {
+        let b = TypeDesc::Int {
+            name: "bool".into(),
+            size: 1,
+            signed: false,
+            is_bool: true,
+        };
+        assert_eq!(format_value(Some(&b), &[1]), Value::Bool(true));
+        assert_eq!(format_value(Some(&b), &[0]), Value::Bool(false));
+        // A byte that is no bool stays a number rather than lie.
+        assert_eq!(format_value(Some(&b), &[7]), Value::from(7));
+        assert_eq!(parse_value(Some(&b), "true", 1).unwrap(), [1]);
+        assert_eq!(parse_value(Some(&b), "false", 1).unwrap(), [0]);
+        // Old map files (no `is_bool`) still read.
+        let old: TypeDesc =
+            serde_json::from_str(r#"{"kind":"int","name":"unsigned int","size":4,"signed":false}"#)
+                .unwrap();
+        assert_eq!(old, u("unsigned int", 4));
     }
 
     #[test]
