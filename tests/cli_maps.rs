@@ -22,6 +22,7 @@ fn u(name: &str, size: u32) -> TypeDesc {
         name: name.into(),
         size,
         signed: false,
+        is_bool: false,
     }
 }
 
@@ -55,6 +56,7 @@ fn stats_meta() -> MapMeta {
                             name: "char".into(),
                             size: 1,
                             signed: true,
+                            is_bool: false,
                         }),
                         len: 8,
                     },
@@ -121,22 +123,38 @@ fn dump_of_a_live_map_is_typed_in_text_and_json() {
         let mut args = vec!["-j", "maps", "lookup", "stats", "--key"];
         args.extend_from_slice(key);
         let j = json(&run(&home, &args));
-        assert_eq!(j["key"].as_u64(), Some(2), "{key:?}: {j}");
+        // bpftool's JSON: raw bytes, and the BTF-decoded entry under `formatted`.
+        assert_eq!(
+            j["key"],
+            serde_json::json!(["0x02", "0x00", "0x00", "0x00"])
+        );
+        assert_eq!(j["value"].as_array().map(Vec::len), Some(24), "{j}");
+        assert_eq!(j["formatted"]["key"].as_u64(), Some(2), "{key:?}: {j}");
     }
     assert!(text.contains("\"comm\":\"app\""), "{text}");
     assert!(text.contains("key: 1 "), "{text}");
     let j = json(&run(&home, &["-j", "maps", "dump", "stats"]));
     let rows = j.as_array().unwrap();
     assert_eq!(rows.len(), 3);
-    let mut keys: Vec<u64> = rows.iter().map(|r| r["key"].as_u64().unwrap()).collect();
+    let mut keys: Vec<u64> = rows
+        .iter()
+        .map(|r| r["formatted"]["key"].as_u64().unwrap())
+        .collect();
     keys.sort();
     assert_eq!(keys, vec![1, 2, 3]);
     for r in rows {
-        let calls = r["value"]["calls"].as_u64().expect("calls is a number");
-        let bytes = r["value"]["bytes"].as_u64().expect("bytes is a number");
+        let v = &r["formatted"]["value"];
+        let calls = v["calls"].as_u64().expect("calls is a number");
+        let bytes = v["bytes"].as_u64().expect("bytes is a number");
         assert!(calls > 0, "{r}");
         assert!(bytes >= calls * 4096 - 4096 * 2, "{r}");
-        assert_eq!(r["value"]["comm"], "app");
+        assert_eq!(v["comm"], "app");
+        // Fields in declaration order, not sorted.
+        let fields: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(fields, ["calls", "bytes", "comm"], "{r}");
+        let raw = r["key"].as_array().unwrap();
+        assert_eq!(raw.len(), 4);
+        assert!(raw.iter().all(|b| b.as_str().unwrap().starts_with("0x")));
     }
     // Pretty JSON is JSON too.
     let p = ok(&run(&home, &["-p", "maps", "dump", "stats"]));
@@ -162,7 +180,7 @@ fn dump_of_a_live_map_is_typed_in_text_and_json() {
         &["-j", "maps", "lookup", "stats", "--key", "9"],
     ));
     assert_eq!(
-        v["value"],
+        v["formatted"]["value"],
         serde_json::json!({"calls": 5, "bytes": 16, "comm": "cli"})
     );
     ok(&run(
@@ -242,9 +260,10 @@ fn untyped_maps_use_hex_and_ring_buffers_show_counters() {
         ],
     ));
     let j = json(&run(&home, &["-j", "maps", "dump", "raw"]));
+    // Without types: only the raw bytes, as bpftool prints a map without BTF.
     assert_eq!(
         j,
-        serde_json::json!([{"key": "01 02 03", "value": "be ef"}])
+        serde_json::json!([{"key": ["0x01", "0x02", "0x03"], "value": ["0xbe", "0xef"]}])
     );
     let out = run(&home, &["maps", "lookup", "raw", "--key", "7"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("without BTF"));

@@ -37,14 +37,14 @@ fn put(home: &Path, map: &str, key: &str, value: &str) {
     ok(&update(home, &[map, "--key", key, "--value", value]));
 }
 
-/// The value of `gpubpf -j maps lookup MAP --key KEY`.
+/// The decoded value of `gpubpf -j maps lookup MAP --key KEY`.
 fn lookup(home: &Path, map: &str, key: &str) -> serde_json::Value {
-    j(&run(home, &["-j", "maps", "lookup", map, "--key", key]))["value"].clone()
+    j(&run(home, &["-j", "maps", "lookup", map, "--key", key]))["formatted"]["value"].clone()
 }
 
-/// The value of the first entry of `gpubpf -j maps dump MAP`.
+/// The decoded value of the first entry of `gpubpf -j maps dump MAP`.
 fn dump0(home: &Path, map: &str) -> serde_json::Value {
-    j(&run(home, &["-j", "maps", "dump", map]))[0]["value"].clone()
+    j(&run(home, &["-j", "maps", "dump", map]))[0]["formatted"]["value"].clone()
 }
 
 fn u64_at(b: &[u8], off: usize) -> u64 {
@@ -77,7 +77,7 @@ fn globals_of_mixed_sizes_at_their_symbol_offsets() {
         dump0(&home, "mixed.rodata"),
         json!({
             "r_big": 0x1122_3344_5566_7788u64,
-            "r_flag": 0,
+            "r_flag": false,
             "r_mid": 77,
             "r_pair": {"lo": 44, "hi": 45},
         })
@@ -114,7 +114,15 @@ fn globals_of_mixed_sizes_at_their_symbol_offsets() {
     assert_eq!((u32_at(&b, 16), b[20], b[8]), (5, 6, 1), "{b:?}");
     let r = dump0(&home, "mixed.bss");
     assert_eq!(r["b_pair"], json!({"lo": 5, "hi": 6}));
-    assert_eq!(r["b_flag"], 1);
+    assert_eq!(r["b_flag"], true, "a bool is a JSON bool");
+    // Struct fields (here: variables) in declaration order, as bpftool prints them.
+    let names: Vec<&String> = r.as_object().unwrap().keys().collect();
+    assert_eq!(names, ["b_big", "b_flag", "b_mid", "b_pair"]);
+    // The raw bytes beside the decoded value.
+    let entry = &j(&run(&home, &["-j", "maps", "dump", "mixed.bss"]))[0];
+    let bytes: Vec<String> = b.iter().map(|x| format!("{x:#04x}")).collect();
+    assert_eq!(entry["value"], json!(bytes));
+    assert_eq!(entry["key"], json!(["0x00", "0x00", "0x00", "0x00"]));
 }
 
 #[test]

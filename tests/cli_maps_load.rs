@@ -171,7 +171,11 @@ fn load_bind_reload_conflict_unload() {
     let r = json(&run(&home, &["-j", "maps", "dump", "counter.rodata"]));
     assert_eq!(
         r,
-        serde_json::json!([{"key": 0, "value": {"limit_bytes": 4096}}])
+        serde_json::json!([{
+            "key": ["0x00", "0x00", "0x00", "0x00"],
+            "value": ["0x00", "0x10", "0x00", "0x00", "0x00", "0x00", "0x00", "0x00"],
+            "formatted": {"key": 0, "value": {"limit_bytes": 4096}},
+        }])
     );
     ok(&run(
         &home,
@@ -220,16 +224,19 @@ fn load_bind_reload_conflict_unload() {
     assert_eq!(j["programs"][0]["links"][0]["attach_point"], "cuMemAlloc");
     assert_eq!(j["programs"][0]["links"][0]["requested"], "cuMemAlloc_v2");
     let r = json(&run(&home, &["-j", "maps", "dump", "counter.rodata"]));
-    assert_eq!(r[0]["value"]["limit_bytes"], 9);
+    assert_eq!(r[0]["formatted"]["value"]["limit_bytes"], 9);
     assert_eq!(
-        json(&run(&home, &["-j", "maps", "dump", "counter.bss"]))[0]["value"]["total"],
+        json(&run(&home, &["-j", "maps", "dump", "counter.bss"]))[0]["formatted"]["value"]["total"],
         77
     );
     let s = json(&run(
         &home,
         &["-j", "maps", "lookup", "alloc_stats", "--key", "42"],
     ));
-    assert_eq!(s["value"], serde_json::json!({"calls": 3, "bytes": 300}));
+    assert_eq!(
+        s["formatted"]["value"],
+        serde_json::json!({"calls": 3, "bytes": 300})
+    );
 
     // Conflicting definition of `alloc_stats`: both definitions named.
     let out = run(&home, &["load", conflict.to_str().unwrap()]);
@@ -304,7 +311,7 @@ fn load_bind_reload_conflict_unload() {
         json(&run(
             &home,
             &["-j", "maps", "lookup", "alloc_stats", "--key", "42"]
-        ))["value"]["calls"],
+        ))["formatted"]["value"]["calls"],
         3
     );
     ok(&run(&home, &["maps", "rm", "alloc_stats"]));

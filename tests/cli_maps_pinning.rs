@@ -95,7 +95,7 @@ fn maps_are_private_unless_pinned_and_go_with_their_last_user() {
         &home,
         &["-j", "maps", "lookup", "proc_usage", "--key", "7"],
     ));
-    assert_eq!(l["value"]["bytes"], 1);
+    assert_eq!(l["formatted"]["value"]["bytes"], 1);
 
     // Loading the same name again carries the maps over.
     let v = j(&run(&home, &["-j", "load", q, "--set", "limit_bytes=1GiB"]));
@@ -104,7 +104,7 @@ fn maps_are_private_unless_pinned_and_go_with_their_last_user() {
         j(&run(
             &home,
             &["-j", "maps", "lookup", "quota.proc_usage", "--key", "7"]
-        ))["value"]["bytes"],
+        ))["formatted"]["value"]["bytes"],
         1
     );
 

@@ -42,10 +42,37 @@ fn demo_vetoes_over_quota_and_keeps_counters_across_reload() {
     assert_eq!(vetoes.len(), 2, "{stdout}");
     assert!(vetoes[0].contains("kv cache") && vetoes[0].contains("CUDA_ERROR_OUT_OF_MEMORY (2)"));
     assert!(vetoes[1].contains("even bigger"));
-    // The policy's bpf_printk reached the trace sink (stderr).
+    // The policy's bpf_printk lines: labelled, under the call that printed them (read from
+    // the trace ring, not on stderr).
+    let lines: Vec<&str> = stdout.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        if l.contains("vetoed by quota/quota_alloc") {
+            let next = lines.get(i + 1).copied().unwrap_or_default();
+            assert!(
+                next.starts_with("     bpf_printk from the policy: \"quota: pid ")
+                    && next.contains(" bytes (process limit)\""),
+                "{stdout}"
+            );
+        }
+    }
+    assert_eq!(
+        stdout.matches("bpf_printk from the policy").count(),
+        2,
+        "{stdout}"
+    );
     assert!(
-        stderr.contains("denied 268435456 bytes (process limit)"),
-        "{stderr}"
+        stdout.contains("denied 268435456 bytes (process limit)"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("denied"), "{stderr}");
+    // Its terms explained: the key of proc_usage and the bytes in GiB.
+    assert!(
+        stdout.contains("proc_usage is keyed by process id"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("holds 1073741824 bytes = 1 GiB of device memory now, after 5 successful"),
+        "{stdout}"
     );
     // The counters survived the replacement: 5 allocations, 2 frees, 2 denials, 1 GiB held.
     let dump = stdout

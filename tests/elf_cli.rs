@@ -67,7 +67,9 @@ fn build_then_inspect_text() {
             "quota_free_done: section cudaret/cuMemFree, attach cuMemFree, phase exit,",
             "proc_usage: hash, key 4 (__u32), value 32 (struct usage), max_entries 4096, flags 0x0",
             "allocations: lru_hash, key 8 (__u64), value 16 (struct allocation)",
-            ".rodata: array, key 4 (-), value ",
+            // Spelled as `maps show` spells them: the implicit array key, the section.
+            ".rodata: array, key 4 (__u32), value ",
+            " (.rodata), max_entries 1, flags 0x480",
             "limit_bytes: const volatile __u64, .rodata+0, 8 bytes, default 4294967296 (settable)",
             "log_denials: const volatile bool, .rodata+16, 1 bytes, default true (settable)",
             "line info: ",
@@ -215,8 +217,59 @@ fn build_rejects_objects_the_loader_rejects() {
         "{e}"
     );
     assert!(e.contains("`cudaret/<api>`"), "{e}");
-    // The default output name sits next to the source.
-    assert!(scratch("cli").join("kprobe.o").is_file());
+    // The object no command would accept is not left behind (issue #14), and build says so.
+    assert!(
+        e.contains("kprobe.o` was compiled but the loader rejects it (removed it)"),
+        "{e}"
+    );
+    assert!(!scratch("cli").join("kprobe.o").exists());
+
+    // A libbpf helper gpubpf does not implement: named as such, with where the list is.
+    let src = scratch("cli").join("task.bpf.c");
+    std::fs::write(
+        &src,
+        "#include \"gpubpf.h\"\nSEC(\"cuda/cuMemAlloc\") int p(void *ctx)\n\
+         { return bpf_get_current_task() != 0; }\n",
+    )
+    .unwrap();
+    let o = run(&["build", src.to_str().unwrap(), "--clang", clangs()[0]]);
+    assert_eq!(code(&o), 4, "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains(
+            "hint: `bpf_get_current_task` is a Linux helper, not a gpubpf helper; \
+                    `gpubpf helpers` lists"
+        ),
+        "{e}"
+    );
+    // Declared by hand, it compiles; the verifier names it and says where the list is.
+    std::fs::write(
+        &src,
+        "#include \"gpubpf.h\"\n\
+         static long (*bpf_get_current_task)(void) = (void *) 35;\n\
+         SEC(\"cuda/cuMemAlloc\") int p(void *ctx) { return bpf_get_current_task() != 0; }\n\
+         char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+    )
+    .unwrap();
+    let o = run(&["build", src.to_str().unwrap(), "--clang", clangs()[0]]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let o = run(&["verify", scratch("cli").join("task.o").to_str().unwrap()]);
+    assert_eq!(code(&o), 3, "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains(
+            "hint: `bpf_get_current_task` (Linux helper 35) is not a gpubpf helper: \
+                    `gpubpf helpers` lists"
+        ),
+        "{e}"
+    );
+    // And the list is there.
+    let o = run(&["helpers"]);
+    assert_eq!(code(&o), 0);
+    assert!(text(&o.stdout).contains("bpf_map_lookup_elem"));
+    let o = run(&["helpers", "bpf_get_current_task"]);
+    assert_eq!(code(&o), 1);
+    assert!(text(&o.stderr).contains("Linux helper that gpubpf does not implement"));
 }
 
 #[test]
@@ -304,5 +357,48 @@ fn newcomer_mistakes_get_clear_messages() {
         text(&o.stderr).contains("`limit`: expected NAME=VALUE"),
         "{}",
         text(&o.stderr)
+    );
+}
+
+#[test]
+fn verify_log_shows_source_lines_as_the_kernel_does() {
+    let obj = build_policy(clangs()[0], "quota");
+    let o = run(&[
+        "verify",
+        obj.to_str().unwrap(),
+        "--prog",
+        "quota_free_done",
+        "--log",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let log = text(&o.stderr);
+    let lines: Vec<&str> = log.lines().collect();
+    // The program's first C line, then the state and the instruction at pc 0.
+    assert!(
+        lines[0].starts_with("; if (ctx->hdr.result != CUDA_SUCCESS) @ quota.bpf.c:"),
+        "{log}"
+    );
+    assert!(lines[1].starts_with("0: R1=ctx"), "{log}");
+    assert!(lines[2].trim_start().starts_with("0: (61) r2 = "), "{log}");
+    assert!(
+        log.contains(
+            "; struct allocation *a = bpf_map_lookup_elem(&allocations, &dptr); @ quota.bpf.c:"
+        ),
+        "{log}"
+    );
+    // In JSON the log is part of each program's report.
+    let o = run(&[
+        "-j",
+        "verify",
+        obj.to_str().unwrap(),
+        "--prog",
+        "quota_free_done",
+        "--log",
+    ]);
+    let j: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let jlog = j["programs"][0]["log"].as_str().expect("log");
+    assert!(
+        jlog.starts_with("; if (ctx->hdr.result != CUDA_SUCCESS) @ quota.bpf.c:"),
+        "{jlog}"
     );
 }

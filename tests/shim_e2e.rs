@@ -49,7 +49,10 @@ fn dump(home: &Path, map: &str) -> BTreeMap<u64, Value> {
     j.as_array()
         .expect("array")
         .iter()
-        .map(|e| (e["key"].as_u64().expect("integer key"), e["value"].clone()))
+        .map(|e| {
+            let f = &e["formatted"];
+            (f["key"].as_u64().expect("integer key"), f["value"].clone())
+        })
         .collect()
 }
 

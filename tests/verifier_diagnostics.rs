@@ -135,3 +135,70 @@ fn log_is_empty_when_off_and_truncated_at_limit() {
     assert!(s.log.len() <= 2100, "{}", s.log.len());
     assert!(s.log.ends_with("... log truncated\n"));
 }
+
+#[test]
+fn verbose_log_interleaves_source_lines_as_the_kernel_does() {
+    let insns = gpubpf_isa::assemble(
+        "mov %r6, %r1\nstw [%r10-4], 0\nmov %r2, %r10\nadd %r2, -4\nmov %r0, 0\nexit\n",
+    )
+    .unwrap();
+    let ctx = verifier_support::test_ctx(ReturnRule::Any);
+    let l = |pc, line, source: &str| LineInfo {
+        pc,
+        file: "/src/dir/policy.bpf.c".into(),
+        line,
+        column: 1,
+        source: source.into(),
+    };
+    // Two records of one line (two columns), a line-0 record (compiler-generated).
+    let lines = [
+        l(0, 10, "  int prog(void *ctx) {"),
+        l(1, 11, "__u32 key = 0;"),
+        l(2, 11, "__u32 key = 0;"),
+        l(3, 0, ""),
+        l(4, 12, "return 0;"),
+    ];
+    let v = Verifier::new(&VerifierConfig {
+        log_level: LogLevel::Verbose,
+        ..VerifierConfig::default()
+    });
+    let log = v
+        .verify(&VerifyInput {
+            insns: &insns,
+            maps: &[],
+            ctx: &ctx,
+            line_info: Some(&lines),
+        })
+        .unwrap()
+        .log;
+    let comments: Vec<(usize, &str)> = log
+        .lines()
+        .enumerate()
+        .filter(|(_, t)| t.starts_with("; "))
+        .collect();
+    assert_eq!(
+        comments.iter().map(|c| c.1).collect::<Vec<_>>(),
+        [
+            "; int prog(void *ctx) { @ policy.bpf.c:10",
+            "; __u32 key = 0; @ policy.bpf.c:11",
+            "; return 0; @ policy.bpf.c:12",
+        ],
+        "{log}"
+    );
+    // Each comment comes right before the state line of its first instruction.
+    let all: Vec<&str> = log.lines().collect();
+    for ((i, _), pc) in comments.iter().zip([0, 1, 4]) {
+        assert!(all[i + 1].starts_with(&format!("{pc}: ")), "{log}");
+    }
+    // Without line info, no comments.
+    let plain = v
+        .verify(&VerifyInput {
+            insns: &insns,
+            maps: &[],
+            ctx: &ctx,
+            line_info: None,
+        })
+        .unwrap()
+        .log;
+    assert!(!plain.contains("; "), "{plain}");
+}

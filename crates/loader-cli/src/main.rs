@@ -62,6 +62,11 @@ enum Command {
     Maps(cmd::maps::Command),
     /// List hookable CUDA functions, their aliases and ctx fields.
     AttachPoints(cmd::attach_points::Args),
+    /// List the helpers policies may call (ids, declarations).
+    Helpers(cmd::helpers::Args),
+    /// Print the `bpf_printk` lines of policed processes (`-f` to follow), like
+    /// `bpftool prog tracelog`.
+    Trace(cmd::trace::Args),
 }
 
 /// Behave like other Unix filters when stdout is a closed pipe (`gpubpf maps dump m | head`):
@@ -109,6 +114,8 @@ fn main() -> ExitCode {
         Command::Unload(a) => cmd::prog::run_unload(a, &out),
         Command::Maps(c) => cmd::maps::run(c, &out),
         Command::AttachPoints(a) => cmd::attach_points::run(a, &out),
+        Command::Helpers(a) => cmd::helpers::run(a, &out),
+        Command::Trace(a) => cmd::trace::run(a, &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

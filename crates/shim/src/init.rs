@@ -161,6 +161,11 @@ fn start(reg: &'static Registry) {
             .ok()
     });
     hot::set_stats(stats, reg.control().stats_until());
+    // bpf_printk lines go to the registry's trace ring (`gpubpf trace`), and to stderr too
+    // with GPUBPF_TRACE_STDERR=1.
+    if let Err(e) = gpubpf_runtime::helpers::trace::send_to_registry(reg) {
+        tracing::warn!(error = %error_chain(&e), "no trace ring; bpf_printk lines go to stderr");
+    }
     let seen = reg.generation();
     reload(reg, slot, true);
     let spawned = std::thread::Builder::new()

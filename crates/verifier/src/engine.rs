@@ -33,7 +33,7 @@ use crate::equiv::{state_hash, states_equal};
 use crate::error::{build_listing, line_for, ErrorKind, RegNote, VerifierError};
 use crate::state::{Frame, FrameKind, Reg, RegType, State};
 use crate::widen::{widen, WIDEN_AFTER};
-use crate::{LogLevel, MapInfo, VerifierConfig, VerifyInput, VerifyStats};
+use crate::{LineInfo, LogLevel, MapInfo, VerifierConfig, VerifyInput, VerifyStats};
 
 /// Most paths queued for exploration at once (the kernel's `BPF_COMPLEXITY_LIMIT_JMP_SEQ`).
 pub const MAX_PENDING: usize = 8192;
@@ -177,6 +177,10 @@ struct Engine<'a> {
     live_states: u64,
     stats: VerifyStats,
     log: Log,
+    /// BTF line info, for the `; source` comments of the verbose log.
+    line_info: Option<&'a [LineInfo]>,
+    /// The C line whose comment the log printed last on this path.
+    logged_line: Option<&'a LineInfo>,
     /// Instructions executed on at least one explored path.
     reached: Vec<bool>,
 }
@@ -413,6 +417,8 @@ impl Engine<'_> {
             jmps_since: 0,
         }];
         while let Some(mut path) = stack.pop() {
+            // A new path starts with its source line, as the kernel's log does.
+            self.logged_line = None;
             loop {
                 let pc = path.pc;
                 let at_prune = path.point == Point::LoopIter
@@ -557,6 +563,18 @@ impl Engine<'_> {
             return Err(rej(ErrorKind::FallsOffEnd, &[]));
         };
         if self.log.level >= LogLevel::Verbose {
+            // `; C source @ file:line` above the first instruction of each C line, as the
+            // kernel's log has it (file by base name).
+            if let Some(l) = line_for(self.line_info, pc) {
+                let same = |p: &LineInfo| (p.line, &p.file) == (l.line, &l.file);
+                if !self.logged_line.is_some_and(same) {
+                    self.logged_line = Some(l);
+                    let file = l.file.rsplit('/').next().unwrap_or_default();
+                    self.log.line(LogLevel::Verbose, || {
+                        format!("; {} @ {file}:{}", l.source.trim(), l.line)
+                    });
+                }
+            }
             let text = crate::print::listing_line(self.env.insns, pc, self.env.maps);
             let state = self.render_frame(st);
             self.log
@@ -579,6 +597,10 @@ impl Engine<'_> {
 const READ_ONLY_HINT: &str = "`const volatile` globals are set when loading (`gpubpf load --set \
      NAME=VALUE`) and read-only to programs; keep state the program changes in a non-const \
      global (.bss/.data) or a map";
+
+/// Where the helpers gpubpf implements are listed (for programs calling one it does not).
+pub const HELPER_LIST_HINT: &str = "`gpubpf helpers` lists the helpers gpubpf implements \
+     (declared in the SDK's gpubpf_helpers.h, which `gpubpf build` includes)";
 
 fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<String> {
     let ty_of = |r: u8| regs.iter().find(|(x, _)| *x == r).map(|(_, s)| s.ty);
@@ -668,6 +690,13 @@ fn hint_for(kind: &ErrorKind, regs: &[(u8, Reg)], program: &str) -> Option<Strin
         ErrorKind::HelperArg { .. } => {
             "check the helper's argument types in gpubpf_helpers.h".into()
         }
+        ErrorKind::UnknownHelper { id } => {
+            let what = match crate::linux_helpers::linux_helper_name(*id) {
+                Some(name) => format!("`{name}` (Linux helper {id}) is not a gpubpf helper"),
+                None => format!("no gpubpf or Linux helper has id {id}"),
+            };
+            format!("{what}: {HELPER_LIST_HINT}")
+        }
         ErrorKind::PointerCompare { .. } => {
             "compare pointers only against NULL; compare the values they point to instead".into()
         }
@@ -734,6 +763,8 @@ pub fn run(
         inprog_iter: HashMap::new(),
         live_states: 0,
         reached: vec![false; input.insns.len()],
+        line_info: input.line_info,
+        logged_line: None,
         stats: VerifyStats::default(),
         log: Log {
             level: config.log_level,

@@ -65,6 +65,7 @@ pub mod equiv;
 pub mod error;
 pub mod exec;
 pub mod helpers;
+pub mod linux_helpers;
 pub mod mem;
 pub mod print;
 pub mod sanitize;

@@ -54,9 +54,12 @@ except Exception:
     pass
 seen = {}
 for e in stats if isinstance(stats, list) else stats.get("entries", []):
-    k = e.get("key")
-    k = k if isinstance(k, int) else int.from_bytes(bytes(k[:4]), "little") if isinstance(k, list) else int(str(k), 0)
-    v = e.get("value")
+    # bpftool's JSON: raw "0x.." byte arrays in key/value, BTF-decoded ones in "formatted".
+    f = e.get("formatted", {})
+    k = f.get("key")
+    if not isinstance(k, int):
+        k = int.from_bytes(bytes(int(b, 16) for b in e["key"][:4]), "little")
+    v = f.get("value")
     calls = v.get("calls") if isinstance(v, dict) else None
     seen[ids.get(k, k)] = calls
 print("policy:", seen)

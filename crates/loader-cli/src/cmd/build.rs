@@ -142,13 +142,27 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     }
     let bytes = std::fs::read(&output)
         .with_context(|| format!("cannot read clang's output `{}`", output.display()))?;
-    let obj = Object::parse(&bytes).map_err(|e| CliError {
-        code: exit::BAD_OBJECT,
-        message: format!(
-            "`{}` was compiled but the loader rejects it: {e}",
-            output.display()
-        ),
-        json: None,
+    let obj = Object::parse(&bytes).map_err(|e| {
+        // An object no gpubpf command accepts is not left behind to be loaded by mistake.
+        let fate = match std::fs::remove_file(&output) {
+            Ok(()) => "removed it".to_string(),
+            Err(r) => format!("could not remove it: {r}"),
+        };
+        let hint = super::object_hint(&e)
+            .map(|h| format!("\nhint: {h}"))
+            .unwrap_or_default();
+        CliError {
+            code: exit::BAD_OBJECT,
+            message: format!(
+                "`{}` was compiled but the loader rejects it ({fate}): {e}{hint}",
+                output.display()
+            ),
+            json: Some(json!({
+                "output": output.display().to_string(),
+                "removed": !output.exists(),
+                "message": e.to_string(),
+            })),
+        }
     })?;
     if out.json() {
         out.print_json(&json!({

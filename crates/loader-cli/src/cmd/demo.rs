@@ -5,15 +5,19 @@
 //! `cuMemAlloc`/`cuMemFree` calls against a mock driver. Every call goes through the same
 //! dispatch code the shim uses: the programs are re-verified, JIT-compiled and run on a ctx
 //! laid out by the attach catalog. Half-way, the policy is replaced with a higher limit
-//! while its counters live on in the shared maps. Finally the maps are dumped.
+//! while its counters live on in the shared maps. Finally the maps are dumped and explained.
+//! The policy's `bpf_printk` lines go to the registry's trace ring, as in a process under
+//! the shim, and are shown (labelled) under the call that printed them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use gpubpf_runtime::attach::{self, AttachPoint};
 use gpubpf_runtime::dispatch::{CtxBuf, PolicySet, Stack};
-use gpubpf_runtime::helpers::standard_helpers;
+use gpubpf_runtime::helpers::{standard_helpers, trace};
+use gpubpf_runtime::maps::Map;
 use gpubpf_runtime::registry::{ensure_private_dir, Registry, HOME_ENV};
 
 use crate::cmd::{build, load, maps};
@@ -23,6 +27,7 @@ use crate::output::Output;
 const QUOTA_SOURCE: &str = include_str!("../../../../policies/quota.bpf.c");
 
 const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
 const CUDA_SUCCESS: u32 = 0;
 const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
 
@@ -100,6 +105,18 @@ struct Session<'a> {
     set: PolicySet,
     reg: &'a Registry,
     stack: Box<Stack>,
+    /// The registry's trace ring, where the policy's bpf_printk lines go.
+    ring: Arc<Map>,
+}
+
+/// Bytes as the demo shows them: `256 MiB`, `1 GiB`, `1.5 GiB`.
+fn human(bytes: u64) -> String {
+    if bytes >= GIB && bytes % (GIB / 4) == 0 {
+        let g = bytes as f64 / GIB as f64;
+        format!("{g} GiB")
+    } else {
+        format!("{} MiB", bytes / MIB)
+    }
 }
 
 impl Session<'_> {
@@ -120,6 +137,20 @@ impl Session<'_> {
                 p.stats.insns_processed,
                 p.code_size()
             );
+        }
+        Ok(())
+    }
+
+    /// Prints (and consumes) the policy's bpf_printk lines since the last call, labelled.
+    fn print_trace(&self) -> anyhow::Result<()> {
+        let mut lines = Vec::new();
+        self.ring
+            .ringbuf_consume(|r| lines.push(String::from_utf8_lossy(r).trim_end().to_string()))
+            .context("cannot read the trace ring")?;
+        for l in lines {
+            // `comm-tid [pid] seconds: message`: the message is what the policy printed.
+            let message = crate::cmd::trace::TraceLine::parse(&l).map_or(l, |t| t.message);
+            println!("     bpf_printk from the policy: \"{message}\"");
         }
         Ok(())
     }
@@ -163,6 +194,7 @@ impl Session<'_> {
                 verdict
             }
         );
+        self.print_trace()?;
         Ok((outcome.result == CUDA_SUCCESS).then_some(app_slot))
     }
 
@@ -184,7 +216,7 @@ impl Session<'_> {
             cu_name(result),
             self.drv.used / MIB
         );
-        Ok(())
+        self.print_trace()
     }
 }
 
@@ -264,7 +296,10 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
         "the application starts: the runtime picks the policies up from the registry",
     );
     let reg = Registry::open(home).context("cannot open the demo registry")?;
+    // As the shim does in a policed process: bpf_printk lines go to the trace ring.
+    trace::send_to_registry(&reg).context("cannot open the trace ring")?;
     let mut s = Session {
+        ring: reg.trace_ring().context("cannot open the trace ring")?,
         drv: MockDriver::new(80 * 1024 * MIB),
         alloc: attach::resolve("cuMemAlloc")?,
         free: attach::resolve("cuMemFree")?,
@@ -280,6 +315,11 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
             "a training job allocates on an 80 GiB mock GPU (limit {})",
             args.limit
         ),
+    );
+    println!(
+        "   (one line per cuMemAlloc/cuMemFree call and what the application got back; the\n    \
+         policy's bpf_printk output follows the call that printed it, read from the registry's\n    \
+         trace ring as `gpubpf trace` reads it; its sizes are bytes: 268435456 = 256 MiB)"
     );
     let weights = s.cu_mem_alloc("weights", 256 * MIB)?;
     let acts = s.cu_mem_alloc("activations", 384 * MIB)?;
@@ -313,5 +353,52 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
         },
         out,
     )?;
+    explain_usage(&reg)
+}
+
+/// What the dump of `proc_usage` says, in words: its key is a process id, `bytes` the
+/// device memory that process holds.
+fn explain_usage(reg: &Registry) -> anyhow::Result<()> {
+    let name = reg.resolve_map_name("proc_usage")?;
+    let map = reg.open_map(&name)?;
+    let pid = std::process::id();
+    println!(
+        "   proc_usage is keyed by process id: the pid of the process that made the calls\n   \
+         (this demo plays the application itself, pid {pid}); the value is its usage:"
+    );
+    for e in map.entries().context("cannot read proc_usage")? {
+        let (Ok(k), Some(v)) = (
+            <[u8; 4]>::try_from(e.key.as_slice()),
+            e.value.get(..32).filter(|v| v.len() == 32),
+        ) else {
+            continue;
+        };
+        let field = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&v[i * 8..i * 8 + 8]);
+            u64::from_ne_bytes(w)
+        };
+        let (bytes, allocs, frees, denied) = (field(0), field(1), field(2), field(3));
+        println!(
+            "   pid {}: holds {bytes} bytes = {} of device memory now, after {allocs} successful\n   \
+             allocations and {frees} frees; {denied} allocations were denied by the limit",
+            u32::from_ne_bytes(k),
+            human(bytes)
+        );
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_in_mib_and_gib() {
+        assert_eq!(human(256 * MIB), "256 MiB");
+        assert_eq!(human(GIB), "1 GiB");
+        assert_eq!(human(3 * GIB / 2), "1.5 GiB");
+        assert_eq!(human(GIB + MIB), "1025 MiB");
+        assert_eq!(human(0), "0 MiB");
+    }
 }

@@ -42,7 +42,9 @@ pub fn read_object(path: &Path) -> anyhow::Result<(Vec<u8>, Object)> {
                 path.display()
             )
         } else {
-            String::new()
+            super::object_hint(&e)
+                .map(|h| format!(" ({h})"))
+                .unwrap_or_default()
         };
         CliError {
             code: exit::BAD_OBJECT,
@@ -89,10 +91,14 @@ pub fn describe(obj: &Object) -> Value {
             })
         })
         .collect();
+    // Types spelled as `maps show` spells them, from the same descriptions.
+    let defs = gpubpf_runtime::program::map_defs(obj);
+    let c_name = |t: Option<&gpubpf_runtime::maps::TypeDesc>| t.map(|t| t.c_name());
     let maps: Vec<Value> = obj
         .maps
         .iter()
-        .map(|m| {
+        .zip(&defs)
+        .map(|(m, d)| {
             json!({
                 "name": m.name,
                 "type": m.kind.name(),
@@ -100,8 +106,8 @@ pub fn describe(obj: &Object) -> Value {
                 "value_size": m.value_size,
                 "max_entries": m.max_entries,
                 "flags": m.flags,
-                "key_type": m.key_type.as_ref().map(|t| &t.name),
-                "value_type": m.value_type.as_ref().map(|t| &t.name),
+                "key_type": c_name(d.meta.key_type.as_ref()),
+                "value_type": c_name(d.meta.value_type.as_ref()),
                 "origin": m.origin,
                 "pinned": m.pinned,
             })

@@ -1,7 +1,9 @@
 //! `gpubpf maps …`: inspect and edit the shared maps of the registry, live.
 //!
 //! Keys and values are typed with the map's BTF key/value types when the object declared
-//! them (structs as JSON objects, integers as numbers); otherwise they are hex bytes. On
+//! them (structs as JSON objects, integers as numbers); otherwise they are hex bytes. In
+//! JSON (`dump`, `lookup`) each entry is bpftool's: raw `key`/`value` arrays of `"0x01"`
+//! bytes plus, with types, `formatted: {key, value}` decoded. On
 //! input, `--key`/`--value` take raw bytes as bpftool reads them (`hex 0a 00 00 00`,
 //! `hex:0a000000`, `0a 00 00 00`, `0x0a 0x00 0x00 0x00`), or with BTF a
 //! JSON value or `field=value` pairs, or an integer for 1/2/4/8-byte untyped values.
@@ -16,10 +18,10 @@ use anyhow::{bail, Context as _};
 use gpubpf_runtime::maps::types::{format_value, parse_patch, parse_value};
 use gpubpf_runtime::maps::{Map, MapMeta, MapSpec, MapType, BPF_ANY, BPF_EXIST, BPF_NOEXIST};
 use gpubpf_runtime::object::BPF_F_RDONLY_PROG;
-use gpubpf_runtime::registry::Registry;
+use gpubpf_runtime::registry::{Registry, TRACE_RING};
 use serde_json::{json, Value};
 
-use crate::output::Output;
+use crate::output::{print_line, Output};
 
 /// Subcommands of `gpubpf maps`.
 #[derive(Debug, clap::Subcommand)]
@@ -117,10 +119,16 @@ pub enum Command {
         /// Value size in bytes (ring buffers: 0).
         #[arg(long, default_value_t = 8)]
         value_size: u32,
-        /// Entries (ring buffers: size in bytes).
-        #[arg(long)]
+        /// Entries (ring buffers: size in bytes; `256KiB` reads as `--set` values do).
+        #[arg(long, value_parser = parse_u32)]
         max_entries: u32,
     },
+}
+
+/// A `u32` read as every gpubpf integer is (`4KiB` = 4096, `4KB` = 4000, `0x1000`).
+fn parse_u32(s: &str) -> Result<u32, String> {
+    let v = gpubpf_runtime::object::parse_integer(s)?;
+    u32::try_from(v).map_err(|_| format!("{v} does not fit 32 bits"))
 }
 
 fn open_registry() -> anyhow::Result<Registry> {
@@ -213,11 +221,11 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                     text(&format_value(map.meta().key_type.as_ref(), &k))
                 );
             };
-            let key_v = format_value(map.meta().key_type.as_ref(), &k);
-            let val_v = format_value(map.meta().value_type.as_ref(), &v);
             if out.json() {
-                out.print_json(&json!({ "key": key_v, "value": val_v }))
+                out.print_json(&entry_json(&map, &k, &v))
             } else {
+                let key_v = format_value(map.meta().key_type.as_ref(), &k);
+                let val_v = format_value(map.meta().value_type.as_ref(), &v);
                 println!("key: {}  value: {}", text(&key_v), text(&val_v));
                 Ok(())
             }
@@ -259,6 +267,12 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                 map.update_masked(&k, &patch.bytes, &patch.mask, f)
             }
             .with_context(|| format!("update of `{name}`"))?;
+            let what = if patch.is_whole() {
+                ""
+            } else {
+                " (the named fields)"
+            };
+            let key_text = text(&format_value(map.meta().key_type.as_ref(), &k));
             if read_only {
                 eprintln!(
                     "warning: wrote read-only map `{name}` (--force): programs read the new \
@@ -266,7 +280,11 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                      of the object rewrites `{name}` from the object and its --set values"
                 );
             }
-            done(out, "updated")
+            done(
+                out,
+                "updated",
+                &format!("{} key {key_text} updated{what}", map.name()),
+            )
         }
         Command::Delete { name, key } => {
             let key = key.join(" ");
@@ -274,13 +292,18 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             let k = parse_key(&map, &key)?;
             map.delete(&k)
                 .with_context(|| format!("delete from `{name}`"))?;
-            done(out, "deleted")
+            let key_text = text(&format_value(map.meta().key_type.as_ref(), &k));
+            done(
+                out,
+                "deleted",
+                &format!("{} key {key_text} deleted", map.name()),
+            )
         }
         Command::Consume { name, follow } => consume(&reg, &name, follow, out),
         Command::Clear { name } => {
             let map = open_map(&reg, &name)?;
             map.clear().with_context(|| format!("clear of `{name}`"))?;
-            done(out, "cleared")
+            done(out, "cleared", &format!("{} cleared", map.name()))
         }
         Command::Rm { name, force } => {
             let name = resolve(&reg, &name)?;
@@ -288,7 +311,7 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                 .context("cannot lock the registry")?
                 .remove_map(&name, force)
                 .with_context(|| format!("cannot remove map `{name}`"))?;
-            done(out, "removed")
+            done(out, "removed", &format!("{name} removed"))
         }
         Command::Pin { name } => {
             let name = resolve(&reg, &name)?;
@@ -297,13 +320,11 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                 .context("cannot lock the registry")?
                 .pin_map(&name)
                 .with_context(|| format!("cannot pin map `{name}`"))?;
-            if !out.json() {
-                println!(
-                    "{name} {}",
-                    if new { "pinned" } else { "was already pinned" }
-                );
-            }
-            done(out, "pinned")
+            let line = format!(
+                "{name} {}",
+                if new { "pinned" } else { "was already pinned" }
+            );
+            done(out, "pinned", &line)
         }
         Command::Unpin { name } => {
             let name = resolve(&reg, &name)?;
@@ -362,11 +383,13 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
     }
 }
 
-fn done(out: &Output, what: &str) -> anyhow::Result<()> {
+/// The confirmation of a change: `{"status": what}` in JSON, `line` in text (every mutating
+/// command says what it did, docs/design-decisions.md).
+fn done(out: &Output, what: &str, line: &str) -> anyhow::Result<()> {
     if out.json() {
         out.print_json(&json!({ "status": what }))
     } else {
-        Ok(())
+        print_line(line)
     }
 }
 
@@ -487,22 +510,43 @@ fn dump(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {
     let kt = map.meta().key_type.as_ref();
     let vt = map.meta().value_type.as_ref();
     let entries = map.entries().with_context(|| format!("dump of `{name}`"))?;
-    let rows: Vec<Value> = entries
-        .iter()
-        .map(|e| json!({ "key": format_value(kt, &e.key), "value": format_value(vt, &e.value) }))
-        .collect();
     if out.json() {
+        let rows: Vec<Value> = entries
+            .iter()
+            .map(|e| entry_json(&map, &e.key, &e.value))
+            .collect();
         return out.print_json(&rows);
     }
-    for r in &rows {
-        println!("key: {}  value: {}", text(&r["key"]), text(&r["value"]));
+    for e in &entries {
+        println!(
+            "key: {}  value: {}",
+            text(&format_value(kt, &e.key)),
+            text(&format_value(vt, &e.value))
+        );
     }
     println!(
         "Found {} element{}",
-        rows.len(),
-        if rows.len() == 1 { "" } else { "s" }
+        entries.len(),
+        if entries.len() == 1 { "" } else { "s" }
     );
     Ok(())
+}
+
+/// Bytes as bpftool prints them in JSON: `["0x01", "0x00", …]`.
+fn hex_bytes(bytes: &[u8]) -> Value {
+    bytes.iter().map(|b| format!("{b:#04x}")).collect()
+}
+
+/// One entry in bpftool's JSON form: raw `key` and `value` byte arrays, and with type
+/// information (BTF) a `formatted` object holding both decoded (struct fields in
+/// declaration order, bools as booleans; bytes without a type as a hex string).
+fn entry_json(map: &Map, key: &[u8], value: &[u8]) -> Value {
+    let (kt, vt) = (map.meta().key_type.as_ref(), map.meta().value_type.as_ref());
+    let mut v = json!({ "key": hex_bytes(key), "value": hex_bytes(value) });
+    if kt.is_some() || vt.is_some() {
+        v["formatted"] = json!({ "key": format_value(kt, key), "value": format_value(vt, value) });
+    }
+    v
 }
 
 /// A record as text when it is printable UTF-8, else hex.
@@ -516,7 +560,13 @@ fn record_text(r: &[u8]) -> String {
 }
 
 fn consume(reg: &Registry, name: &str, follow: bool, out: &Output) -> anyhow::Result<()> {
-    let map = open_map(reg, name)?;
+    // The trace ring exists once a policed process has started; before, it is empty.
+    let missing_trace = name == TRACE_RING && !reg.maps_dir().join(TRACE_RING).exists();
+    let map = if missing_trace {
+        reg.trace_ring().context("cannot open the trace ring")?
+    } else {
+        open_map(reg, name)?
+    };
     if map.ringbuf_stats().is_none() {
         bail!(
             "map `{name}` is a {} map, not a ring buffer",

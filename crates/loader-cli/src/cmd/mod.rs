@@ -3,6 +3,7 @@
 pub mod attach_points;
 pub mod build;
 pub mod demo;
+pub mod helpers;
 pub mod inspect;
 pub mod load;
 pub mod maps;
@@ -11,6 +12,7 @@ pub mod prog_dump;
 pub mod prog_info;
 pub mod ps;
 pub mod run;
+pub mod trace;
 pub mod verify;
 
 /// The items `--prog NAME` selects (all of them without it), or an error naming the
@@ -58,4 +60,21 @@ pub fn no_registry() -> anyhow::Error {
          chooses another)",
         gpubpf_runtime::registry::default_home().display()
     )
+}
+
+/// A hint for an object error a newcomer meets: a call of a helper gpubpf does not implement
+/// (clang leaves an undeclared `bpf_*` function as an unresolved external symbol).
+pub fn object_hint(e: &gpubpf_runtime::object::ObjectError) -> Option<String> {
+    use gpubpf_runtime::object::ObjectError;
+    use gpubpf_verifier::engine::HELPER_LIST_HINT;
+    match e {
+        ObjectError::UndefinedSymbol { symbol, .. } if symbol.starts_with("bpf_") => {
+            Some(if gpubpf_verifier::linux_helpers::is_linux_helper(symbol) {
+                format!("`{symbol}` is a Linux helper, not a gpubpf helper; {HELPER_LIST_HINT}")
+            } else {
+                format!("`{symbol}` is not a gpubpf helper; {HELPER_LIST_HINT}")
+            })
+        }
+        _ => None,
+    }
 }

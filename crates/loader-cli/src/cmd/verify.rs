@@ -28,7 +28,9 @@ pub struct Args {
     /// (`cudaMalloc`, `cuMemAlloc`, …); the phase still comes from the section.
     #[arg(long = "attach", value_name = "API")]
     pub attach: Option<String>,
-    /// Print the verifier's per-instruction log (kernel style) to stderr.
+    /// Print the verifier's per-instruction log to stderr, kernel style: each C line as a
+    /// `; source @ file:line` comment above its first instruction (from the object's BTF
+    /// line info), then register state and instruction; in JSON, as `log` per program.
     #[arg(long = "log")]
     pub log: bool,
     /// Set a global before verifying, as `gpubpf load` would (`--set limit=8GiB`).
@@ -110,13 +112,17 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
                             list.join(", ")
                         ));
                     }
-                    reports.push(json!({
+                    let mut r = json!({
                         "name": p.name,
                         "section": p.section,
                         "attach": pctx.description,
                         "accepted": true,
                         "stats": stats_json(&stats),
-                    }));
+                    });
+                    if args.log {
+                        r["log"] = json!(stats.log);
+                    }
+                    reports.push(r);
                 }
                 Err(e) => {
                     if args.log && !out.json() {
@@ -129,14 +135,18 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
                         e.render()
                     ));
                     rejected.push(p.name.clone());
-                    reports.push(json!({
+                    let mut r = json!({
                         "name": p.name,
                         "section": p.section,
                         "attach": pctx.description,
                         "accepted": false,
                         "error": e.diagnostic(),
                         "stats": stats_json(&e.stats),
-                    }));
+                    });
+                    if args.log {
+                        r["log"] = json!(e.log);
+                    }
+                    reports.push(r);
                 }
             }
         }

@@ -3,11 +3,16 @@
 //! Lines go to the configured [`TraceSink`]: standard error (the default), a ring-buffer
 //! map (the registry's trace ring, read by `gpubpf`), both, or nowhere. Each line reads
 //! `comm-tid [pid] seconds: message`, like the kernel's `trace_pipe`.
+//!
+//! The shim calls [`send_to_registry`] when it starts in a process: from then on the lines
+//! go to the registry's trace ring (`gpubpf trace` reads it), and to standard error as well
+//! only when [`STDERR_ENV`] asks for it.
 
 use std::io::Write;
 use std::sync::{Arc, RwLock};
 
 use crate::maps::Map;
+use crate::registry::{Registry, RegistryError};
 
 use super::neg_errno;
 
@@ -32,6 +37,24 @@ pub fn set_sink(sink: TraceSink) {
     if let Ok(mut s) = SINK.write() {
         *s = Some(sink);
     }
+}
+
+/// Environment variable: set to anything but `0` (`GPUBPF_TRACE_STDERR=1`), a policed
+/// process writes its `bpf_printk` lines to its standard error as well as to the trace ring.
+pub const STDERR_ENV: &str = "GPUBPF_TRACE_STDERR";
+
+/// Sends this process's trace lines to `reg`'s trace ring ([`Registry::trace_ring`], created
+/// when missing), and to standard error too when [`STDERR_ENV`] is set. On an error the sink
+/// is left as it was (standard error unless set otherwise).
+pub fn send_to_registry(reg: &Registry) -> Result<(), RegistryError> {
+    let ring = reg.trace_ring()?;
+    let also_stderr = std::env::var_os(STDERR_ENV).is_some_and(|v| !v.is_empty() && v != "0");
+    set_sink(if also_stderr {
+        TraceSink::Both(ring)
+    } else {
+        TraceSink::Ring(ring)
+    });
+    Ok(())
 }
 
 /// Largest string a `%s` argument prints.

@@ -16,6 +16,9 @@ pub enum TypeDesc {
         name: String,
         size: u32,
         signed: bool,
+        /// `_Bool` (BTF's bool encoding): printed as `true`/`false`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_bool: bool,
     },
     /// An enumeration: printed by name when a value matches.
     Enum {
@@ -60,6 +63,12 @@ pub enum ValueError {
     Hex { token: String },
     #[error("`{input}` is not a valid {what}")]
     Parse { input: String, what: String },
+    #[error("`{input}` is not a valid {what}: {reason}")]
+    Number {
+        input: String,
+        what: String,
+        reason: String,
+    },
     #[error("value {value} does not fit {what}")]
     Range { value: String, what: String },
     #[error("struct `{strukt}` has no field `{field}`")]
@@ -84,14 +93,18 @@ impl TypeDesc {
         matches!(self, TypeDesc::Int { name, size: 1, .. } if name.contains("char"))
     }
 
-    /// A short C-like name.
+    /// The type as the C source spells it (typedef names kept: `__u32`, `struct usage`),
+    /// the spelling `inspect` and `maps show` share; a global-data section's value is
+    /// spelled by its section name (`.rodata`), as BTF names its `DATASEC`.
     pub fn c_name(&self) -> String {
         match self {
             TypeDesc::Int { name, .. }
             | TypeDesc::Enum { name, .. }
             | TypeDesc::Opaque { name, .. } => name.clone(),
             TypeDesc::Struct { name, .. } => {
-                if name.is_empty() {
+                if name.starts_with('.') {
+                    name.clone()
+                } else if name.is_empty() {
                     "struct <anon>".into()
                 } else {
                     format!("struct {name}")
@@ -140,9 +153,16 @@ pub fn format_value(ty: Option<&TypeDesc>, bytes: &[u8]) -> Value {
 
 fn format_typed(ty: &TypeDesc, bytes: &[u8]) -> Value {
     match ty {
-        TypeDesc::Int { size, signed, .. } if matches!(size, 1 | 2 | 4 | 8) => {
+        TypeDesc::Int {
+            size,
+            signed,
+            is_bool,
+            ..
+        } if matches!(size, 1 | 2 | 4 | 8) => {
             let v = read_uint(bytes);
-            if *signed {
+            if *is_bool && v <= 1 {
+                Value::Bool(v == 1)
+            } else if *signed {
                 Value::from(sign_extend(v, size * 8))
             } else {
                 Value::from(v)
@@ -251,7 +271,18 @@ pub fn parse_value(ty: Option<&TypeDesc>, input: &str, size: usize) -> Result<Ve
         }
         None => {
             if matches!(size, 1 | 2 | 4 | 8) {
-                let v = parse_int(input).ok_or(ValueError::Untyped)?;
+                let v = match parse_int(input) {
+                    Ok(v) => v,
+                    // Something numeric that does not parse: say why.
+                    Err(reason) if input.starts_with(|c: char| c.is_ascii_digit() || c == '-') => {
+                        return Err(ValueError::Number {
+                            input: input.into(),
+                            what: format!("{size}-byte integer"),
+                            reason,
+                        })
+                    }
+                    Err(_) => return Err(ValueError::Untyped),
+                };
                 let bytes = v.to_le_bytes();
                 let fits =
                     size == 8 || v < (1i128 << (size * 8)) && v >= -(1i128 << (size * 8 - 1));
@@ -371,19 +402,14 @@ fn parse_hex(h: &str, size: usize) -> Result<Vec<u8>, ValueError> {
     Ok(bytes)
 }
 
-/// An integer in decimal, `0x` hex or with a leading `-`; as i128 to cover u64 and i64.
-fn parse_int(s: &str) -> Option<i128> {
-    let (neg, body) = match s.strip_prefix('-') {
-        Some(b) => (true, b),
-        None => (false, s),
-    };
-    let v = if let Some(h) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16).ok()?
-    } else {
-        body.parse::<u64>().ok()?
-    };
-    let v = i128::from(v);
-    Some(if neg { -v } else { v })
+/// An integer as every gpubpf command reads one (`crate::object::parse_integer`: radix
+/// prefixes, `_`, size suffixes `KiB`/`K` = 1024 and `KB` = 1000, …) or a boolean word;
+/// as i128 to cover u64 and i64.
+fn parse_int(s: &str) -> Result<i128, String> {
+    match crate::object::parse_bool(s.trim()) {
+        Some(b) => Ok(i128::from(b)),
+        None => crate::object::parse_integer(s),
+    }
 }
 
 /// `a=1,b.c=2 d=3` → `{"a":"1","b":{"c":"2"},"d":"3"}` (values stay strings; leaves are
@@ -425,7 +451,11 @@ fn json_int(v: &Value, what: &str) -> Result<i128, ValueError> {
             .map(i128::from)
             .or_else(|| n.as_i64().map(i128::from))
             .ok_or_else(err),
-        Value::String(s) => parse_int(s.trim()).ok_or_else(err),
+        Value::String(s) => parse_int(s).map_err(|reason| ValueError::Number {
+            input: s.clone(),
+            what: what.into(),
+            reason,
+        }),
         Value::Bool(b) => Ok(i128::from(*b)),
         _ => Err(err()),
     }
@@ -453,7 +483,9 @@ fn put_int(out: &mut [u8], v: i128, size: u32, signed: bool, what: &str) -> Resu
 
 fn write_json(ty: &TypeDesc, v: &Value, out: &mut [u8]) -> Result<(), ValueError> {
     match ty {
-        TypeDesc::Int { name, size, signed } if matches!(size, 1 | 2 | 4 | 8) => {
+        TypeDesc::Int {
+            name, size, signed, ..
+        } if matches!(size, 1 | 2 | 4 | 8) => {
             let i = json_int(v, name)?;
             put_int(out, i, *size, *signed, name)
         }
@@ -579,6 +611,7 @@ mod tests {
             name: name.into(),
             size,
             signed: false,
+            is_bool: false,
         }
     }
 
@@ -601,6 +634,7 @@ mod tests {
                         name: "int".into(),
                         size: 4,
                         signed: true,
+                        is_bool: false,
                     },
                 },
                 FieldDesc {
@@ -702,6 +736,58 @@ mod tests {
             format_value(Some(&u("int", 4)), &[1, 2]),
             Value::String("01 02".into())
         );
+    }
+
+    #[test]
+    fn integers_read_as_everywhere_else() {
+        // The size suffixes of `--set`: binary K/KiB, decimal KB; bool words.
+        let t = stats();
+        let b = parse_value(Some(&t), "calls=4KiB,delta=-2k comm=x flag=1", 24).unwrap();
+        let v = format_value(Some(&t), &b);
+        assert_eq!(v["calls"], 4096);
+        assert_eq!(v["delta"], -2048);
+        let b = parse_value(Some(&t), r#"{"calls": "3KB", "flag": "true"}"#, 24).unwrap();
+        let v = format_value(Some(&t), &b);
+        assert_eq!((&v["calls"], &v["flag"]), (&3000.into(), &1.into()));
+        assert_eq!(
+            parse_value(None, "1_000", 4).unwrap(),
+            1000u32.to_le_bytes().to_vec()
+        );
+        assert_eq!(
+            parse_value(None, "1MiB", 8).unwrap(),
+            (1u64 << 20).to_le_bytes()
+        );
+        let e = parse_value(Some(&t), "calls=8XB", 24)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown size suffix `XB`"), "{e}");
+        let e = parse_value(None, "8XB", 4).unwrap_err().to_string();
+        assert!(e.contains("unknown size suffix"), "{e}");
+        assert!(matches!(
+            parse_value(None, "abc", 4),
+            Err(ValueError::Untyped)
+        ));
+    }
+
+    #[test]
+    fn bools_print_as_json_bools() {
+        let b = TypeDesc::Int {
+            name: "bool".into(),
+            size: 1,
+            signed: false,
+            is_bool: true,
+        };
+        assert_eq!(format_value(Some(&b), &[1]), Value::Bool(true));
+        assert_eq!(format_value(Some(&b), &[0]), Value::Bool(false));
+        // A byte that is no bool stays a number rather than lie.
+        assert_eq!(format_value(Some(&b), &[7]), Value::from(7));
+        assert_eq!(parse_value(Some(&b), "true", 1).unwrap(), [1]);
+        assert_eq!(parse_value(Some(&b), "false", 1).unwrap(), [0]);
+        // Old map files (no `is_bool`) still read.
+        let old: TypeDesc =
+            serde_json::from_str(r#"{"kind":"int","name":"unsigned int","size":4,"signed":false}"#)
+                .unwrap();
+        assert_eq!(old, u("unsigned int", 4));
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! Parsing of `--set NAME=VALUE` values for integer, boolean and enum globals, and rendering
 //! of global values for display.
 //!
-//! Integers: decimal, `0x` hex, `0o` octal, `0b` binary, `_` separators, a sign for signed
-//! types, and a size suffix: `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB`, `P`/`PiB`
-//! (powers of 1024), `KB`, `MB`, `GB`, `TB`, `PB` (powers of 1000), `B` (1), case-insensitive;
-//! a decimal fraction is allowed with a suffix when the result is a whole number
-//! (`1.5GiB`). Booleans: `true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`.
+//! Integers ([`parse_integer`], the one integer reader of every gpubpf command: `--set`,
+//! `maps update/lookup/delete` keys and values, `maps create --max-entries`): decimal, `0x`
+//! hex, `0o` octal, `0b` binary, `_` separators, a sign for signed types, and a size suffix:
+//! `K`/`Ki`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB`, `P`/`PiB` (powers of 1024), `KB`, `MB`,
+//! `GB`, `TB`, `PB` (powers of 1000), `B` (1), case-insensitive, as GNU coreutils read them
+//! (`dd`, `truncate`); a decimal fraction is allowed with a suffix when the result is a
+//! whole number (`1.5GiB`). Booleans: `true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`.
 
 /// The shape of a settable scalar.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +44,8 @@ const SUFFIXES: &[(&str, u128)] = &[
     ("pb", 1_000_000_000_000_000),
 ];
 
-fn parse_bool(s: &str) -> Option<bool> {
+/// `true`/`yes`/`on` or `false`/`no`/`off` (case-insensitive).
+pub fn parse_bool(s: &str) -> Option<bool> {
     match s.to_ascii_lowercase().as_str() {
         "true" | "yes" | "on" => Some(true),
         "false" | "no" | "off" => Some(false),
@@ -117,16 +120,24 @@ pub(crate) fn parse_scalar(text: &str, ty: &ScalarType) -> Result<i128, String> 
     if let Some((_, v)) = ty.enumerators.iter().find(|(n, _)| n == s) {
         return Ok(*v);
     }
-    let (neg, mag) = match s.as_bytes()[0] {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
+    let v = parse_integer(s)?;
+    check_range(v, ty)?;
+    Ok(v)
+}
+
+/// Parses an integer with an optional sign, radix prefix, fraction and size suffix (see the
+/// module documentation); the range is the caller's to check.
+pub fn parse_integer(text: &str) -> Result<i128, String> {
+    let s = text.trim();
+    let (neg, mag) = match s.as_bytes().first() {
+        None => return Err("empty value".into()),
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        Some(_) => (false, s),
     };
     let m = parse_magnitude(mag.trim_start())?;
     let m = i128::try_from(m).map_err(|_| "value is too large".to_string())?;
-    let v = if neg { -m } else { m };
-    check_range(v, ty)?;
-    Ok(v)
+    Ok(if neg { -m } else { m })
 }
 
 fn check_range(v: i128, ty: &ScalarType) -> Result<(), String> {

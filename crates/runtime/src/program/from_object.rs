@@ -39,6 +39,7 @@ pub fn map_defs(obj: &Object) -> Vec<MapDef> {
                     name: "__u32".into(),
                     size: 4,
                     signed: false,
+                    is_bool: false,
                 });
             }
             if m.is_global() {
@@ -110,14 +111,15 @@ pub fn type_desc(btf: &Btf, id: u32, depth: usize) -> Option<TypeDesc> {
     if depth > MAX_DEPTH {
         return None;
     }
+    let name = spelled_name(btf, id);
     let id = btf.skip_mods(id).ok()?;
     let t = btf.type_by_id(id).ok()?;
-    let name = btf.type_name(id);
     Some(match t {
         BtfType::Int { size, encoding, .. } => TypeDesc::Int {
             name,
             size: *size,
             signed: encoding.signed,
+            is_bool: encoding.bool,
         },
         BtfType::Enum {
             size,
@@ -171,6 +173,24 @@ pub fn type_desc(btf: &Btf, id: u32, depth: usize) -> Option<TypeDesc> {
             size: u32::try_from(btf.size_of(id).ok()?).ok()?,
         },
     })
+}
+
+/// The name of type `id` as the source spells it: the first typedef's name (`__u32`, not
+/// `unsigned int`), without `const`/`volatile`; else the type's own name.
+fn spelled_name(btf: &Btf, mut id: u32) -> String {
+    for _ in 0..MAX_DEPTH {
+        match btf.type_by_id(id) {
+            Ok(BtfType::Typedef { name, .. }) => return name.clone(),
+            Ok(
+                BtfType::Const { target }
+                | BtfType::Volatile { target }
+                | BtfType::Restrict { target }
+                | BtfType::TypeTag { target, .. },
+            ) => id = *target,
+            _ => break,
+        }
+    }
+    btf.type_name(id)
 }
 
 fn member(btf: &Btf, type_id: u32, name: &str, offset: u32, depth: usize) -> Option<FieldDesc> {

@@ -333,8 +333,11 @@ impl Registry {
     }
 
     /// The registry's trace ring (map `trace`, a ring buffer of [`TRACE_RING_SIZE`] bytes
-    /// that `bpf_trace_printk` lines go to when the shim sets
-    /// `helpers::trace::set_sink(TraceSink::Ring(..))`); created on first use.
+    /// that `bpf_trace_printk` lines of every policed process go to, see
+    /// `helpers::trace::send_to_registry`); created on first use. Creating it does not
+    /// change the generation: it is no policy state, and a bump would make every policed
+    /// process rebuild its chains. `Map::create` publishes it atomically (built under a
+    /// temporary name and renamed without replacing), so it needs no writer lock.
     pub fn trace_ring(&self) -> Result<Arc<Map>, RegistryError> {
         match self.open_map(TRACE_RING) {
             Err(RegistryError::NoSuchMap { .. }) => {}
@@ -347,16 +350,18 @@ impl Registry {
             max_entries: TRACE_RING_SIZE,
             flags: 0,
         };
-        let created = self
-            .writer()?
-            .create_map(TRACE_RING, &spec, &MapMeta::default());
-        match created {
+        let meta = MapMeta {
+            name: TRACE_RING.into(),
+            ..MapMeta::default()
+        };
+        match Map::create(&self.map_path(TRACE_RING)?, &spec, &meta) {
+            Ok(m) => Ok(Arc::new(m)),
             // Another process created it first.
-            Err(RegistryError::Map {
-                source: MapError::AlreadyExists { .. },
-                ..
-            }) => self.open_map(TRACE_RING),
-            other => other,
+            Err(MapError::AlreadyExists { .. }) => self.open_map(TRACE_RING),
+            Err(source) => Err(RegistryError::Map {
+                name: TRACE_RING.into(),
+                source,
+            }),
         }
     }
 

@@ -189,8 +189,12 @@ fn process_table_and_generation_wait() {
 fn trace_ring_is_created_once_and_receives_trace_lines() {
     let d = tempfile::tempdir().unwrap();
     let r = Registry::open(&d.path().join("reg")).unwrap();
+    let g = r.generation();
     let ring = r.trace_ring().unwrap();
     assert_eq!(r.trace_ring().unwrap().path(), ring.path());
+    // No policy changed: processes must not rebuild their chains for it.
+    assert_eq!(r.generation(), g);
+    assert_eq!(ring.name(), TRACE_RING);
     assert_eq!(ring.spec().map_type, MapType::RingBuf);
     ring.ringbuf_output(b"hello\n").unwrap();
     let again = r.trace_ring().unwrap();
