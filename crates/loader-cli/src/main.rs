@@ -49,6 +49,8 @@ enum Command {
     Load(cmd::load::Args),
     /// Run a command with the shim preloaded, after loading the given policies.
     Run(cmd::run::Args),
+    /// Run one program on a synthetic ctx (interpreter and JIT) and show what it did.
+    TestRun(cmd::test_run::Args),
     /// Loaded programs.
     #[command(subcommand)]
     Prog(cmd::prog::Command),
@@ -99,6 +101,7 @@ fn main() -> ExitCode {
         Command::Verify(a) => cmd::verify::run(a, &out),
         Command::Load(a) => cmd::load::run(a, &out),
         Command::Run(a) => cmd::run::run(a, &out),
+        Command::TestRun(a) => cmd::test_run::run(a, &out),
         Command::Prog(c) => cmd::prog::run(c, &out),
         Command::Maps(c) => cmd::maps::run(c, &out),
         Command::AttachPoints(a) => cmd::attach_points::run(a, &out),

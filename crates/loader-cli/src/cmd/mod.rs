@@ -9,6 +9,7 @@ pub mod maps;
 pub mod prog;
 pub mod prog_dump;
 pub mod run;
+pub mod test_run;
 pub mod verify;
 
 /// The items `--prog NAME` selects (all of them without it), or an error naming the
