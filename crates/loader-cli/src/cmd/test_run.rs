@@ -199,7 +199,10 @@ fn object_name(args: &Args) -> anyhow::Result<String> {
 
 /// The one attach point program `p` runs at.
 fn attach_point(p: &Program, attach: Option<&str>) -> anyhow::Result<&'static AttachPoint> {
-    let requested: Vec<String> = attach.map(|a| format!("{}={a}", p.name)).into_iter().collect();
+    let requested: Vec<String> = attach
+        .map(|a| format!("{}={a}", p.name))
+        .into_iter()
+        .collect();
     let plan = plan_attach(std::slice::from_ref(p), &requested)?;
     let links = resolve_links(p, plan.first().map_or(&[][..], Vec::as_slice), 0)
         .with_context(|| format!("program `{}`", p.name))?;
@@ -254,8 +257,7 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
             );
         }
     };
-    let point =
-        attach_point(p, args.attach.as_deref()).with_context(|| format!("`{owner}`"))?;
+    let point = attach_point(p, args.attach.as_deref()).with_context(|| format!("`{owner}`"))?;
     let phase = attach_phase(p.phase);
     let stats = verify_at(&obj, p, point).map_err(|e| CliError {
         code: exit::VERIFIER_REJECTED,
@@ -337,8 +339,12 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
         let mut o = b;
         for (mine, theirs) in o.map_changes.iter_mut().zip(a.map_changes) {
             if let (
-                MapChange::Ring { records: r @ None, .. },
-                MapChange::Ring { records: Some(t), .. },
+                MapChange::Ring {
+                    records: r @ None, ..
+                },
+                MapChange::Ring {
+                    records: Some(t), ..
+                },
             ) = (mine, theirs)
             {
                 *r = Some(t);
@@ -346,19 +352,22 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
         }
         runs.push(o);
     }
-    report(out, &Report {
-        program: &p.name,
-        section: &p.section,
-        point,
-        phase,
-        insns_processed: stats.insns_processed,
-        maps: if args.registry {
-            jit_world.reg.home().display().to_string()
-        } else {
-            "scratch".into()
+    report(
+        out,
+        &Report {
+            program: &p.name,
+            section: &p.section,
+            point,
+            phase,
+            insns_processed: stats.insns_processed,
+            maps: if args.registry {
+                jit_world.reg.home().display().to_string()
+            } else {
+                "scratch".into()
+            },
+            runs: &runs,
         },
-        runs: &runs,
-    })
+    )
 }
 
 /// One run on one engine: a fresh copy of the input ctx, the helpers' world reset.
@@ -450,12 +459,7 @@ fn report(out: &Output, r: &Report<'_>) -> anyhow::Result<()> {
     }
     println!(
         "{} ({} at {}, {}): verified, {} instructions processed; maps: {}",
-        r.program,
-        r.section,
-        r.point.name,
-        r.phase,
-        r.insns_processed,
-        r.maps
+        r.program, r.section, r.point.name, r.phase, r.insns_processed, r.maps
     );
     for (i, o) in r.runs.iter().enumerate() {
         let head = match (&o.ret, &o.fault, r.phase) {
@@ -515,4 +519,90 @@ fn report(out: &Output, r: &Report<'_>) -> anyhow::Result<()> {
         if r.runs.len() == 1 { "" } else { "s" }
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome() -> Outcome {
+        Outcome {
+            ret: Some(0),
+            fault: None,
+            result: 0,
+            ctx_changes: Vec::new(),
+            map_changes: vec![MapChange::Ring {
+                map: "events".into(),
+                produced_bytes: 48,
+                records: None,
+            }],
+            printk: vec!["hello".into()],
+        }
+    }
+
+    #[test]
+    fn every_kind_of_difference_between_the_engines_is_found() {
+        let a = outcome();
+        assert_eq!(a.difference(&outcome()), None);
+        // Ring records are compared only where both sides consumed them.
+        let mut b = outcome();
+        if let MapChange::Ring { records, .. } = &mut b.map_changes[0] {
+            *records = Some(vec![json!("00")]);
+        }
+        assert_eq!(a.difference(&b), None);
+        let mut b = outcome();
+        b.ret = Some(2);
+        assert!(a.difference(&b).unwrap().starts_with("return 0 vs 2"));
+        let mut b = outcome();
+        b.ret = None;
+        b.fault = Some(Fault {
+            kind: "iteration_budget",
+            pc: Some(3),
+            message: "budget".into(),
+        });
+        assert!(a.difference(&b).unwrap().contains("fault (budget)"));
+        let mut b = outcome();
+        b.ctx_changes.push(CtxChange {
+            field: "out.free".into(),
+            before: 1,
+            after: 2,
+        });
+        assert!(a.difference(&b).unwrap().starts_with("ctx changes"));
+        let mut b = outcome();
+        if let MapChange::Ring { produced_bytes, .. } = &mut b.map_changes[0] {
+            *produced_bytes = 96;
+        }
+        assert!(a.difference(&b).unwrap().starts_with("map changes"));
+        let mut b = outcome();
+        b.map_changes.clear();
+        assert!(a.difference(&b).unwrap().starts_with("map changes"));
+        let mut b = outcome();
+        b.printk.clear();
+        assert!(a.difference(&b).unwrap().starts_with("bpf_printk"));
+    }
+
+    #[test]
+    fn faults_of_the_two_engines_compare_by_kind_and_instruction() {
+        let i = engines::interp_fault(&gpubpf_runtime::interp::ExecError::IterationBudget {
+            pc: 7,
+            budget: 8,
+        });
+        let j = engines::jit_fault(&gpubpf_runtime::jit::ExecError::IterationBudget {
+            pc: 7,
+            budget: 8,
+        });
+        assert_eq!(i, j);
+        let j = engines::jit_fault(&gpubpf_runtime::jit::ExecError::DeadCode { pc: 7 });
+        assert_ne!(i, j);
+        let i = engines::interp_fault(&gpubpf_runtime::interp::ExecError::CallDepthExceeded {
+            pc: 9,
+            max: 8,
+        });
+        let j = engines::jit_fault(&gpubpf_runtime::jit::ExecError::CallDepthExceeded { pc: 9 });
+        assert_ne!(i.message, j.message);
+        assert_eq!(
+            i, j,
+            "same kind at the same instruction, worded differently"
+        );
+    }
 }

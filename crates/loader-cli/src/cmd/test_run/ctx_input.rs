@@ -127,9 +127,9 @@ pub fn build(
         ctx.set_result(0);
     }
     for a in assignments {
-        let (name, value) = a
-            .split_once('=')
-            .with_context(|| format!("--ctx `{a}`: write FIELD=VALUE, e.g. `args.bytesize=1GiB`"))?;
+        let (name, value) = a.split_once('=').with_context(|| {
+            format!("--ctx `{a}`: write FIELD=VALUE, e.g. `args.bytesize=1GiB`")
+        })?;
         let (name, value) = (name.trim(), value.trim());
         let field = resolve_field(point, phase, name).with_context(|| format!("--ctx `{a}`"))?;
         let info = point
@@ -180,13 +180,17 @@ mod tests {
             "args.dptr",
             "out.dptr does not exist on entry"
         );
-        let e = resolve_field(p, Phase::Exit, "dptr").unwrap_err().to_string();
+        let e = resolve_field(p, Phase::Exit, "dptr")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("args.dptr or out.dptr"), "{e}");
         let e = resolve_field(p, Phase::Entry, "out.dptr")
             .unwrap_err()
             .to_string();
         assert!(e.contains("exit only"), "{e}");
-        let e = resolve_field(p, Phase::Entry, "size").unwrap_err().to_string();
+        let e = resolve_field(p, Phase::Entry, "size")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("args.bytesize"), "{e}");
     }
 

@@ -133,7 +133,12 @@ pub fn helpers() -> HelperTable {
         ),
         (TRACE_PRINTK, "bpf_trace_printk", trace_printk, 5),
         (GET_PRANDOM_U32, "bpf_get_prandom_u32", prandom_u32, 0),
-        (GET_CURRENT_PID_TGID, "bpf_get_current_pid_tgid", pid_tgid, 0),
+        (
+            GET_CURRENT_PID_TGID,
+            "bpf_get_current_pid_tgid",
+            pid_tgid,
+            0,
+        ),
         (GET_CURRENT_UID_GID, "bpf_get_current_uid_gid", uid_gid, 0),
     ] {
         let args = t.arg_count(id).unwrap_or(args);
@@ -166,8 +171,15 @@ mod tests {
         assert_eq!(trace_printk(fmt.as_ptr() as u64, 5, 5, 0, 0), 3);
         assert_eq!(take_printk(), ["n=5"]);
         env.install();
-        assert_eq!(prandom_u32(0, 0, 0, 0, 0), a, "the stream restarts every run");
+        assert_eq!(
+            prandom_u32(0, 0, 0, 0, 0),
+            a,
+            "the stream restarts every run"
+        );
         let t = helpers();
-        assert_eq!(t.get(GET_CURRENT_PID_TGID).map(|f| f(0, 0, 0, 0, 0)), Some((42 << 32) | 43));
+        assert_eq!(
+            t.get(GET_CURRENT_PID_TGID).map(|f| f(0, 0, 0, 0, 0)),
+            Some((42 << 32) | 43)
+        );
     }
 }

@@ -140,7 +140,10 @@ impl World {
             .or_else(|| self.maps.iter().position(|m| m.name() == name))
             .with_context(|| {
                 let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
-                format!("the object has no map `{name}` (maps: {})", names.join(", "))
+                format!(
+                    "the object has no map `{name}` (maps: {})",
+                    names.join(", ")
+                )
             })?;
         Ok(&self.maps[i])
     }
