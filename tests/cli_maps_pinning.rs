@@ -99,7 +99,10 @@ fn maps_are_private_unless_pinned_and_go_with_their_last_user() {
     assert_eq!(l["value"]["calls"], 1);
 
     // Loading the same name again carries the maps over.
-    let v = j(&run(&home, &["-j", "load", q, "--set", "min_latency_ns=1000"]));
+    let v = j(&run(
+        &home,
+        &["-j", "load", q, "--set", "min_latency_ns=1000"],
+    ));
     assert!(bindings(&v).iter().all(|(_, created)| !created), "{v}");
     assert_eq!(
         j(&run(

@@ -52,7 +52,14 @@ fn quota_policy() {
         let progs: Vec<_> = obj
             .programs
             .iter()
-            .map(|p| (p.name.as_str(), p.section.as_str(), p.attach.as_str(), p.phase))
+            .map(|p| {
+                (
+                    p.name.as_str(),
+                    p.section.as_str(),
+                    p.attach.as_str(),
+                    p.phase,
+                )
+            })
             .collect();
         // Every allocation family of INTERCEPTION.md §5: a check on entry and accounting
         // on exit, each free credited on exit, the limits published for meminfo.
@@ -79,13 +86,21 @@ fn quota_policy() {
             ("quota_array_destroy_done", "cuArrayDestroy", Phase::Exit),
             ("quota_mipmap", "cuMipmappedArrayCreate", Phase::Entry),
             ("quota_mipmap_done", "cuMipmappedArrayCreate", Phase::Exit),
-            ("quota_mipmap_destroy_done", "cuMipmappedArrayDestroy", Phase::Exit),
+            (
+                "quota_mipmap_destroy_done",
+                "cuMipmappedArrayDestroy",
+                Phase::Exit,
+            ),
             ("quota_publish_getinfo", "cuMemGetInfo", Phase::Entry),
             ("quota_publish_totalmem", "cuDeviceTotalMem", Phase::Entry),
         ]
         .into_iter()
         .map(|(n, api, ph)| {
-            let prefix = if ph == Phase::Entry { "cuda" } else { "cudaret" };
+            let prefix = if ph == Phase::Entry {
+                "cuda"
+            } else {
+                "cudaret"
+            };
             (n, format!("{prefix}/{api}"), api, ph)
         })
         .collect();
