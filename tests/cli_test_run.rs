@@ -745,3 +745,27 @@ fn programs_attach_points_and_fields_are_checked() {
         3,
     );
 }
+
+#[test]
+fn a_run_time_fault_is_reported_the_same_by_both_engines() {
+    // Nested bpf_loops: verified, but the run-time iteration budget ends the run at the same
+    // instruction in the interpreter and the JIT (dispatch would treat it as verdict 0).
+    let Some((_d, home, [nested])) = with_policies(["tests/data/dispatch/nested_loops.bpf.c"])
+    else {
+        return;
+    };
+    let r = runs(&test_run(&home, &nested, &["--ctx", "bytesize=1"]));
+    assert_eq!(r[0]["return"], Value::Null);
+    assert_eq!(r[0]["fault"]["kind"], "iteration_budget");
+    assert!(r[0]["fault"]["pc"].as_u64().is_some(), "{}", r[0]);
+    let out = ok(&run(
+        &home,
+        &["test-run", nested.to_str().unwrap(), "--ctx", "bytesize=1"],
+    ));
+    assert!(
+        out.contains("run 1: fault: instruction ")
+            && out.contains("counts as verdict 0")
+            && out.contains("interpreter and JIT agree on 1 run"),
+        "{out}"
+    );
+}
