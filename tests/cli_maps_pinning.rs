@@ -1,5 +1,5 @@
 //! Map scope and lifetime as in libbpf/bpftool: maps are private to their object
-//! (`OBJECT.NAME`; loading `quota.o` again as `q2` does not share `proc_usage`), carried
+//! (`OBJECT.NAME`; loading `trace.o` again as `t2` does not share `stats`), carried
 //! over when the same name is loaded again, shared across objects only when declared
 //! `__uint(pinning, LIBBPF_PIN_BY_NAME)`; unload removes the maps no loaded object uses,
 //! unless pinned (`gpubpf maps pin/unpin`). A plain map name finds the one object's map.
@@ -39,21 +39,22 @@ fn bindings(v: &Value) -> Vec<(String, bool)> {
 
 #[test]
 fn maps_are_private_unless_pinned_and_go_with_their_last_user() {
-    let Some((_d, home, [quota])) = with_policies(["policies/quota.bpf.c"]) else {
+    let Some((_d, home, [trace])) = with_policies(["policies/trace.bpf.c"]) else {
         return;
     };
-    let q = quota.to_str().unwrap();
+    let q = trace.to_str().unwrap();
 
     // Two loads of one object: two sets of maps, nothing counted twice.
     ok(&run(&home, &["load", q]));
-    let v = j(&run(&home, &["-j", "load", q, "--name", "q2"]));
+    let v = j(&run(&home, &["-j", "load", q, "--name", "t2"]));
     assert_eq!(
         bindings(&v),
         [
-            ("q2.proc_usage".to_string(), true),
-            ("q2.user_usage".to_string(), true),
-            ("q2.allocations".to_string(), true),
-            ("q2.rodata".to_string(), true),
+            ("t2.start".to_string(), true),
+            ("t2.stats".to_string(), true),
+            ("t2.events".to_string(), true),
+            ("t2.rodata".to_string(), true),
+            ("t2.bss".to_string(), true),
         ]
     );
     ok(&run(
@@ -61,66 +62,69 @@ fn maps_are_private_unless_pinned_and_go_with_their_last_user() {
         &[
             "maps",
             "update",
-            "quota.proc_usage",
+            "trace.stats",
             "--key",
             "7",
             "--value",
-            "bytes=1",
+            "calls=1",
         ],
     ));
     assert_eq!(
-        run(&home, &["maps", "lookup", "q2.proc_usage", "--key", "7"])
+        run(&home, &["maps", "lookup", "t2.stats", "--key", "7"])
             .status
             .code(),
         Some(1),
-        "q2 has its own proc_usage"
+        "t2 has its own stats"
     );
     // A plain name is the object's map when one object has it, else an error naming them.
-    let out = run(&home, &["maps", "dump", "proc_usage"]);
+    let out = run(&home, &["maps", "dump", "stats"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("q2.proc_usage") && err.contains("quota.proc_usage"),
+        err.contains("t2.stats") && err.contains("trace.stats"),
         "{err}"
     );
 
     // Unload: the maps no loaded object uses go.
-    ok(&run(&home, &["prog", "unload", "q2"]));
+    ok(&run(&home, &["prog", "unload", "t2"]));
     assert!(
-        !map_names(&home).iter().any(|n| n.starts_with("q2.")),
+        !map_names(&home).iter().any(|n| n.starts_with("t2.")),
         "{:?}",
         map_names(&home)
     );
     let l = j(&run(
         &home,
-        &["-j", "maps", "lookup", "proc_usage", "--key", "7"],
+        &["-j", "maps", "lookup", "stats", "--key", "7"],
     ));
-    assert_eq!(l["formatted"]["value"]["bytes"], 1);
+    assert_eq!(l["formatted"]["value"]["calls"], 1);
 
     // Loading the same name again carries the maps over.
-    let v = j(&run(&home, &["-j", "load", q, "--set", "limit_bytes=1GiB"]));
+    let v = j(&run(
+        &home,
+        &["-j", "load", q, "--set", "min_latency_ns=1000"],
+    ));
     assert!(bindings(&v).iter().all(|(_, created)| !created), "{v}");
     assert_eq!(
         j(&run(
             &home,
-            &["-j", "maps", "lookup", "quota.proc_usage", "--key", "7"]
-        ))["formatted"]["value"]["bytes"],
+            &["-j", "maps", "lookup", "trace.stats", "--key", "7"]
+        ))["formatted"]["value"]["calls"],
         1
     );
 
     // maps pin keeps a map after unload; unpin releases it.
-    ok(&run(&home, &["maps", "pin", "proc_usage"]));
+    ok(&run(&home, &["maps", "pin", "stats"]));
     assert_eq!(
-        j(&run(&home, &["-j", "maps", "show", "quota.proc_usage"]))["pinned"],
+        j(&run(&home, &["-j", "maps", "show", "trace.stats"]))["pinned"],
         true
     );
-    let u = j(&run(&home, &["-j", "prog", "unload", "quota"]));
-    assert_eq!(u["maps_kept"], json!(["quota.proc_usage"]));
-    assert_eq!(map_names(&home), ["quota.proc_usage"]);
-    let out = ok(&run(&home, &["maps", "unpin", "quota.proc_usage"]));
+    let u = j(&run(&home, &["-j", "prog", "unload", "trace"]));
+    assert_eq!(u["maps_kept"], json!(["trace.stats"]));
+    assert_eq!(map_names(&home), ["trace.stats"]);
+    let out = ok(&run(&home, &["maps", "unpin", "trace.stats"]));
     assert!(out.contains("removed"), "{out}");
     assert!(map_names(&home).is_empty());
-    let out = run(&home, &["maps", "unpin", "quota.proc_usage"]);
+    let out = run(&home, &["maps", "unpin", "trace.stats"]);
     assert_eq!(out.status.code(), Some(1));
 }
 

@@ -26,11 +26,17 @@ fn demo_vetoes_over_quota_and_keeps_counters_across_reload() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "demo failed:\n{stdout}\n{stderr}");
 
-    // Three programs re-verified and compiled, twice (initial load and live replacement).
+    // Every program re-verified and compiled, twice (initial load and live replacement);
+    // those on the two calls the demo makes listed.
     assert_eq!(
         stdout
-            .matches("3 program(s) re-verified and JIT-compiled")
+            .matches("25 program(s) re-verified and JIT-compiled")
             .count(),
+        2,
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("     quota_alloc_done   exit").count(),
         2,
         "{stdout}"
     );

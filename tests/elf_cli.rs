@@ -63,15 +63,14 @@ fn build_then_inspect_text() {
         for want in [
             "license: Dual MIT/GPL",
             "quota_alloc: section cuda/cuMemAlloc, attach cuMemAlloc, phase entry,",
-            "subprograms: over_limit (pc ",
+            "subprograms: refuse (pc ",
             "quota_free_done: section cudaret/cuMemFree, attach cuMemFree, phase exit,",
-            "proc_usage: hash, key 4 (__u32), value 32 (struct usage), max_entries 4096, flags 0x0",
-            "allocations: lru_hash, key 8 (__u64), value 16 (struct allocation)",
+            "proc_usage: hash, key 4 (__u32), value 32 (struct usage), max_entries 4096, flags 0x0, pinned by name",
+            "quota_allocs: lru_hash, key 16 (struct quota_key), value 24 (struct quota_alloc)",
             // Spelled as `maps show` spells them: the implicit array key, the section.
             ".rodata: array, key 4 (__u32), value ",
-            " (.rodata), max_entries 1, flags 0x480",
             "limit_bytes: const volatile __u64, .rodata+0, 8 bytes, default 4294967296 (settable)",
-            "log_denials: const volatile bool, .rodata+16, 1 bytes, default true (settable)",
+            "log_denials: const volatile bool, .rodata+24, 1 bytes, default true (settable)",
             "line info: ",
         ] {
             assert!(s.contains(want), "{clang}: missing `{want}` in:\n{s}");

@@ -61,28 +61,57 @@ fn quota_policy() {
                 )
             })
             .collect();
-        assert_eq!(
-            progs,
-            [
-                ("quota_alloc", "cuda/cuMemAlloc", "cuMemAlloc", Phase::Entry),
-                (
-                    "quota_alloc_done",
-                    "cudaret/cuMemAlloc",
-                    "cuMemAlloc",
-                    Phase::Exit
-                ),
-                (
-                    "quota_free_done",
-                    "cudaret/cuMemFree",
-                    "cuMemFree",
-                    Phase::Exit
-                ),
-            ],
-            "{clang}"
-        );
+        // Every allocation family of INTERCEPTION.md §5: a check on entry and accounting
+        // on exit, each free credited on exit, the limits published for meminfo.
+        let want: Vec<(&str, String, &str, Phase)> = [
+            ("quota_alloc", "cuMemAlloc", Phase::Entry),
+            ("quota_alloc_done", "cuMemAlloc", Phase::Exit),
+            ("quota_pitch", "cuMemAllocPitch", Phase::Entry),
+            ("quota_pitch_done", "cuMemAllocPitch", Phase::Exit),
+            ("quota_managed", "cuMemAllocManaged", Phase::Entry),
+            ("quota_managed_done", "cuMemAllocManaged", Phase::Exit),
+            ("quota_async", "cuMemAllocAsync", Phase::Entry),
+            ("quota_async_done", "cuMemAllocAsync", Phase::Exit),
+            ("quota_pool", "cuMemAllocFromPoolAsync", Phase::Entry),
+            ("quota_pool_done", "cuMemAllocFromPoolAsync", Phase::Exit),
+            ("quota_free_done", "cuMemFree", Phase::Exit),
+            ("quota_free_async_done", "cuMemFreeAsync", Phase::Exit),
+            ("quota_create", "cuMemCreate", Phase::Entry),
+            ("quota_create_done", "cuMemCreate", Phase::Exit),
+            ("quota_release_done", "cuMemRelease", Phase::Exit),
+            ("quota_array", "cuArrayCreate", Phase::Entry),
+            ("quota_array_done", "cuArrayCreate", Phase::Exit),
+            ("quota_array3d", "cuArray3DCreate", Phase::Entry),
+            ("quota_array3d_done", "cuArray3DCreate", Phase::Exit),
+            ("quota_array_destroy_done", "cuArrayDestroy", Phase::Exit),
+            ("quota_mipmap", "cuMipmappedArrayCreate", Phase::Entry),
+            ("quota_mipmap_done", "cuMipmappedArrayCreate", Phase::Exit),
+            (
+                "quota_mipmap_destroy_done",
+                "cuMipmappedArrayDestroy",
+                Phase::Exit,
+            ),
+            ("quota_publish_getinfo", "cuMemGetInfo", Phase::Entry),
+            ("quota_publish_totalmem", "cuDeviceTotalMem", Phase::Entry),
+        ]
+        .into_iter()
+        .map(|(n, api, ph)| {
+            let prefix = if ph == Phase::Entry {
+                "cuda"
+            } else {
+                "cudaret"
+            };
+            (n, format!("{prefix}/{api}"), api, ph)
+        })
+        .collect();
+        let want: Vec<_> = want
+            .iter()
+            .map(|(n, s, a, p)| (*n, s.as_str(), *a, *p))
+            .collect();
+        assert_eq!(progs, want, "{clang}");
         let entry = obj.program("quota_alloc").unwrap();
         let subs: Vec<_> = entry.subprograms.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(subs, ["over_limit"], "{clang}");
+        assert_eq!(subs, ["refuse", "over_limit"], "{clang}");
         // Line info covers every instruction and points at the source.
         for p in &obj.programs {
             assert_eq!(p.line_coverage(), p.insns.len(), "{clang} {}", p.name);
@@ -106,10 +135,10 @@ fn quota_policy() {
         );
         assert_eq!(proc_usage.value_type.as_ref().unwrap().name, "struct usage");
         assert_eq!(proc_usage.key_type.as_ref().unwrap().name, "__u32");
-        let allocs = &obj.maps[obj.map_index("allocations").unwrap()];
+        let allocs = &obj.maps[obj.map_index("quota_allocs").unwrap()];
         assert_eq!(
             (allocs.kind, allocs.key_size, allocs.value_size),
-            (MapKind::LruHash, 8, 16)
+            (MapKind::LruHash, 16, 24)
         );
         let rodata = &obj.maps[obj.map_index(".rodata").unwrap()];
         assert_eq!(rodata.origin, MapOrigin::Global(DataKind::Rodata));
@@ -201,5 +230,40 @@ fn trace_policy() {
         obj.set_global("min_latency_ns", "0x2710").unwrap();
         assert_eq!(u64_global(&obj, "min_latency_ns"), 10_000);
         obj.set_global("emit_events", "false").unwrap();
+    }
+}
+
+/// meminfo reads what quota keeps: every map it declares is one of quota's, pinned by name
+/// with the same definition (both include `policies/quota.h`), so loading both binds one set.
+#[test]
+fn meminfo_shares_quotas_pinned_maps() {
+    for clang in clangs() {
+        let quota = policy(clang, "quota");
+        let meminfo = policy(clang, "meminfo");
+        let progs: Vec<_> = meminfo
+            .programs
+            .iter()
+            .map(|p| (p.name.as_str(), p.section.as_str(), p.phase))
+            .collect();
+        assert_eq!(
+            progs,
+            [
+                ("meminfo_getinfo", "cudaret/cuMemGetInfo", Phase::Exit),
+                ("meminfo_totalmem", "cudaret/cuDeviceTotalMem", Phase::Exit),
+            ],
+            "{clang}"
+        );
+        let shared: Vec<_> = meminfo.maps.iter().filter(|m| !m.is_global()).collect();
+        assert_eq!(shared.len(), 5, "{clang}");
+        for m in shared {
+            let q = &quota.maps[quota.map_index(&m.name).unwrap()];
+            assert!(m.pinned && q.pinned, "{clang} {}", m.name);
+            assert_eq!(
+                (m.kind, m.key_size, m.value_size, m.max_entries, m.flags),
+                (q.kind, q.key_size, q.value_size, q.max_entries, q.flags),
+                "{clang} {}",
+                m.name
+            );
+        }
     }
 }

@@ -42,7 +42,7 @@ fn catalog_ctx(api: &str, phase: attach::Phase) -> ProgramContext {
 #[test]
 fn policies_pass_the_verifier() {
     for clang in clangs() {
-        for name in ["quota", "trace"] {
+        for name in ["quota", "meminfo", "trace"] {
             let path = built_policies(clang).join(format!("{name}.o"));
             let obj = load_checked(&std::fs::read(path).unwrap());
             verify_all(&format!("{clang} {name}"), &obj, &[], catalog_ctx);

@@ -20,6 +20,9 @@ fn run(home: &Path, args: &[&str]) -> Output {
     common::cli::run_with_registry(&home.join("reg"), args)
 }
 
+/// Programs of `policies/quota.bpf.c`.
+const QUOTA_PROGRAMS: usize = 25;
+
 /// Builds and loads `policies/quota.bpf.c` as `quota` into `home/reg`; false without clang.
 fn load_quota(home: &Path) -> bool {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/quota.bpf.c");
@@ -94,7 +97,7 @@ fn xlated_lists_every_instruction_with_source_lines() {
         return;
     }
     let shown = shown_programs(home.path());
-    assert_eq!(shown.len(), 3);
+    assert_eq!(shown.len(), QUOTA_PROGRAMS);
 
     let text = ok(&run(
         home.path(),
@@ -134,7 +137,8 @@ fn xlated_lists_every_instruction_with_source_lines() {
         "{text}"
     );
     // Map references are rewritten to addresses and say which registry map they name.
-    assert!(text.contains("/* map[quota.proc_usage] */"), "{text}");
+    // (`proc_usage` is pinned by name, `.rodata` private to the object.)
+    assert!(text.contains("/* map[proc_usage] */"), "{text}");
     assert!(text.contains("/* map[quota.rodata][0]+"), "{text}");
     // The subprogram is labelled.
     assert!(text.lines().any(|l| l == "over_limit:"), "{text}");
@@ -145,7 +149,7 @@ fn xlated_lists_every_instruction_with_source_lines() {
         &["-j", "prog", "dump", "xlated", "quota"],
     ));
     let progs = v.as_array().expect("array");
-    assert_eq!(progs.len(), 3);
+    assert_eq!(progs.len(), QUOTA_PROGRAMS);
     for (p, (name, insn_count)) in progs.iter().zip(&shown) {
         assert_eq!(p["program"], name.as_str());
         assert_eq!(p["insn_count"].as_u64(), Some(*insn_count as u64));
@@ -188,13 +192,22 @@ fn jited_groups_machine_code_under_bpf_instructions() {
     }
     let text = ok(&run(home.path(), &["prog", "dump", "jited", "quota"]));
     let listed = sections(&text);
-    assert_eq!(listed.len(), 3, "{text}");
+    assert_eq!(listed.len(), QUOTA_PROGRAMS, "{text}");
     for (name, lines) in &listed {
-        // A comment with BPF instruction 0 above its machine code.
+        // Comments with BPF instructions above their machine code (pc 0 among them unless
+        // Cranelift folded its register move away, as in `quota_pitch`).
         assert!(
-            lines.iter().any(|l| l.starts_with(";    0: (")),
-            "{name}: no comment for pc 0"
+            lines
+                .iter()
+                .any(|l| l.starts_with(";  ") && l.contains(": (")),
+            "{name}: no instruction comment"
         );
+        if name == "quota_alloc" {
+            assert!(
+                lines.iter().any(|l| l.starts_with(";    0: (")),
+                "{name}: no comment for pc 0"
+            );
+        }
         assert!(lines.contains(&"entry trampoline:"), "{name}");
         if cfg!(target_arch = "x86_64") {
             assert!(
@@ -278,7 +291,7 @@ fn jited_groups_machine_code_under_bpf_instructions() {
             assert!(f >= last_func, "{name}: function order at {off:#x}");
             last_func = f;
         }
-        // Every function has mapped code, pc 0 included.
+        // Every function has mapped code; pc 0 has some unless its move was folded away.
         for f in 0..functions.len() {
             assert!(
                 natives
@@ -287,7 +300,9 @@ fn jited_groups_machine_code_under_bpf_instructions() {
                 "{name}: function {f} has no mapped code"
             );
         }
-        assert!(natives.iter().any(|n| n.2 == Some(0)), "{name}");
+        if name == "quota_alloc" {
+            assert!(natives.iter().any(|n| n.2 == Some(0)), "{name}");
+        }
     }
 }
 
@@ -321,7 +336,7 @@ fn unknown_names_and_rejected_programs_are_clear_errors() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("no program named `nope`")
-            && err.contains("quota_alloc, quota_alloc_done, quota_free_done"),
+            && err.contains("quota_alloc, quota_alloc_done, quota_pitch, "),
         "{err}"
     );
 

@@ -23,6 +23,20 @@
  *                       "alloc_free_ns Y" per call (median of 5 rounds)
  *   hammer T STOP       T threads launching as fast as they can until file STOP exists
  *                       ("launches N", the total)
+ *
+ * Allocation families (F: alloc pitch managed async pool create array array3d mipmap; SIZE
+ * is the bytes of one allocation: pitch is SIZE x 1 rows of 4-byte elements, create is
+ * cuMemCreate + cuMemAddressReserve + cuMemMap like PyTorch's expandable segments, the
+ * arrays are SIZE x 1 of one 8-bit channel with one level; each is freed by its own call:
+ * cuMemFree, cuMemFreeAsync, cuMemUnmap + cuMemRelease + cuMemAddressFree, cuArrayDestroy,
+ * cuMipmappedArrayDestroy):
+ *   family F N SIZE     as `quota` for family F, then "mock used=BYTES live=N"
+ *   loop F N SIZE       N allocation+free pairs: "loop ok=K first_error=RC"
+ *   hold F SIZE READY GO  one allocation ("hold alloc RC id=0x…"), creates READY, waits for
+ *                       GO, frees it ("hold free RC")
+ *   meminfo SIZE        cuMemGetInfo ("getinfo RC free=… total=…"), a cuMemAlloc of SIZE,
+ *                       cuMemGetInfo, cuDeviceTotalMem ("totalmem RC bytes=…"), the free,
+ *                       cuMemGetInfo
  * At the end: "mock alloc=… free=… launch=… launch_ptsz=… getinfo=…" (what reached the
  * driver).
  */
@@ -48,6 +62,61 @@ typedef CUresult (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, un
 			      unsigned, unsigned, void *, void **, void **);
 typedef CUresult (*gpa_v2_fn)(const char *, void **, int, uint64_t, int *);
 typedef void (*stats_fn)(unsigned long long[5]);
+typedef CUresult gpa_v2_ft(const char *, void **, int, uint64_t, int *);
+
+static gpa_v2_ft *gpa_self;
+
+/* The other allocation families: field, function type, exported symbol, base name and
+ * the version cudart asks cuGetProcAddress for. */
+typedef CUresult pitch_ft(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+typedef CUresult managed_ft(CUdeviceptr *, size_t, unsigned);
+typedef CUresult async_ft(CUdeviceptr *, size_t, void *);
+typedef CUresult pool_ft(CUdeviceptr *, size_t, void *, void *);
+typedef CUresult free_async_ft(CUdeviceptr, void *);
+typedef CUresult create_ft(unsigned long long *, size_t, const void *, unsigned long long);
+typedef CUresult release_ft(unsigned long long);
+typedef CUresult reserve_ft(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+typedef CUresult range_ft(CUdeviceptr, size_t);
+typedef CUresult map_ft(CUdeviceptr, size_t, size_t, unsigned long long, unsigned long long);
+typedef CUresult array_ft(void **, const void *);
+typedef CUresult mipmap_ft(void **, const void *, unsigned);
+typedef CUresult destroy_ft(void *);
+typedef CUresult totalmem_ft(size_t *, int);
+typedef void usage_ft(unsigned long long[2]);
+
+#define FAMILY_APIS(X)                                                                 \
+	X(pitch, pitch_ft, cuMemAllocPitch_v2, "cuMemAllocPitch", 3020)                \
+	X(managed, managed_ft, cuMemAllocManaged, "cuMemAllocManaged", 6000)           \
+	X(async, async_ft, cuMemAllocAsync, "cuMemAllocAsync", 11020)                  \
+	X(pool, pool_ft, cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020)    \
+	X(free_async, free_async_ft, cuMemFreeAsync, "cuMemFreeAsync", 11020)          \
+	X(create, create_ft, cuMemCreate, "cuMemCreate", 10020)                        \
+	X(release, release_ft, cuMemRelease, "cuMemRelease", 10020)                    \
+	X(reserve, reserve_ft, cuMemAddressReserve, "cuMemAddressReserve", 10020)      \
+	X(addr_free, range_ft, cuMemAddressFree, "cuMemAddressFree", 10020)            \
+	X(map, map_ft, cuMemMap, "cuMemMap", 10020)                                    \
+	X(unmap, range_ft, cuMemUnmap, "cuMemUnmap", 10020)                            \
+	X(array, array_ft, cuArrayCreate_v2, "cuArrayCreate", 3020)                    \
+	X(array3d, array_ft, cuArray3DCreate_v2, "cuArray3DCreate", 3020)              \
+	X(array_destroy, destroy_ft, cuArrayDestroy, "cuArrayDestroy", 2000)           \
+	X(mipmap, mipmap_ft, cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000)   \
+	X(mipmap_destroy, destroy_ft, cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000) \
+	X(totalmem, totalmem_ft, cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020)
+
+#define FIELD(f, t, sym, base, version) t *f;
+static struct {
+	FAMILY_APIS(FIELD)
+	usage_ft *usage;
+} fam;
+
+#ifdef LINK_CUDA
+#define DECLARE(f, t, sym, base, version) t sym;
+FAMILY_APIS(DECLARE)
+usage_ft mock_usage;
+#endif
+
+/* The dlopen handle and the self-looked-up cuGetProcAddress of the dlsym/proc routes. */
+static void *lib;
 
 static struct {
 	init_fn init;
@@ -97,6 +166,7 @@ static void setup(const char *route)
 #endif
 	}
 	void *h = need(dlopen("libcuda.so.1", RTLD_NOW), "dlopen libcuda.so.1");
+	lib = h;
 	cu.stats = (stats_fn)need(dlsym(h, "mock_stats"), "dlsym mock_stats");
 	if (strcmp(route, "dlsym") == 0) {
 		cu.init = (init_fn)need(dlsym(h, "cuInit"), "dlsym cuInit");
@@ -130,6 +200,138 @@ static void setup(const char *route)
 	LOOKUP(free, free_fn, "cuMemFree", 13000, 0);
 	LOOKUP(info, info_fn, "cuMemGetInfo", 13000, 0);
 	LOOKUP(launch, launch_fn, "cuLaunchKernel", 13000, 0x2);
+	gpa_self = self;
+}
+
+/* The family functions, through the same route as the rest. */
+static void setup_families(const char *route)
+{
+	if (strcmp(route, "link") == 0) {
+#ifdef LINK_CUDA
+#define LINK(f, t, sym, base, version) fam.f = sym;
+		FAMILY_APIS(LINK)
+		fam.usage = mock_usage;
+#endif
+		return;
+	}
+	fam.usage = (usage_ft *)need(dlsym(lib, "mock_usage"), "dlsym mock_usage");
+	if (strcmp(route, "dlsym") == 0) {
+#define DLSYM(f, t, sym, base, version) fam.f = (t *)need(dlsym(lib, #sym), "dlsym " #sym);
+		FAMILY_APIS(DLSYM)
+		return;
+	}
+	void *p = NULL;
+	int st = -1;
+#define PROC(f, t, sym, base, version)                                             \
+	do {                                                                       \
+		p = NULL;                                                          \
+		if (gpa_self(base, &p, version, 0, &st) != 0)                      \
+			die("cuGetProcAddress " base);                             \
+		fam.f = (t *)need(p, base);                                        \
+	} while (0);
+	FAMILY_APIS(PROC)
+}
+
+/* One allocation of a family: its pointer or handle, and for `create` the mapped range. */
+struct allocation {
+	unsigned long long id;
+	CUdeviceptr va;
+	size_t size;
+};
+
+struct array_desc {
+	size_t width, height;
+	unsigned format, channels;
+};
+
+struct array3d_desc {
+	size_t width, height, depth;
+	unsigned format, channels, flags;
+};
+
+static CUresult family_alloc(const char *f, size_t size, struct allocation *a)
+{
+	struct array_desc d2 = { size, 0, 0x01, 1 };
+	struct array3d_desc d3 = { size, 0, 0, 0x01, 1, 0 };
+	/* CUmemAllocationProp: pinned (1), no export handle, device (1) 0. */
+	struct {
+		int type, handle_types, loc_type, loc_id;
+		void *win32;
+		unsigned long long flags;
+	} prop = { 1, 0, 1, 0, NULL, 0 };
+	void *h = NULL;
+	size_t pitch = 0;
+	CUresult r;
+
+	memset(a, 0, sizeof(*a));
+	a->size = size;
+	if (strcmp(f, "alloc") == 0)
+		return cu.alloc(&a->id, size);
+	if (strcmp(f, "pitch") == 0)
+		return fam.pitch(&a->id, &pitch, size, 1, 4);
+	if (strcmp(f, "managed") == 0)
+		return fam.managed(&a->id, size, 1);
+	if (strcmp(f, "async") == 0)
+		return fam.async(&a->id, size, NULL);
+	if (strcmp(f, "pool") == 0)
+		return fam.pool(&a->id, size, (void *)0x1, NULL);
+	if (strcmp(f, "create") == 0) {
+		r = fam.create(&a->id, size, &prop, 0);
+		if (r != 0)
+			return r;
+		if (fam.reserve(&a->va, size, 0, 0, 0) != 0 || fam.map(a->va, size, 0, a->id, 0) != 0)
+			die("cuMemAddressReserve/cuMemMap failed");
+		return r;
+	}
+	if (strcmp(f, "array") == 0)
+		r = fam.array(&h, &d2);
+	else if (strcmp(f, "array3d") == 0)
+		r = fam.array3d(&h, &d3);
+	else if (strcmp(f, "mipmap") == 0)
+		r = fam.mipmap(&h, &d3, 1);
+	else
+		die("unknown family");
+	a->id = (unsigned long long)(uintptr_t)h;
+	return r;
+}
+
+static CUresult family_free(const char *f, struct allocation *a)
+{
+	if (strcmp(f, "alloc") == 0 || strcmp(f, "pitch") == 0 || strcmp(f, "managed") == 0)
+		return cu.free(a->id);
+	if (strcmp(f, "async") == 0 || strcmp(f, "pool") == 0)
+		return fam.free_async(a->id, NULL);
+	if (strcmp(f, "create") == 0) {
+		if (fam.unmap(a->va, a->size) != 0)
+			die("cuMemUnmap failed");
+		CUresult r = fam.release(a->id);
+		if (fam.addr_free(a->va, a->size) != 0)
+			die("cuMemAddressFree failed");
+		return r;
+	}
+	if (strcmp(f, "array") == 0 || strcmp(f, "array3d") == 0)
+		return fam.array_destroy((void *)(uintptr_t)a->id);
+	return fam.mipmap_destroy((void *)(uintptr_t)a->id);
+}
+
+static void print_usage(void)
+{
+	unsigned long long u[2];
+
+	fam.usage(u);
+	printf("mock used=%llu live=%llu\n", u[0], u[1]);
+}
+
+static void wait_for(const char *ready, const char *go)
+{
+	fflush(stdout);
+	FILE *fp = need(fopen(ready, "w"), "create READY");
+	fclose(fp);
+	for (int i = 0; access(go, F_OK) != 0; i++) {
+		if (i > 6000)
+			die("timed out waiting for GO");
+		usleep(10000);
+	}
 }
 
 static void launches(long n)
@@ -200,10 +402,73 @@ int main(int argc, char **argv)
 	if (argc < 3)
 		die("usage: app ROUTE SCENARIO ARGS…");
 	setup(argv[1]);
+	setup_families(argv[1]);
 	if (cu.init(0) != 0)
 		die("cuInit failed");
 	const char *scenario = argv[2];
-	if (strcmp(scenario, "quota") == 0 && argc == 5) {
+	if (strcmp(scenario, "family") == 0 && argc == 6) {
+		const char *f = argv[3];
+		long n = atol(argv[4]);
+		size_t size = (size_t)atoll(argv[5]);
+		struct allocation *as = calloc((size_t)n, sizeof(*as));
+		int *ok = calloc((size_t)n, sizeof(*ok));
+		for (long i = 0; i < n; i++) {
+			CUresult r = family_alloc(f, size, &as[i]);
+			ok[i] = r == 0;
+			printf("alloc %ld %d\n", i, r);
+		}
+		if (ok[0]) {
+			printf("free %d\n", family_free(f, &as[0]));
+			CUresult r = family_alloc(f, size, &as[0]);
+			ok[0] = r == 0;
+			printf("retry %d\n", r);
+		}
+		for (long i = 0; i < n; i++)
+			if (ok[i] && family_free(f, &as[i]) != 0)
+				die("free failed");
+		free(as);
+		free(ok);
+		print_usage();
+	} else if (strcmp(scenario, "loop") == 0 && argc == 6) {
+		const char *f = argv[3];
+		long n = atol(argv[4]), good = 0;
+		size_t size = (size_t)atoll(argv[5]);
+		CUresult first = 0;
+		for (long i = 0; i < n; i++) {
+			struct allocation a;
+			CUresult r = family_alloc(f, size, &a);
+			if (r == 0) {
+				good++;
+				if (family_free(f, &a) != 0)
+					die("free failed");
+			} else if (first == 0) {
+				first = r;
+			}
+		}
+		printf("loop ok=%ld first_error=%d\n", good, first);
+		print_usage();
+	} else if (strcmp(scenario, "hold") == 0 && argc == 7) {
+		struct allocation a;
+		CUresult r = family_alloc(argv[3], (size_t)atoll(argv[4]), &a);
+		printf("hold alloc %d id=%#llx\n", r, a.id);
+		wait_for(argv[5], argv[6]);
+		if (r == 0)
+			printf("hold free %d\n", family_free(argv[3], &a));
+	} else if (strcmp(scenario, "meminfo") == 0 && argc == 4) {
+		size_t fr = 0, total = 0, bytes = 0;
+		CUdeviceptr d = 0;
+		CUresult r = cu.info(&fr, &total);
+		printf("getinfo %d free=%zu total=%zu\n", r, fr, total);
+		printf("alloc %d\n", cu.alloc(&d, (size_t)atoll(argv[3])));
+		r = cu.info(&fr, &total);
+		printf("getinfo %d free=%zu total=%zu\n", r, fr, total);
+		r = fam.totalmem(&bytes, 0);
+		printf("totalmem %d bytes=%zu\n", r, bytes);
+		if (d)
+			printf("free %d\n", cu.free(d));
+		r = cu.info(&fr, &total);
+		printf("getinfo %d free=%zu total=%zu\n", r, fr, total);
+	} else if (strcmp(scenario, "quota") == 0 && argc == 5) {
 		long n = atol(argv[3]);
 		size_t size = (size_t)atoll(argv[4]);
 		CUdeviceptr *ptrs = calloc((size_t)n, sizeof(*ptrs));

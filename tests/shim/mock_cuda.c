@@ -13,6 +13,16 @@
  *
  * `mock_stats()` reports what really reached the driver: calls per function, so a test can
  * tell legacy-stream from per-thread-stream launches and denied from executed allocations.
+ *
+ * Every allocation family of INTERCEPTION.md §5 is there for the quota tests: cuMemAlloc
+ * (host blocks), cuMemAllocPitch/Managed/Async/FromPoolAsync, cuMemCreate (+ cuMemAddress
+ * Reserve/Free, cuMemMap/Unmap, which allocate nothing), cuArrayCreate/cuArray3DCreate/
+ * cuMipmappedArrayCreate sized from their descriptors, with their frees/destroys. Those
+ * live in a table whose slots are reused lowest-first, and addresses and handles derive
+ * from the slot: two processes that make the same calls get the same device addresses
+ * and handles, as they may on a real device. All of them count against a device of
+ * MOCK_TOTAL_MEMORY bytes, which cuMemGetInfo and cuDeviceTotalMem report;
+ * `mock_usage()` gives the bytes in use and the live allocations.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -34,6 +44,38 @@ typedef void *CUstream;
 #define CUDA_ERROR_NOT_FOUND 500
 
 #define MOCK_TOTAL_MEMORY (1ULL << 30)
+
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef void *CUarray;
+typedef void *CUmipmappedArray;
+typedef void *CUmemoryPool;
+
+typedef struct {
+	size_t Width;
+	size_t Height;
+	unsigned int Format;
+	unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+
+typedef struct {
+	size_t Width;
+	size_t Height;
+	size_t Depth;
+	unsigned int Format;
+	unsigned int NumChannels;
+	unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
+typedef struct {
+	int type;
+	int requestedHandleTypes;
+	struct {
+		int type;
+		int id;
+	} location;
+	void *win32HandleMetaData;
+	unsigned char allocFlags[8];
+} CUmemAllocationProp;
 
 static atomic_int initialized;
 static atomic_ullong used_bytes;
@@ -100,10 +142,300 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	return CUDA_SUCCESS;
 }
 
+/* ---- the table of the other families' allocations -------------------------------- */
+
+enum kind { K_DPTR = 1, K_HANDLE, K_ARRAY, K_MIPMAP };
+
+#define MAX_LIVE 1024
+#define DPTR_BASE 0x7e0000000000ULL /* + slot * 1 MiB */
+#define ARRAY_BASE 0xa00000ULL      /* + slot * 16 (CUarray, CUmipmappedArray) */
+
+static struct live {
+	int kind; /* 0: free slot */
+	size_t size;
+} table[MAX_LIVE];
+static atomic_flag table_lock = ATOMIC_FLAG_INIT;
+
+static void lock(void)
+{
+	while (atomic_flag_test_and_set(&table_lock))
+		;
+}
+
+static void unlock(void)
+{
+	atomic_flag_clear(&table_lock);
+}
+
+static unsigned long long id_of(int kind, int slot)
+{
+	switch (kind) {
+	case K_DPTR:
+		return DPTR_BASE + ((unsigned long long)slot << 20);
+	case K_HANDLE:
+		return (unsigned long long)slot + 1;
+	default:
+		return ARRAY_BASE + (unsigned long long)slot * 16;
+	}
+}
+
+/* Takes the lowest free slot for `size` bytes of `kind`; its id in *id. */
+static CUresult take(int kind, size_t size, unsigned long long *id)
+{
+	if (size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (atomic_fetch_add(&used_bytes, size) + size > MOCK_TOTAL_MEMORY) {
+		atomic_fetch_sub(&used_bytes, size);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	lock();
+	for (int i = 0; i < MAX_LIVE; i++) {
+		if (table[i].kind == 0) {
+			table[i].kind = kind;
+			table[i].size = size;
+			unlock();
+			*id = id_of(kind, i);
+			atomic_fetch_add(&n_alloc, 1);
+			return CUDA_SUCCESS;
+		}
+	}
+	unlock();
+	atomic_fetch_sub(&used_bytes, size);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Frees the live allocation `id` of `kind`: 0, or -1 when there is none. */
+static int give_back(int kind, unsigned long long id)
+{
+	lock();
+	for (int i = 0; i < MAX_LIVE; i++) {
+		if (table[i].kind == kind && id_of(kind, i) == id) {
+			atomic_fetch_sub(&used_bytes, table[i].size);
+			table[i].kind = 0;
+			unlock();
+			atomic_fetch_add(&n_free, 1);
+			return 0;
+		}
+	}
+	unlock();
+	return -1;
+}
+
+static int is_table_dptr(CUdeviceptr p)
+{
+	return p >= DPTR_BASE && p < DPTR_BASE + ((unsigned long long)MAX_LIVE << 20);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+			    unsigned int element_size)
+{
+	if (!atomic_load(&initialized))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!dptr || !pitch || width == 0 || height == 0 ||
+	    (element_size != 4 && element_size != 8 && element_size != 16))
+		return CUDA_ERROR_INVALID_VALUE;
+	size_t p = (width + 511) / 512 * 512;
+	CUresult r = take(K_DPTR, p * height, dptr);
+	if (r == CUDA_SUCCESS)
+		*pitch = p;
+	return r;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	if (!atomic_load(&initialized))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!dptr || (flags != 1 && flags != 2)) /* CU_MEM_ATTACH_GLOBAL / _HOST */
+		return CUDA_ERROR_INVALID_VALUE;
+	return take(K_DPTR, bytesize, dptr);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+	(void)s;
+	if (!atomic_load(&initialized))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	return take(K_DPTR, bytesize, dptr);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+				 CUstream s)
+{
+	(void)s;
+	if (!atomic_load(&initialized))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!dptr || !pool)
+		return CUDA_ERROR_INVALID_VALUE;
+	return take(K_DPTR, bytesize, dptr);
+}
+
+static CUresult free_dptr(CUdeviceptr dptr);
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
+{
+	(void)s;
+	return free_dptr(dptr);
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+		     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	if (!atomic_load(&initialized))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	/* One pinned device allocation on device 0 (CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+	 * CU_MEM_LOCATION_TYPE_DEVICE = 1). */
+	if (!handle || !prop || flags != 0 || prop->type != 1 || prop->location.type != 1 ||
+	    prop->location.id != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	return take(K_HANDLE, size, handle);
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	return give_back(K_HANDLE, handle) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Virtual address ranges and mappings allocate no memory: checked, not counted. */
+static atomic_ullong next_va = 0x600000000000ULL;
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+			     unsigned long long flags)
+{
+	(void)alignment, (void)addr;
+	if (!ptr || size == 0 || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	*ptr = atomic_fetch_add(&next_va, (size + 0xfffff) & ~0xfffffULL);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	return ptr && size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+		  CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+	if (!ptr || size == 0 || offset != 0 || flags != 0 || handle == 0 || handle > MAX_LIVE)
+		return CUDA_ERROR_INVALID_VALUE;
+	lock();
+	int ok = table[handle - 1].kind == K_HANDLE && table[handle - 1].size >= size;
+	unlock();
+	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	return ptr && size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Bytes per channel of a CUarray_format (8-, 16- and 32-bit integers, half, float). */
+static size_t format_bytes(unsigned int f)
+{
+	switch (f) {
+	case 0x01: case 0x08: return 1;
+	case 0x02: case 0x09: case 0x10: return 2;
+	case 0x03: case 0x0a: case 0x20: return 4;
+	default: return 0;
+	}
+}
+
+static size_t at_least_1(size_t v)
+{
+	return v ? v : 1;
+}
+
+static size_t array_size(size_t w, size_t h, size_t d, unsigned int format, unsigned int ch,
+			 unsigned int levels)
+{
+	size_t elem = format_bytes(format) * ch, total = 0;
+
+	if (w == 0 || elem == 0 || (ch != 1 && ch != 2 && ch != 4) || levels == 0)
+		return 0;
+	for (unsigned int i = 0; i < levels; i++)
+		total += at_least_1(w >> i) * at_least_1(h >> i) * at_least_1(d >> i) * elem;
+	return total;
+}
+
+CUresult cuArrayCreate_v2(CUarray *handle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+	if (!atomic_load(&initialized))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!handle || !desc)
+		return CUDA_ERROR_INVALID_VALUE;
+	unsigned long long id = 0;
+	CUresult r = take(K_ARRAY,
+			  array_size(desc->Width, desc->Height, 0, desc->Format,
+				     desc->NumChannels, 1),
+			  &id);
+	*handle = (CUarray)(uintptr_t)id;
+	return r;
+}
+
+CUresult cuArray3DCreate_v2(CUarray *handle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+	if (!atomic_load(&initialized))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!handle || !desc)
+		return CUDA_ERROR_INVALID_VALUE;
+	unsigned long long id = 0;
+	CUresult r = take(K_ARRAY,
+			  array_size(desc->Width, desc->Height, desc->Depth, desc->Format,
+				     desc->NumChannels, 1),
+			  &id);
+	*handle = (CUarray)(uintptr_t)id;
+	return r;
+}
+
+CUresult cuArrayDestroy(CUarray a)
+{
+	return give_back(K_ARRAY, (uintptr_t)a) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *handle, const CUDA_ARRAY3D_DESCRIPTOR *desc,
+				unsigned int levels)
+{
+	if (!atomic_load(&initialized))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!handle || !desc)
+		return CUDA_ERROR_INVALID_VALUE;
+	unsigned long long id = 0;
+	CUresult r = take(K_MIPMAP,
+			  array_size(desc->Width, desc->Height, desc->Depth, desc->Format,
+				     desc->NumChannels, levels),
+			  &id);
+	*handle = (CUmipmappedArray)(uintptr_t)id;
+	return r;
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
+{
+	return give_back(K_MIPMAP, (uintptr_t)a) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+	if (!bytes || dev != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	*bytes = MOCK_TOTAL_MEMORY;
+	return CUDA_SUCCESS;
+}
+
+/* ---- cuMemFree: host blocks of cuMemAlloc_v2 and the table's device pointers -------- */
+
 CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+	return free_dptr(dptr);
+}
+
+static CUresult free_dptr(CUdeviceptr dptr)
 {
 	if (!dptr)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (is_table_dptr(dptr))
+		return give_back(K_DPTR, dptr) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	struct block *b = (struct block *)(uintptr_t)dptr - 1;
 	atomic_fetch_sub(&used_bytes, b->size);
 	free(b);
@@ -173,6 +505,23 @@ static const struct entry {
 	{ "cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2 },
 	{ "cuMemFree", 3020, 0, (void *)cuMemFree_v2 },
 	{ "cuMemGetInfo", 3020, 0, (void *)cuMemGetInfo_v2 },
+	{ "cuDeviceTotalMem", 3020, 0, (void *)cuDeviceTotalMem_v2 },
+	{ "cuMemAllocPitch", 3020, 0, (void *)cuMemAllocPitch_v2 },
+	{ "cuMemAllocManaged", 6000, 0, (void *)cuMemAllocManaged },
+	{ "cuMemAllocAsync", 11020, 0, (void *)cuMemAllocAsync },
+	{ "cuMemAllocFromPoolAsync", 11020, 0, (void *)cuMemAllocFromPoolAsync },
+	{ "cuMemFreeAsync", 11020, 0, (void *)cuMemFreeAsync },
+	{ "cuMemCreate", 10020, 0, (void *)cuMemCreate },
+	{ "cuMemRelease", 10020, 0, (void *)cuMemRelease },
+	{ "cuMemAddressReserve", 10020, 0, (void *)cuMemAddressReserve },
+	{ "cuMemAddressFree", 10020, 0, (void *)cuMemAddressFree },
+	{ "cuMemMap", 10020, 0, (void *)cuMemMap },
+	{ "cuMemUnmap", 10020, 0, (void *)cuMemUnmap },
+	{ "cuArrayCreate", 3020, 0, (void *)cuArrayCreate_v2 },
+	{ "cuArray3DCreate", 3020, 0, (void *)cuArray3DCreate_v2 },
+	{ "cuArrayDestroy", 2000, 0, (void *)cuArrayDestroy },
+	{ "cuMipmappedArrayCreate", 5000, 0, (void *)cuMipmappedArrayCreate },
+	{ "cuMipmappedArrayDestroy", 5000, 0, (void *)cuMipmappedArrayDestroy },
 	{ "cuLaunchKernel", 4000, 0, (void *)cuLaunchKernel },
 	{ "cuLaunchKernel", 7000, 1, (void *)cuLaunchKernel_ptsz },
 	{ "cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress },
@@ -224,4 +573,17 @@ void mock_stats(unsigned long long out[5])
 	out[2] = atomic_load(&n_launch);
 	out[3] = atomic_load(&n_launch_ptsz);
 	out[4] = atomic_load(&n_getinfo);
+}
+
+/* Not a driver function: bytes in use on the mock device and live table allocations. */
+void mock_usage(unsigned long long out[2])
+{
+	unsigned long long live = 0;
+
+	lock();
+	for (int i = 0; i < MAX_LIVE; i++)
+		live += table[i].kind != 0;
+	unlock();
+	out[0] = atomic_load(&used_bytes);
+	out[1] = live;
 }

@@ -52,6 +52,8 @@ enum Command {
     /// Processes running the shim: generation applied, calls and denials per attach point,
     /// failed objects, per-program run statistics (`--stats`).
     Ps(cmd::ps::Args),
+    /// Run one program on a synthetic ctx (interpreter and JIT) and show what it did.
+    TestRun(cmd::test_run::Args),
     /// Loaded programs.
     #[command(subcommand)]
     Prog(cmd::prog::Command),
@@ -110,6 +112,7 @@ fn main() -> ExitCode {
         Command::Load(a) => cmd::load::run(a, &out),
         Command::Run(a) => cmd::run::run(a, &out),
         Command::Ps(a) => cmd::ps::run(a, &out),
+        Command::TestRun(a) => cmd::test_run::run(a, &out),
         Command::Prog(c) => cmd::prog::run(c, &out),
         Command::Unload(a) => cmd::prog::run_unload(a, &out),
         Command::Maps(c) => cmd::maps::run(c, &out),

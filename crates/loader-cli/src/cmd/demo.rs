@@ -25,6 +25,8 @@ use crate::output::Output;
 
 /// The quota policy, embedded so the demo runs from any directory.
 const QUOTA_SOURCE: &str = include_str!("../../../../policies/quota.bpf.c");
+/// The map definitions it includes (`#include "quota.h"`).
+const QUOTA_HEADER: &str = include_str!("../../../../policies/quota.h");
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -128,7 +130,13 @@ impl Session<'_> {
             self.set.generation,
             self.set.programs().count()
         );
-        for p in self.set.programs() {
+        // The programs on the two calls this demo makes (the policy covers every
+        // allocation family; the others wait for their calls).
+        let shown = [self.alloc, self.free]
+            .into_iter()
+            .filter_map(|point| self.set.chain(point))
+            .flat_map(|c| c.entry.iter().chain(c.exit.iter()));
+        for p in shown {
             println!(
                 "     {:<18} {:<5} {:>3} insns, verifier processed {:>4}, {:>5} bytes of x86-64",
                 p.name,
@@ -220,6 +228,36 @@ impl Session<'_> {
     }
 }
 
+/// `gpubpf load`, summarised: the links of the two APIs the demo calls, counts for the rest.
+fn loaded(args: &load::Args) -> anyhow::Result<()> {
+    let (record, generation, _) = load::load(args)?;
+    println!("loaded {} (generation {generation})", record.name);
+    let links: Vec<_> = record
+        .programs
+        .iter()
+        .flat_map(|p| p.links.iter().map(move |l| (p, l)))
+        .collect();
+    let demo_apis = ["cuMemAlloc", "cuMemFree"];
+    for (p, l) in links
+        .iter()
+        .filter(|(_, l)| demo_apis.contains(&l.attach_point.as_str()))
+    {
+        println!("  {} -> {} ({})", p.name, l.attach_point, l.phase);
+    }
+    let others = links
+        .iter()
+        .filter(|(_, l)| !demo_apis.contains(&l.attach_point.as_str()))
+        .count();
+    println!("  … and {others} more on the other allocation families, frees and cuMemGetInfo");
+    let maps: Vec<&str> = record
+        .maps
+        .iter()
+        .map(|b| b.registry_name.as_str())
+        .collect();
+    println!("  maps: {}", maps.join(", "));
+    Ok(())
+}
+
 fn step(n: u32, text: &str) {
     println!("\n[{n}] {text}");
 }
@@ -259,6 +297,7 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
     );
     let src = home.join("quota.bpf.c");
     std::fs::write(&src, QUOTA_SOURCE).context("cannot write the demo policy")?;
+    std::fs::write(home.join("quota.h"), QUOTA_HEADER).context("cannot write the demo policy")?;
     let obj = home.join("quota.o");
     build::run(
         build::Args {
@@ -289,7 +328,7 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
         replace: None,
         recreate_maps: false,
     };
-    load::run(load_args(&args.limit), out)?;
+    loaded(&load_args(&args.limit))?;
 
     step(
         3,
@@ -334,7 +373,7 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
     let _ = s.cu_mem_alloc("kv cache", 256 * MIB)?;
 
     step(5, &format!("the operator raises the limit while the job runs: gpubpf load quota.o --set limit_bytes={}", args.raised_limit));
-    load::run(load_args(&args.raised_limit), out)?;
+    loaded(&load_args(&args.raised_limit))?;
     s.reload()?;
     println!("   (counters live in shared maps, so the replaced policy keeps them)");
     let _ = s.cu_mem_alloc("bigger batch", 512 * MIB)?;

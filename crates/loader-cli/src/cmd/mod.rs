@@ -12,6 +12,7 @@ pub mod prog_dump;
 pub mod prog_info;
 pub mod ps;
 pub mod run;
+pub mod test_run;
 pub mod trace;
 pub mod verify;
 

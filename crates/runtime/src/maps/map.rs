@@ -264,6 +264,14 @@ impl Map {
         self.mapping.len()
     }
 
+    /// Address and length of all the memory this map has mapped (header, metadata, data and
+    /// a ring buffer's mirror): every pointer a program gets from the map (a value, a
+    /// reserved record, a global) lies inside it. For callers that check accesses, like the
+    /// interpreter's checked mode.
+    pub fn memory_range(&self) -> (u64, usize) {
+        (self.mapping.base() as u64, self.mapping.reserved_len())
+    }
+
     /// The handle value programs carry: the address of this `Map`.
     pub fn handle(&self) -> u64 {
         self as *const Map as u64

@@ -140,6 +140,11 @@ impl Mapping {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// Length of the whole reservation: the file mapping and its mirror, if any.
+    pub fn reserved_len(&self) -> usize {
+        self.reserved
+    }
 }
 
 impl Drop for Mapping {

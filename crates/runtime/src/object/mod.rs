@@ -55,6 +55,7 @@ pub use maps::{
 };
 pub use program::{LineInfo, Program, Subprogram};
 pub use section::{DataKind, Phase, ProgramSection, SectionKind};
+pub use value::parse_int;
 pub use value::{parse_bool, parse_integer};
 
 use btf::Btf;

@@ -164,6 +164,21 @@ fn check_range(v: i128, ty: &ScalarType) -> Result<(), String> {
     Ok(())
 }
 
+/// Parses `text` as an integer of `size` bytes (1, 2, 4 or 8), signed or not, with the
+/// syntax of `--set` (radix prefixes, `_`, size suffixes such as `GiB`); returns its value,
+/// range-checked for that type.
+pub fn parse_int(text: &str, size: u32, signed: bool) -> Result<i128, String> {
+    parse_scalar(
+        text,
+        &ScalarType {
+            size,
+            signed,
+            is_bool: false,
+            enumerators: Vec::new(),
+        },
+    )
+}
+
 /// Little-endian two's-complement bytes of `v` in `size` bytes.
 pub(crate) fn encode(v: i128, size: u32) -> Vec<u8> {
     v.to_le_bytes()[..size as usize].to_vec()

@@ -1,0 +1,771 @@
+//! `gpubpf test-run`: one program on a synthetic ctx, run by the interpreter and the JIT,
+//! on scratch maps or the registry's. The policy unit tests of `policies/quota.bpf.c` and
+//! `policies/meminfo.bpf.c` live here: each limit is checked at exactly the byte where it
+//! is crossed (an off-by-one in the policy fails them), every family sizes its allocation
+//! as documented, frees credit what was charged.
+//!
+//! Builds `gpubpf` with cargo like `cli_maps.rs`; prints `skipped: …` without clang.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{json, Value};
+
+use common::cli::{ok, ok_json, run_with_registry as run, with_policies};
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+
+/// `gpubpf -j test-run OBJ ARGS…` on scratch maps (the registry path must never be used).
+fn test_run(home: &Path, obj: &Path, args: &[&str]) -> Output {
+    let mut a = vec!["-j", "test-run", obj.to_str().unwrap()];
+    a.extend_from_slice(args);
+    run(home, &a)
+}
+
+fn runs(out: &Output) -> Vec<Value> {
+    ok_json(out)["runs"].as_array().unwrap().clone()
+}
+
+/// The verdict (entry) of the only run.
+fn verdict(home: &Path, obj: &Path, args: &[&str]) -> u64 {
+    let r = runs(&test_run(home, obj, args));
+    assert_eq!(r.len(), 1);
+    r[0]["verdict"].as_u64().unwrap()
+}
+
+/// The `after` value of the change to `map[key]` in run `r`.
+fn after<'a>(run: &'a Value, map: &str, key: &Value) -> &'a Value {
+    run["map_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["map"] == map && &c["key"] == key)
+        .map(|c| &c["after"])
+        .unwrap_or_else(|| panic!("no change of {map}[{key}] in {run}"))
+}
+
+fn quota() -> Option<(tempfile::TempDir, PathBuf, [PathBuf; 2])> {
+    with_policies(["policies/quota.bpf.c", "policies/meminfo.bpf.c"])
+}
+
+#[test]
+fn quota_limits_are_exact_to_the_byte() {
+    let Some((_d, home, [q, _])) = quota() else {
+        return;
+    };
+    // Process limit 350 with 300 held: 50 more fit, 51 do not.
+    let proc = |size: &str| {
+        verdict(
+            &home,
+            &q,
+            &[
+                "--prog",
+                "quota_alloc",
+                "--set",
+                "limit_bytes=350",
+                "--map-set",
+                "proc_usage",
+                "42",
+                "bytes=300",
+                "--ctx",
+                "hdr.pid=42",
+                "--ctx",
+                &format!("args.bytesize={size}"),
+            ],
+        )
+    };
+    assert_eq!(proc("50"), 0);
+    assert_eq!(proc("51"), 2);
+    // The same at the user limit (uid from --uid) and the device limit (hdr.device).
+    let user = |size: &str| {
+        verdict(
+            &home,
+            &q,
+            &[
+                "--prog",
+                "quota_alloc",
+                "--set",
+                "limit_bytes=0",
+                "--set",
+                "user_limit_bytes=1GiB",
+                "--uid",
+                "1234",
+                "--map-set",
+                "user_usage",
+                "1234",
+                "bytes=805306368",
+                "--ctx",
+                &format!("bytesize={size}"),
+            ],
+        )
+    };
+    assert_eq!(user("256MiB"), 0);
+    assert_eq!(user(&(256 * MIB + 1).to_string()), 2);
+    let dev = |size: &str| {
+        verdict(
+            &home,
+            &q,
+            &[
+                "--prog",
+                "quota_async",
+                "--set",
+                "limit_bytes=0",
+                "--set",
+                "device_limit_bytes=1000",
+                "--map-set",
+                "dev_usage",
+                "3",
+                "bytes=999",
+                "--ctx",
+                "hdr.device=3",
+                "--ctx",
+                &format!("bytesize={size}"),
+            ],
+        )
+    };
+    assert_eq!(dev("1"), 0);
+    assert_eq!(dev("2"), 2);
+    // No device (-1): no device limit applies.
+    assert_eq!(
+        verdict(
+            &home,
+            &q,
+            &[
+                "--prog",
+                "quota_async",
+                "--set",
+                "limit_bytes=0",
+                "--set",
+                "device_limit_bytes=1",
+                "--ctx",
+                "hdr.device=-1",
+                "--ctx",
+                "bytesize=1GiB",
+            ],
+        ),
+        0
+    );
+}
+
+#[test]
+fn a_denial_is_counted_and_logged_in_the_bucket_that_refused() {
+    let Some((_d, home, [q, _])) = quota() else {
+        return;
+    };
+    let r = runs(&test_run(
+        &home,
+        &q,
+        &[
+            "--prog",
+            "quota_managed",
+            "--set",
+            "limit_bytes=1GiB",
+            "--ctx",
+            "hdr.pid=7",
+            "--ctx",
+            "args.bytesize=2GiB",
+        ],
+    ));
+    assert_eq!(r[0]["verdict"], 2);
+    assert_eq!(after(&r[0], "proc_usage", &json!(7))["denied"], 1);
+    assert_eq!(
+        r[0]["printk"],
+        json!(["quota: pid 7 denied 2147483648 bytes (process limit)"])
+    );
+    // Text output: the verdict named, the map change, the printk line.
+    let out = ok(&run(
+        &home,
+        &[
+            "test-run",
+            q.to_str().unwrap(),
+            "--prog",
+            "quota_managed",
+            "--set",
+            "limit_bytes=1GiB",
+            "--ctx",
+            "hdr.pid=7",
+            "--ctx",
+            "args.bytesize=2GiB",
+        ],
+    ));
+    for want in [
+        "quota_managed (cuda/cuMemAllocManaged at cuMemAllocManaged, entry): verified",
+        "run 1: verdict 2 CUDA_ERROR_OUT_OF_MEMORY (the call is refused with it)",
+        "map proc_usage[7]: (none) -> {\"allocs\":0,\"bytes\":0,\"denied\":1,\"frees\":0}",
+        "bpf_printk: quota: pid 7 denied 2147483648 bytes (process limit)",
+        "interpreter and JIT agree on 1 run",
+    ] {
+        assert!(out.contains(want), "missing `{want}` in:\n{out}");
+    }
+}
+
+#[test]
+fn repeated_exit_runs_accumulate_in_the_maps_and_frees_credit_them() {
+    let Some((_d, home, [q, _])) = quota() else {
+        return;
+    };
+    // Three successful allocations of 100 MiB at the same address: state carries over.
+    let r = runs(&test_run(
+        &home,
+        &q,
+        &[
+            "--prog",
+            "quota_alloc_done",
+            "--repeat",
+            "3",
+            "--uid",
+            "1000",
+            "--ctx",
+            "hdr.pid=42",
+            "--ctx",
+            "args.bytesize=100MiB",
+            "--ctx",
+            "out.dptr=0x7f0000000000",
+        ],
+    ));
+    assert_eq!(r.len(), 3);
+    for (i, run) in r.iter().enumerate() {
+        let n = i as u64 + 1;
+        assert_eq!(run["result"], 0);
+        let p = after(run, "proc_usage", &json!(42));
+        assert_eq!(
+            (&p["bytes"], &p["allocs"]),
+            (&json!(n * 100 * MIB), &json!(n))
+        );
+        assert_eq!(
+            after(run, "user_usage", &json!(1000))["bytes"],
+            n * 100 * MIB
+        );
+        assert_eq!(after(run, "dev_usage", &json!(0))["bytes"], n * 100 * MIB);
+    }
+    let live = after(
+        &r[0],
+        "quota_allocs",
+        &json!({"handle": 0x7f00_0000_0000u64, "pid": 42, "kind": 1}),
+    );
+    assert_eq!(
+        live,
+        &json!({"size": 100 * MIB, "pid": 42, "uid": 1000, "device": 0, "kind": 1})
+    );
+    // A failed call (hdr.result 2) is not accounted.
+    let r = runs(&test_run(
+        &home,
+        &q,
+        &[
+            "--prog",
+            "quota_alloc_done",
+            "--ctx",
+            "hdr.result=2",
+            "--ctx",
+            "args.bytesize=100MiB",
+        ],
+    ));
+    assert_eq!(r[0]["map_changes"], json!([]));
+    // A free credits the owner's buckets and removes the live entry; a pointer the same
+    // process never got (or another process's) changes nothing.
+    let free = |pid: &str| {
+        runs(&test_run(
+            &home,
+            &q,
+            &[
+                "--prog",
+                "quota_free_async_done",
+                "--map-set",
+                "quota_allocs",
+                "handle=0x1000 pid=42 kind=1",
+                "size=300 pid=42 uid=5 device=0 kind=1",
+                "--map-set",
+                "proc_usage",
+                "42",
+                "bytes=1000",
+                "--map-set",
+                "user_usage",
+                "5",
+                "bytes=1000",
+                "--map-set",
+                "dev_usage",
+                "0",
+                "bytes=1000",
+                "--ctx",
+                &format!("hdr.pid={pid}"),
+                "--ctx",
+                "args.dptr=0x1000",
+            ],
+        ))
+    };
+    let r = free("42");
+    assert_eq!(after(&r[0], "proc_usage", &json!(42))["bytes"], 700);
+    assert_eq!(after(&r[0], "user_usage", &json!(5))["bytes"], 700);
+    assert_eq!(after(&r[0], "dev_usage", &json!(0))["bytes"], 700);
+    assert_eq!(
+        after(
+            &r[0],
+            "quota_allocs",
+            &json!({"handle": 0x1000, "pid": 42, "kind": 1})
+        ),
+        &Value::Null,
+        "deleted"
+    );
+    assert_eq!(free("43")[0]["map_changes"], json!([]));
+}
+
+/// What `quota_*_done` accounts for one allocation of family `prog` with `ctx`.
+fn accounted(home: &Path, q: &Path, prog: &str, ctx: &[&str]) -> Value {
+    let mut args = vec!["--prog", prog, "--ctx", "hdr.pid=9"];
+    for c in ctx {
+        args.extend(["--ctx", c]);
+    }
+    let r = runs(&test_run(home, q, &args));
+    after(&r[0], "proc_usage", &json!(9))["bytes"].clone()
+}
+
+#[test]
+fn every_family_is_sized_as_documented() {
+    let Some((_d, home, [q, _])) = quota() else {
+        return;
+    };
+    // Pitch: the real pitch times the height.
+    assert_eq!(
+        accounted(
+            &home,
+            &q,
+            "quota_pitch_done",
+            &["args.WidthInBytes=1000", "args.Height=3", "out.pPitch=1024"]
+        ),
+        3072
+    );
+    // cuMemCreate: the size, on the device of prop->location (type 1 = device, id 2).
+    let r = runs(&test_run(
+        &home,
+        &q,
+        &[
+            "--prog",
+            "quota_create_done",
+            "--ctx",
+            "args.size=2MiB",
+            "--ctx",
+            "args.prop=buf:u32=0,u32=0,u32=1,i32=2",
+            "--ctx",
+            "out.handle=1",
+        ],
+    ));
+    assert_eq!(after(&r[0], "dev_usage", &json!(2))["bytes"], 2 * MIB);
+    // A host location (type 2) is not device memory: not policed.
+    let r = runs(&test_run(
+        &home,
+        &q,
+        &[
+            "--prog",
+            "quota_create_done",
+            "--ctx",
+            "args.size=2MiB",
+            "--ctx",
+            "args.prop=buf:u32=0,u32=0,u32=2,i32=0",
+        ],
+    ));
+    assert_eq!(r[0]["map_changes"], json!([]));
+    // 2D array: 1000 x 3 float4 (format 0x20, 4 channels) = 48000 bytes; 1D: height 0.
+    assert_eq!(
+        accounted(
+            &home,
+            &q,
+            "quota_array_done",
+            &["args.pAllocateArray=buf:u64=1000,u64=3,u32=0x20,u32=4"]
+        ),
+        48000
+    );
+    assert_eq!(
+        accounted(
+            &home,
+            &q,
+            "quota_array_done",
+            &["args.pAllocateArray=buf:u64=1000,u64=0,u32=0x01,u32=1"]
+        ),
+        1000
+    );
+    // 3D array of half2 (0x10, 2 channels): 64 x 32 x 8 x 4 bytes.
+    assert_eq!(
+        accounted(
+            &home,
+            &q,
+            "quota_array3d_done",
+            &["args.pAllocateArray=buf:u64=64,u64=32,u64=8,u32=0x10,u32=2,u32=0"]
+        ),
+        65536
+    );
+    // Mipmap: levels 64x64, 32x32, 16x16 of 1-channel float.
+    assert_eq!(
+        accounted(
+            &home,
+            &q,
+            "quota_mipmap_done",
+            &[
+                "args.pMipmappedArrayDesc=buf:u64=64,u64=64,u64=0,u32=0x20,u32=1,u32=0",
+                "args.numMipmapLevels=3"
+            ]
+        ),
+        4 * (64 * 64 + 32 * 32 + 16 * 16)
+    );
+    // The entry check uses the same size: 48000 bytes against a 47999-byte limit.
+    let arr = |limit: &str| {
+        verdict(
+            &home,
+            &q,
+            &[
+                "--prog",
+                "quota_array",
+                "--set",
+                &format!("limit_bytes={limit}"),
+                "--ctx",
+                "args.pAllocateArray=buf:u64=1000,u64=3,u32=0x20,u32=4",
+            ],
+        )
+    };
+    assert_eq!((arr("48000"), arr("47999")), (0, 2));
+    // A descriptor no device accepts is left to the driver (verdict 0, nothing charged).
+    assert_eq!(
+        verdict(
+            &home,
+            &q,
+            &[
+                "--prog",
+                "quota_array",
+                "--set",
+                "limit_bytes=1",
+                "--ctx",
+                "args.pAllocateArray=buf:u64=0x100000000,u64=1,u32=1,u32=1",
+            ],
+        ),
+        0
+    );
+}
+
+#[test]
+fn meminfo_reports_the_quota_as_total_and_the_headroom_as_free() {
+    let Some((_d, home, [q, m])) = quota() else {
+        return;
+    };
+    // quota publishes its limits on entry of cuMemGetInfo, meminfo reads them on exit.
+    let r = runs(&test_run(
+        &home,
+        &q,
+        &[
+            "--prog",
+            "quota_publish_getinfo",
+            "--set",
+            "limit_bytes=4GiB",
+            "--set",
+            "device_limit_bytes=6GiB",
+        ],
+    ));
+    assert_eq!(
+        after(&r[0], "quota_limits", &json!(0)),
+        &json!({"process": 4 * GIB, "user": 0, "device": 6 * GIB})
+    );
+    let info = |sets: &[&str]| -> (u64, u64) {
+        let mut args = vec![
+            "--prog",
+            "meminfo_getinfo",
+            "--ctx",
+            "hdr.pid=42",
+            "--ctx",
+            "out.total=80GiB",
+            "--ctx",
+            "out.free=79GiB",
+            "--uid",
+            "1000",
+        ];
+        for s in sets {
+            args.extend(["--map-set"]);
+            args.extend(s.splitn(3, ' '));
+        }
+        let r = runs(&test_run(&home, &m, &args));
+        let field = |name: &str| {
+            r[0]["ctx_changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["field"] == name)
+                .map_or(0, |c| c["after"].as_u64().unwrap())
+        };
+        (field("out.total"), field("out.free"))
+    };
+    // Without quota's limits: the driver's values pass unchanged.
+    assert_eq!(info(&[]), (0, 0), "no ctx change");
+    // Process limit 4 GiB, 1 GiB held: total 4 GiB, free 3 GiB.
+    assert_eq!(
+        info(&[
+            "quota_limits 0 process=4294967296",
+            "proc_usage 42 bytes=1073741824"
+        ]),
+        (4 * GIB, 3 * GIB)
+    );
+    // The user's headroom is smaller (2 GiB limit, 1.5 GiB held by all its processes).
+    assert_eq!(
+        info(&[
+            "quota_limits 0 process=4294967296 user=2147483648",
+            "proc_usage 42 bytes=1073741824",
+            "user_usage 1000 bytes=1610612736"
+        ]),
+        (2 * GIB, 512 * MIB)
+    );
+    // Over the limit (allocated before the quota): free 0, never negative.
+    assert_eq!(
+        info(&[
+            "quota_limits 0 device=1073741824",
+            "dev_usage 0 bytes=3221225472"
+        ]),
+        (GIB, 0)
+    );
+    // cuDeviceTotalMem: the device of the argument.
+    let r = runs(&test_run(
+        &home,
+        &m,
+        &[
+            "--prog",
+            "meminfo_totalmem",
+            "--map-set",
+            "quota_limits",
+            "0",
+            "device=5368709120",
+            "--ctx",
+            "args.dev=1",
+            "--ctx",
+            "out.bytes=80GiB",
+        ],
+    ));
+    assert_eq!(
+        r[0]["ctx_changes"],
+        json!([{"field": "out.bytes", "before": 80 * GIB, "after": 5 * GIB}])
+    );
+}
+
+#[test]
+fn against_the_registry_the_run_changes_its_maps() {
+    let Some((_d, home, [q, _])) = quota() else {
+        return;
+    };
+    let qs = q.to_str().unwrap();
+    // No registry yet: an error, none created.
+    let out = run(
+        &home,
+        &["test-run", qs, "--prog", "quota_alloc", "--registry"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no registry"));
+    assert!(!home.exists());
+    ok(&run(&home, &["load", qs, "--set", "limit_bytes=1000"]));
+    ok(&run(
+        &home,
+        &[
+            "maps",
+            "update",
+            "proc_usage",
+            "--key",
+            "42",
+            "--value",
+            "bytes=900",
+        ],
+    ));
+    let go = |size: &str| {
+        runs(&run(
+            &home,
+            &[
+                "-j",
+                "test-run",
+                qs,
+                "--prog",
+                "quota_alloc",
+                "--registry",
+                "--ctx",
+                "hdr.pid=42",
+                "--ctx",
+                &format!("bytesize={size}"),
+            ],
+        ))
+    };
+    // The loaded limit (1000) applies: 100 fits, 101 does not, and the denial is counted in
+    // the registry's map.
+    assert_eq!(go("100")[0]["verdict"], 0);
+    assert_eq!(go("101")[0]["verdict"], 2);
+    let l = ok_json(&run(
+        &home,
+        &["-j", "maps", "lookup", "proc_usage", "--key", "42"],
+    ));
+    assert_eq!(
+        (&l["value"]["bytes"], &l["value"]["denied"]),
+        (&json!(900), &json!(1))
+    );
+    // --set would not apply to the loaded globals: refused.
+    let out = run(
+        &home,
+        &[
+            "test-run",
+            qs,
+            "--prog",
+            "quota_alloc",
+            "--registry",
+            "--set",
+            "limit_bytes=1",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--set applies to scratch maps"));
+    // Another name's maps are not there.
+    let out = run(
+        &home,
+        &[
+            "test-run",
+            qs,
+            "--prog",
+            "quota_alloc",
+            "--registry",
+            "--name",
+            "other",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("other.rodata") && err.contains("load the object first"),
+        "{err}"
+    );
+}
+
+#[test]
+fn programs_attach_points_and_fields_are_checked() {
+    let Some((d, home, [q, _])) = quota() else {
+        return;
+    };
+    let fails = |args: &[&str], want: &str, code: i32| {
+        let out = run(&home, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: missing `{want}` in {err}");
+    };
+    let qs = q.to_str().unwrap();
+    fails(&["test-run", qs], "choose one with --prog", 1);
+    fails(
+        &[
+            "test-run",
+            qs,
+            "--prog",
+            "quota_alloc",
+            "--ctx",
+            "args.nope=1",
+        ],
+        "has no ctx field `args.nope` (fields: hdr.api_id",
+        1,
+    );
+    fails(
+        &[
+            "test-run",
+            qs,
+            "--prog",
+            "quota_alloc",
+            "--ctx",
+            "out.dptr=1",
+        ],
+        "exists on exit only",
+        1,
+    );
+    fails(
+        &[
+            "test-run",
+            qs,
+            "--prog",
+            "quota_alloc_done",
+            "--ctx",
+            "dptr=1",
+        ],
+        "say args.dptr or out.dptr",
+        1,
+    );
+    fails(
+        &[
+            "test-run",
+            qs,
+            "--prog",
+            "quota_alloc",
+            "--attach",
+            "cuMemFree",
+        ],
+        "is written for `cuMemAlloc`",
+        1,
+    );
+    // A generic SEC("cuda") program needs --attach.
+    let Some(generic) = common::cli::build_policy(d.path(), "tests/data/attach/generic.bpf.c")
+    else {
+        return;
+    };
+    let gs = generic.to_str().unwrap();
+    fails(
+        &["test-run", gs, "--prog", "count_entry"],
+        "names no API",
+        1,
+    );
+    let r = runs(&run(
+        &home,
+        &[
+            "-j",
+            "test-run",
+            gs,
+            "--prog",
+            "count_entry",
+            "--attach",
+            "cudaMalloc",
+        ],
+    ));
+    assert_eq!(r[0]["verdict"], 0);
+    assert_eq!(after(&r[0], "generic.bss", &json!(0))["calls"], 1);
+    // A program the verifier rejects: exit code 3 with the diagnostic, nothing run.
+    let src = d.path().join("bad.bpf.c");
+    std::fs::write(
+        &src,
+        "#include \"gpubpf.h\"\n\
+         struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4);\n\
+                  __type(key, __u32); __type(value, __u64); } m SEC(\".maps\");\n\
+         GPUBPF_ENTRY(cuMemAlloc, bad) { __u32 k = 0; __u64 *v = bpf_map_lookup_elem(&m, &k);\n\
+                  return *v ? 2 : 0; }\n\
+         char LICENSE[] SEC(\"license\") = \"MIT\";\n",
+    )
+    .unwrap();
+    let bad = d.path().join("bad.o");
+    assert!(common::cli::build_object(
+        &src,
+        &bad,
+        &d.path().join("cache")
+    ));
+    fails(
+        &["test-run", bad.to_str().unwrap()],
+        "rejected by the verifier",
+        3,
+    );
+}
+
+#[test]
+fn a_run_time_fault_is_reported_the_same_by_both_engines() {
+    // Nested bpf_loops: verified, but the run-time iteration budget ends the run at the same
+    // instruction in the interpreter and the JIT (dispatch would treat it as verdict 0).
+    let Some((_d, home, [nested])) = with_policies(["tests/data/dispatch/nested_loops.bpf.c"])
+    else {
+        return;
+    };
+    let r = runs(&test_run(&home, &nested, &["--ctx", "bytesize=1"]));
+    assert_eq!(r[0]["return"], Value::Null);
+    assert_eq!(r[0]["fault"]["kind"], "iteration_budget");
+    assert!(r[0]["fault"]["pc"].as_u64().is_some(), "{}", r[0]);
+    let out = ok(&run(
+        &home,
+        &["test-run", nested.to_str().unwrap(), "--ctx", "bytesize=1"],
+    ));
+    assert!(
+        out.contains("run 1: fault: instruction ")
+            && out.contains("counts as verdict 0")
+            && out.contains("interpreter and JIT agree on 1 run"),
+        "{out}"
+    );
+}
