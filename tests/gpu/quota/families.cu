@@ -141,7 +141,9 @@ static void meminfo(size_t mib)
 	printf("malloc %d\n", (int)cudaMalloc(&p, mib << 20));
 	cudaMemGetInfo(&fr, &total);
 	printf("getinfo free=%zu total=%zu\n", fr, total);
-	printf("totalmem %d bytes=%zu\n", (int)cuDeviceTotalMem(&bytes, dev), bytes);
+	// The call first: the order in which printf's arguments are evaluated is unspecified.
+	CUresult tm = cuDeviceTotalMem(&bytes, dev);
+	printf("totalmem %d bytes=%zu\n", (int)tm, bytes);
 	cudaFree(p);
 	cudaMemGetInfo(&fr, &total);
 	printf("getinfo free=%zu total=%zu\n", fr, total);

@@ -20,14 +20,20 @@ def gpubpf(*args):
     return json.loads(out.stdout) if out.returncode == 0 else None
 
 
+def formatted(entry):
+    """`(key, value)` of a map entry: bpftool-style JSON keeps the typed view in `formatted`."""
+    f = entry.get("formatted", entry)
+    return f["key"], f["value"]
+
+
 def usage():
     v = gpubpf("maps", "lookup", "proc_usage", "--key", str(PID))
-    return v["value"]["bytes"] if v else 0
+    return formatted(v)[1]["bytes"] if v else 0
 
 
 def kinds():
-    live = gpubpf("maps", "dump", "quota_allocs") or []
-    mine = [e["key"]["kind"] for e in live if e["key"]["pid"] == PID]
+    live = [formatted(e) for e in gpubpf("maps", "dump", "quota_allocs") or []]
+    mine = [k["kind"] for k, _ in live if k["pid"] == PID]
     return {k: mine.count(k) for k in sorted(set(mine))}
 
 

@@ -13,4 +13,6 @@ strip "$DIST/gpubpf" "$DIST/libgpubpf.so"
 for p in quota meminfo trace; do
 	"$DIST/gpubpf" build "policies/$p.bpf.c" -o "$DIST/$p.o" >/dev/null
 done
+# The launch-counting policy of the shim's benchmarks (tests/gpu/workloads overhead runs).
+"$DIST/gpubpf" build tests/shim/count_launch.bpf.c -o "$DIST/count_launch.o" >/dev/null
 ls -l "$DIST"
