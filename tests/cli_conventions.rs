@@ -169,10 +169,7 @@ fn mutating_commands_confirm_what_they_did() {
         ok(&["maps", "delete", "proc_usage", "--key", "7"]),
         "proc_usage key 7 deleted\n"
     );
-    assert_eq!(
-        ok(&["maps", "clear", "proc_usage"]),
-        "proc_usage cleared\n"
-    );
+    assert_eq!(ok(&["maps", "clear", "proc_usage"]), "proc_usage cleared\n");
     // quota pins its maps by name (LIBBPF_PIN_BY_NAME); its `.rodata` is not pinned.
     assert_eq!(
         ok(&["maps", "pin", "proc_usage"]),

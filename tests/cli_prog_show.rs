@@ -240,6 +240,9 @@ fn prog_show_selects_by_id_and_name_and_ids_are_never_reused() {
     assert!(v["id"].as_u64().unwrap() > max, "{v}");
     let v = j(&run(&home, &["-j", "load", q]));
     // q3 took max+1 (the object) to max+1+per_object (its programs).
-    assert!(v["id"].as_u64().unwrap() > max + 1 + per_object as u64, "{v}");
+    assert!(
+        v["id"].as_u64().unwrap() > max + 1 + per_object as u64,
+        "{v}"
+    );
     assert_eq!(v["replaced"]["id"], progs[0]["object_id"]);
 }
