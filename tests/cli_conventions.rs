@@ -24,7 +24,12 @@ fn inspect_and_maps_show_spell_types_alike() {
         let object = loaded["name"].as_str().unwrap().to_string();
         for m in inspected["maps"].as_array().unwrap() {
             let name = m["name"].as_str().unwrap();
-            let registry = format!("{object}.{}", name.trim_start_matches('.'));
+            // Pinned by name (LIBBPF_PIN_BY_NAME): the registry map has the map's name.
+            let registry = if m["pinned"] == true {
+                name.to_string()
+            } else {
+                format!("{object}.{}", name.trim_start_matches('.'))
+            };
             let shown = j(&run(&home, &["-j", "maps", "show", &registry]));
             for k in ["key_type", "value_type"] {
                 assert_eq!(
@@ -36,12 +41,17 @@ fn inspect_and_maps_show_spell_types_alike() {
             compared += 1;
         }
     }
-    assert_eq!(compared, 9);
+    assert_eq!(compared, 11);
     // The spelling is the source's: typedef names kept, the section for global data.
-    let shown = j(&run(&home, &["-j", "maps", "show", "quota.proc_usage"]));
+    let shown = j(&run(&home, &["-j", "maps", "show", "proc_usage"]));
     assert_eq!(
         (&shown["key_type"], &shown["value_type"]),
         (&"__u32".into(), &"struct usage".into())
+    );
+    let shown = j(&run(&home, &["-j", "maps", "show", "quota_allocs"]));
+    assert_eq!(
+        (&shown["key_type"], &shown["value_type"]),
+        (&"struct quota_key".into(), &"struct quota_alloc".into())
     );
     let shown = j(&run(&home, &["-j", "maps", "show", "quota.rodata"]));
     assert_eq!(
@@ -149,23 +159,25 @@ fn mutating_commands_confirm_what_they_did() {
     };
     assert_eq!(
         upd("denied=1"),
-        "quota.proc_usage key 7 updated (the named fields)\n"
+        "proc_usage key 7 updated (the named fields)\n"
     );
     assert_eq!(
         upd(r#"{"bytes":1,"allocs":2,"frees":3,"denied":4}"#),
-        "quota.proc_usage key 7 updated\n"
+        "proc_usage key 7 updated\n"
     );
     assert_eq!(
         ok(&["maps", "delete", "proc_usage", "--key", "7"]),
-        "quota.proc_usage key 7 deleted\n"
+        "proc_usage key 7 deleted\n"
     );
-    assert_eq!(
-        ok(&["maps", "clear", "proc_usage"]),
-        "quota.proc_usage cleared\n"
-    );
+    assert_eq!(ok(&["maps", "clear", "proc_usage"]), "proc_usage cleared\n");
+    // quota pins its maps by name (LIBBPF_PIN_BY_NAME); its `.rodata` is not pinned.
     assert_eq!(
         ok(&["maps", "pin", "proc_usage"]),
-        "quota.proc_usage pinned\n"
+        "proc_usage was already pinned\n"
+    );
+    assert_eq!(
+        ok(&["maps", "pin", "quota.rodata"]),
+        "quota.rodata pinned\n"
     );
     assert!(ok(&[
         "maps",

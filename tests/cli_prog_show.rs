@@ -50,13 +50,19 @@ fn prog_list_json_has_ids_sizes_times_maps_and_parsed_globals() {
         ],
     ));
     let progs = list(&home);
-    assert_eq!(progs.len(), 3);
+    // quota has an entry and an exit program for every allocation family, 25 in all, in
+    // the object's order (as `inspect` lists them).
+    assert_eq!(progs.len(), 25);
+    let inspected = j(&run(&home, &["-j", "inspect", q]));
+    let declared = inspected["programs"].as_array().unwrap();
+    assert_eq!(declared.len(), progs.len());
     let oid = first["id"].as_u64().unwrap();
     assert!(oid >= 1);
-    let names = ["quota_alloc", "quota_alloc_done", "quota_free_done"];
     for (i, p) in progs.iter().enumerate() {
         assert_eq!(p["id"], oid + 1 + i as u64, "{p}");
-        assert_eq!(p["name"], names[i]);
+        assert_eq!(p["name"], declared[i]["name"]);
+        assert_eq!(p["phase"], declared[i]["phase"], "{p}");
+        assert_eq!(p["links"][0]["attach_point"], declared[i]["attach"], "{p}");
         assert_eq!(p["object"], "quota");
         assert_eq!(p["object_id"], oid);
         assert!(p["insn_count"].as_u64().unwrap() > 10, "{p}");
@@ -74,15 +80,23 @@ fn prog_list_json_has_ids_sizes_times_maps_and_parsed_globals() {
         );
         assert!(p.get("error").is_none(), "{p}");
     }
+    assert_eq!(progs[0]["name"], "quota_alloc");
     assert_eq!(progs[0]["phase"], "entry");
+    assert_eq!(progs[1]["name"], "quota_alloc_done");
     assert_eq!(progs[1]["phase"], "exit");
     assert_eq!(
         progs[0]["links"],
         json!([{"attach_point": "cuMemAlloc", "requested": "cuMemAlloc", "phase": "entry",
                 "priority": 0}])
     );
-    assert_eq!(progs[2]["links"][0]["attach_point"], "cuMemFree");
-    // The maps each program references (quota_free_done does not read the limits).
+    let free = progs
+        .iter()
+        .position(|p| p["name"] == "quota_free_done")
+        .expect("quota_free_done listed");
+    assert_eq!(progs[free]["links"][0]["attach_point"], "cuMemFree");
+    assert_eq!(progs[free]["phase"], "exit");
+    // The maps each program references (quota_free_done does not read the limits); the
+    // shared ones are pinned by name, only `.rodata` is the object's own.
     let maps = |i: usize| -> Vec<&str> {
         let mut m: Vec<&str> = progs[i]["maps"]
             .as_array()
@@ -95,10 +109,10 @@ fn prog_list_json_has_ids_sizes_times_maps_and_parsed_globals() {
     };
     assert_eq!(
         maps(0),
-        ["quota.proc_usage", "quota.rodata", "quota.user_usage"]
+        ["dev_usage", "proc_usage", "quota.rodata", "user_usage"]
     );
-    assert!(!maps(2).contains(&"quota.rodata"), "{:?}", maps(2));
-    assert!(maps(2).contains(&"quota.allocations"));
+    assert!(!maps(free).contains(&"quota.rodata"), "{:?}", maps(free));
+    assert!(maps(free).contains(&"quota_allocs"), "{:?}", maps(free));
     // The JIT size is the one `prog dump jited` builds.
     let dump = j(&run(
         &home,
@@ -166,12 +180,14 @@ fn prog_show_selects_by_id_and_name_and_ids_are_never_reused() {
     ok(&run(&home, &["load", q, "--set", "limit_bytes=1GiB"]));
     ok(&run(&home, &["load", q, "--name", "q2"]));
     let progs = list(&home);
-    assert_eq!(progs.len(), 6);
+    // 25 programs an object (an entry and an exit program for every allocation family).
+    let per_object = 25;
+    assert_eq!(progs.len(), 2 * per_object);
     let ids: Vec<u64> = progs.iter().map(|p| p["id"].as_u64().unwrap()).collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
 
-    // id N: that program.
-    let p = &progs[4];
+    // id N: that program (q2's second one).
+    let p = &progs[per_object + 1];
     let id = p["id"].as_u64().unwrap().to_string();
     assert_eq!(&j(&run(&home, &["-j", "prog", "show", "id", &id])), p);
     let text = ok(&run(&home, &["prog", "show", "id", &id]));
@@ -200,7 +216,7 @@ fn prog_show_selects_by_id_and_name_and_ids_are_never_reused() {
         .collect();
     assert_eq!(objects, ["quota", "q2"], "by id");
     let of_object = j(&run(&home, &["-j", "prog", "show", "name", "q2"]));
-    assert_eq!(of_object.as_array().unwrap().len(), 3);
+    assert_eq!(of_object.as_array().unwrap().len(), per_object);
     let err = fails(&run(&home, &["prog", "show", "name", "nope"]), 1);
     assert!(
         err.contains("no loaded program or object named `nope`"),
@@ -223,6 +239,10 @@ fn prog_show_selects_by_id_and_name_and_ids_are_never_reused() {
     let v = j(&run(&home, &["-j", "load", q, "--name", "q3"]));
     assert!(v["id"].as_u64().unwrap() > max, "{v}");
     let v = j(&run(&home, &["-j", "load", q]));
-    assert!(v["id"].as_u64().unwrap() > max + 4, "{v}");
+    // q3 took max+1 (the object) to max+1+per_object (its programs).
+    assert!(
+        v["id"].as_u64().unwrap() > max + 1 + per_object as u64,
+        "{v}"
+    );
     assert_eq!(v["replaced"]["id"], progs[0]["object_id"]);
 }

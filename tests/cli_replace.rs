@@ -139,10 +139,43 @@ fn loaded(home: &Path) -> Vec<String> {
     names
 }
 
-fn usage_bytes(home: &Path, map: &str) -> Value {
-    j(&run(home, &["-j", "maps", "lookup", map, "--key", "7"]))["value"]["bytes"].clone()
+/// `bytes` of key 7 of `proc_usage` (the formatted value of bpftool-style JSON).
+fn usage_bytes(home: &Path) -> Value {
+    j(&run(
+        home,
+        &["-j", "maps", "lookup", "proc_usage", "--key", "7"],
+    ))["formatted"]["value"]["bytes"]
+        .clone()
 }
 
+/// The `limit_bytes` knob of object `object` (its `.rodata`).
+fn limit_bytes(home: &Path, object: &str) -> Value {
+    let rodata = format!("{object}.rodata");
+    j(&run(home, &["-j", "maps", "lookup", &rodata, "--key", "0"]))["formatted"]["value"]
+        ["limit_bytes"]
+        .clone()
+}
+
+/// quota's maps are pinned by name (`proc_usage`, …: LIBBPF_PIN_BY_NAME); only its
+/// `.rodata` is the object's own.
+const QUOTA_PINNED: [&str; 5] = [
+    "dev_usage",
+    "proc_usage",
+    "quota_allocs",
+    "quota_limits",
+    "user_usage",
+];
+
+/// The registry's maps: quota's pinned ones and `OBJECT.rodata`, sorted by name.
+fn quota_maps(object: &str) -> Vec<String> {
+    let mut names: Vec<String> = QUOTA_PINNED.iter().map(|m| m.to_string()).collect();
+    names.push(format!("{object}.rodata"));
+    names.sort();
+    names
+}
+
+/// quota's maps are pinned by name: a replacement (same name, loaded again, or another
+/// name) binds them again with their contents, never "takes them over"; the knob changes.
 #[test]
 fn replace_keeps_map_contents_and_changes_the_knob() {
     let Some((_d, home, [quota])) = with_policies(["policies/quota.bpf.c"]) else {
@@ -155,7 +188,7 @@ fn replace_keeps_map_contents_and_changes_the_knob() {
         &[
             "maps",
             "update",
-            "quota.proc_usage",
+            "proc_usage",
             "--key",
             "7",
             "--value",
@@ -176,6 +209,8 @@ fn replace_keeps_map_contents_and_changes_the_knob() {
             "quota",
             "--set",
             "limit_bytes=2GiB",
+            "--set",
+            "log_denials=0",
         ],
     ));
     assert_eq!(reg.generation(), g + 1);
@@ -183,25 +218,37 @@ fn replace_keeps_map_contents_and_changes_the_knob() {
     assert_eq!(v["name"], "quota");
     assert_eq!(v["replaced"], json!({"id": first["id"], "name": "quota"}));
     assert!(v["id"].as_u64().unwrap() > first["id"].as_u64().unwrap());
+    assert_eq!(v["maps_taken_over"], json!([]));
+    assert_eq!(v["maps_removed"], json!([]));
     assert_eq!(
         v["globals_parsed"][0],
         json!({"name": "limit_bytes", "given": "2GiB", "value": 2147483648u64,
                "type": "const volatile __u64"})
     );
-    assert_eq!(usage_bytes(&home, "quota.proc_usage"), 123);
-    let rodata = j(&run(
-        &home,
-        &["-j", "maps", "lookup", "quota.rodata", "--key", "0"],
-    ));
-    assert_eq!(rodata["value"]["limit_bytes"], 2147483648u64);
+    assert_eq!(usage_bytes(&home), 123);
+    assert_eq!(limit_bytes(&home, "quota"), 2147483648u64);
+    assert_eq!(map_names(&home), quota_maps("quota"));
     let text = ok(&run(&home, &["prog", "show", "quota"]));
     assert!(
         text.contains("global limit_bytes = 2147483648 (--set limit_bytes=2GiB)"),
         "{text}"
     );
 
-    // Under another name: the same maps (contents kept) under the new object's names,
-    // the old object and its map names gone, in one generation.
+    // Loaded again under its name without --replace: the same, in one generation.
+    let g = reg.generation();
+    let again = j(&run(
+        &home,
+        &["-j", "load", q, "--set", "limit_bytes=1536MiB"],
+    ));
+    assert_eq!(reg.generation(), g + 1);
+    assert_eq!(again["replaced"], json!({"id": v["id"], "name": "quota"}));
+    assert_eq!(again["maps_taken_over"], json!([]));
+    assert_eq!(usage_bytes(&home), 123);
+    assert_eq!(limit_bytes(&home, "quota"), 1610612736u64);
+    assert_eq!(loaded(&home), ["quota"]);
+
+    // Under another name: the pinned maps are bound again (contents kept), only the old
+    // object's own `.rodata` is taken over (and rewritten), in one generation.
     let g = reg.generation();
     let v = j(&run(
         &home,
@@ -219,29 +266,73 @@ fn replace_keeps_map_contents_and_changes_the_knob() {
     ));
     assert_eq!(reg.generation(), g + 1);
     assert_eq!(
-        v["maps_taken_over"][0],
-        json!({"from": "quota.proc_usage", "to": "q2.proc_usage"})
+        v["maps_taken_over"],
+        json!([{"from": "quota.rodata", "to": "q2.rodata"}])
     );
     assert_eq!(loaded(&home), ["q2"]);
-    assert_eq!(
-        map_names(&home),
-        [
-            "q2.allocations",
-            "q2.proc_usage",
-            "q2.rodata",
-            "q2.user_usage"
-        ]
-    );
-    assert_eq!(usage_bytes(&home, "q2.proc_usage"), 123);
-    let shown = j(&run(&home, &["-j", "maps", "show", "q2.proc_usage"]));
-    assert_eq!(shown["name"], "q2.proc_usage");
-    let rodata = j(&run(
-        &home,
-        &["-j", "maps", "lookup", "q2.rodata", "--key", "0"],
-    ));
-    assert_eq!(rodata["value"]["limit_bytes"], 3221225472u64);
+    assert_eq!(map_names(&home), quota_maps("q2"));
+    assert_eq!(usage_bytes(&home), 123);
+    let shown = j(&run(&home, &["-j", "maps", "show", "proc_usage"]));
+    assert_eq!(shown["name"], "proc_usage");
+    assert_eq!(shown["pinned"], true);
+    assert_eq!(shown["used_by"], json!(["q2"]));
+    assert_eq!(limit_bytes(&home, "q2"), 3221225472u64);
     let text = ok(&run(&home, &["prog", "show", "q2"]));
     assert!(text.contains("replaced quota (id "), "{text}");
+}
+
+/// A map of the object's own (`OLD.m`, not pinned) goes to a replacement under another
+/// name with its contents (`NEW.m`, one map under a second name).
+#[test]
+fn private_maps_are_taken_over_with_their_contents_under_another_name() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(objs) = build_versions(d.path()) else {
+        return;
+    };
+    let v1 = objs[0].to_str().unwrap();
+    let home = d.path().join("reg");
+    ok(&run(&home, &["load", v1, "--name", "pol"]));
+    ok(&run(
+        &home,
+        &["maps", "update", "pol.counts", "--key", "1", "--value", "5"],
+    ));
+    let reg = Registry::open(&home).unwrap();
+    let g = reg.generation();
+    let v = j(&run(
+        &home,
+        &[
+            "-j",
+            "load",
+            v1,
+            "--replace",
+            "pol",
+            "--name",
+            "p2",
+            "--set",
+            "step=2",
+        ],
+    ));
+    assert_eq!(reg.generation(), g + 1);
+    assert_eq!(
+        v["maps_taken_over"],
+        json!([
+            {"from": "pol.counts", "to": "p2.counts"},
+            {"from": "pol.extra", "to": "p2.extra"},
+            {"from": "pol.rodata", "to": "p2.rodata"}
+        ])
+    );
+    assert_eq!(loaded(&home), ["p2"]);
+    assert_eq!(map_names(&home), ["p2.counts", "p2.extra", "p2.rodata"]);
+    let kept = j(&run(
+        &home,
+        &["-j", "maps", "lookup", "p2.counts", "--key", "1"],
+    ));
+    assert_eq!(kept["formatted"]["value"], 5);
+    let step = j(&run(
+        &home,
+        &["-j", "maps", "lookup", "p2.rodata", "--key", "0"],
+    ));
+    assert_eq!(step["formatted"]["value"]["step"], 2);
 }
 
 #[test]
@@ -290,7 +381,7 @@ fn a_changed_map_definition_is_refused_unless_recreated() {
         &home,
         &["-j", "maps", "lookup", "pol.counts", "--key", "1"],
     ));
-    assert_eq!(kept["value"], 5);
+    assert_eq!(kept["formatted"]["value"], 5);
     // Under another name the old object's map is named.
     let err = fails(
         &run(&home, &["load", v3, "--replace", "pol", "--name", "p2"]),
@@ -509,13 +600,13 @@ fn a_live_process_picks_up_a_replacement_and_keeps_its_counters() {
             "-j",
             "maps",
             "lookup",
-            "quota.proc_usage",
+            "proc_usage",
             "--key",
             &pid.to_string(),
         ],
     ));
     assert_eq!(
-        usage["value"],
+        usage["formatted"]["value"],
         json!({"bytes": 1000, "allocs": 1, "frees": 0, "denied": 1}),
         "the refusal counted before the replacement is kept"
     );

@@ -194,7 +194,8 @@ fn a_denial_is_counted_and_logged_in_the_bucket_that_refused() {
     for want in [
         "quota_managed (cuda/cuMemAllocManaged at cuMemAllocManaged, entry): verified",
         "run 1: verdict 2 CUDA_ERROR_OUT_OF_MEMORY (the call is refused with it)",
-        "map proc_usage[7]: (none) -> {\"allocs\":0,\"bytes\":0,\"denied\":1,\"frees\":0}",
+        // Struct fields in declaration order (struct usage).
+        "map proc_usage[7]: (none) -> {\"bytes\":0,\"allocs\":0,\"frees\":0,\"denied\":1}",
         "bpf_printk: quota: pid 7 denied 2147483648 bytes (process limit)",
         "interpreter and JIT agree on 1 run",
     ] {
@@ -596,7 +597,10 @@ fn against_the_registry_the_run_changes_its_maps() {
         &["-j", "maps", "lookup", "proc_usage", "--key", "42"],
     ));
     assert_eq!(
-        (&l["value"]["bytes"], &l["value"]["denied"]),
+        (
+            &l["formatted"]["value"]["bytes"],
+            &l["formatted"]["value"]["denied"]
+        ),
         (&json!(900), &json!(1))
     );
     // --set would not apply to the loaded globals: refused.

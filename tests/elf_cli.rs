@@ -379,9 +379,16 @@ fn verify_log_shows_source_lines_as_the_kernel_does() {
     );
     assert!(lines[1].starts_with("0: R1=ctx"), "{log}");
     assert!(lines[2].trim_start().starts_with("0: (61) r2 = "), "{log}");
+    // The lines of the subprogram it calls (release: every family's free is credited there).
     assert!(
         log.contains(
-            "; struct allocation *a = bpf_map_lookup_elem(&allocations, &dptr); @ quota.bpf.c:"
+            "; static __noinline int release(__u32 pid, __u32 kind, __u64 handle) @ quota.bpf.c:"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "; struct quota_alloc *a = bpf_map_lookup_elem(&quota_allocs, &key); @ quota.bpf.c:"
         ),
         "{log}"
     );

@@ -50,13 +50,16 @@ fn lines(out: &std::process::Output) -> Vec<String> {
         .collect()
 }
 
-/// `gpubpf maps dump MAP` as key -> value.
+/// `gpubpf maps dump MAP` as key -> value (the `formatted` part of bpftool-style entries).
 fn dump(home: &Path, map: &str) -> BTreeMap<u64, Value> {
     ok_json(&cli(home, &["-j", "maps", "dump", map]))
         .as_array()
         .expect("array")
         .iter()
-        .map(|e| (e["key"].as_u64().expect("integer key"), e["value"].clone()))
+        .map(|e| {
+            let f = &e["formatted"];
+            (f["key"].as_u64().expect("integer key"), f["value"].clone())
+        })
         .collect()
 }
 

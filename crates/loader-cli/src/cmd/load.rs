@@ -39,9 +39,10 @@ pub struct Args {
     pub name: Option<String>,
     /// Swap loaded object OLD for this one in one registry generation (a process sees the
     /// old object or the new one, never neither nor both). Maps are kept by name with their
-    /// contents (`quota.proc_usage` keeps its counters when `--set` changes a limit), also
-    /// under a new --name; OLD's maps the new object does not use go unless pinned. Fails
-    /// when OLD is not loaded.
+    /// contents (quota's `proc_usage`, pinned by name, keeps its counters when `--set`
+    /// changes a limit); under a new --name OLD's own maps (`OLD.m`) become NEW's (`NEW.m`);
+    /// OLD's maps the new object does not use go unless pinned. Fails when OLD is not
+    /// loaded.
     #[arg(long, value_name = "OLD")]
     pub replace: Option<String>,
     /// When a kept map's definition changed (type, key/value size, max_entries, flags):

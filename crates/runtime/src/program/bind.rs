@@ -176,12 +176,17 @@ pub fn bind_maps_with(
     let mut plan = Vec::with_capacity(defs.len());
     for def in defs {
         let name = registry_map_name(object, def);
-        let from = opts.replacing.filter(|r| r.name != object).and_then(|r| {
+        // Only a map scoped to the replaced object (`OLD.m`) is taken over under the new
+        // object's name; a map pinned by name is the same registry map for both, so it is
+        // simply bound again, with its contents.
+        let from = opts.replacing.and_then(|r| {
+            let old_name = registry_map_name(&r.name, def);
+            if old_name == name {
+                return None;
+            }
             r.maps
                 .iter()
-                .find(|b| {
-                    b.object_name == def.name && b.registry_name == registry_map_name(&r.name, def)
-                })
+                .find(|b| b.object_name == def.name && b.registry_name == old_name)
                 .map(|b| b.registry_name.clone())
         });
         if let Some(from) = &from {
@@ -452,5 +457,50 @@ mod tests {
             prepare(&bad, &maps),
             Err(crate::program::PrepareError::BadMapIndex { .. })
         ));
+    }
+
+    #[test]
+    fn a_replacement_binds_pinned_maps_again_and_takes_over_private_ones() {
+        let d = tempfile::tempdir().unwrap();
+        let r = Registry::open(&d.path().join("reg")).unwrap();
+        let mut shared = def("shared", MapType::Hash, 8, 64);
+        shared.pinned = true;
+        let defs = vec![def("counts", MapType::Hash, 8, 64), shared];
+        let a = bind_maps(&mut r.writer().unwrap(), "a", &defs).unwrap();
+        a[1].map.update(&1u32.to_ne_bytes(), &[7; 8], 0).unwrap();
+        let old = crate::registry::ObjectRecord {
+            format: crate::registry::RECORD_FORMAT,
+            name: "a".into(),
+            id: 1,
+            replaced: None,
+            object_file: "object.o".into(),
+            object_sha256: String::new(),
+            object_size: 0,
+            source_path: None,
+            loaded_at_unix: 0,
+            globals: Default::default(),
+            maps: a.iter().map(|b| b.binding.clone()).collect(),
+            programs: vec![],
+        };
+        r.writer().unwrap().publish_object(&old, b"").unwrap();
+        for name in ["a", "b"] {
+            let opts = BindOptions {
+                replacing: Some(&old),
+                recreate_changed: false,
+            };
+            let b = bind_maps_with(&mut r.writer().unwrap(), name, &defs, &opts).unwrap();
+            // The pinned map is the same registry map for both objects: bound again.
+            assert_eq!(b[1].binding.registry_name, "shared");
+            assert_eq!(b[1].taken_over, None);
+            assert!(!b[1].binding.created);
+            assert_eq!(
+                b[1].map.lookup(&1u32.to_ne_bytes()).unwrap(),
+                Some(vec![7; 8])
+            );
+            // The private one is taken over only under another name.
+            let expected = (name != "a").then(|| "a.counts".to_string());
+            assert_eq!(b[0].taken_over, expected, "{name}");
+            assert_eq!(b[0].binding.registry_name, format!("{name}.counts"));
+        }
     }
 }

@@ -20,8 +20,8 @@ impl Registry {
     }
 
     /// The registry name a user means by `name`: `name` itself when such a map exists,
-    /// else the one map named `OBJECT.name` (an object's private map, `proc_usage` for
-    /// `quota.proc_usage`); several candidates are an error listing them.
+    /// else the one map named `OBJECT.name` (an object's private map, `stats` for
+    /// `trace.stats`); several candidates are an error listing them.
     pub fn resolve_map_name(&self, name: &str) -> Result<String, RegistryError> {
         check_name(name)?;
         if self.maps_dir().join(name).exists() {
