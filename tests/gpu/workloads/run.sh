@@ -5,7 +5,8 @@
 # `PASS|FAIL|SKIP name: detail` line per check, the `FIGURE` lines of the measurements, a
 # summary line, then the raw outputs of the failed checks. Never stops at a failing check;
 # every step runs under `timeout`, and a section that would not fit the time budget
-# (WL_BUDGET seconds, default 450) is reported as failed instead of run.
+# (WL_BUDGET seconds, default 450) is reported as failed instead of run. WL_ONLY="WORD…"
+# runs only the sections with a check whose name contains one of the words.
 #
 #   tests/gpu/workloads/run.sh [DIST]     (default target/gpu-dist)
 #
@@ -78,8 +79,17 @@ HAVE_TORCH=0
 HAVE_NVCC=0
 section() { # "NAME…" SECONDS NEED…: whether a section can run (NEED: DIST files, torch,
 	#          nvcc, or a built program under WORK); fails NAME… when it cannot
-	local names=$1 need=$2 x miss=""
+	local names=$1 need=$2 x miss="" want
 	shift 2
+	# WL_ONLY="startup dataloader …": run only the sections with a check name containing one
+	# of these words (the others are not reported at all).
+	if [ -n "${WL_ONLY:-}" ]; then
+		want=0
+		for x in $WL_ONLY; do
+			case " $names " in *"$x"*) want=1 ;; esac
+		done
+		[ $want = 1 ] || return 1
+	fi
 	for x in "$@"; do
 		case $x in
 		torch) [ $HAVE_TORCH = 1 ] || miss="$miss torch-with-cuda" ;;
