@@ -1,6 +1,7 @@
 /* A process start-up under the driver API (issue #13 point 4): cuInit, the primary context,
  * one 1 MiB cuMemAlloc and its cuMemFree, with the time of each step. run.sh starts 200 of
- * them at once (spawn.py) with and without the shim. Linked with -lcuda (direct binding).
+ * them at once (spawn.py) with and without the shim, with argument `noctx`: cuInit, then
+ * cuDeviceTotalMem instead of the context and the allocation. Linked with -lcuda.
  * Prints: startup init_ms=… ctx_ms=… alloc_ms=… total_ms=… */
 #include <stdio.h>
 #include <time.h>
@@ -23,7 +24,7 @@ static double now_ms(void)
 		}                                                                         \
 	} while (0)
 
-int main(void)
+int main(int argc, char **argv)
 {
 	CUdevice dev;
 	CUcontext ctx;
@@ -32,6 +33,14 @@ int main(void)
 	CHECK(cuInit(0));
 	double t1 = now_ms();
 	CHECK(cuDeviceGet(&dev, 0));
+	if (argc > 1 && argv[1][0] == 'n') { /* noctx: one policed call that needs no context */
+		size_t total = 0;
+		CHECK(cuDeviceTotalMem(&total, dev));
+		double t2 = now_ms();
+		printf("startup init_ms=%.3f query_ms=%.3f total_ms=%.3f\n", t1 - t0, t2 - t1,
+		       t2 - t0);
+		return 0;
+	}
 	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CHECK(cuCtxSetCurrent(ctx));
 	double t2 = now_ms();
