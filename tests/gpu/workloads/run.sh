@@ -295,13 +295,13 @@ if section "$N_LO" 60 count_launch.o work/launch_bench; then
 	reg launch-count
 	gload "$out" "$DIST/count_launch.o" --name count_launch
 	H_COUNT=$GPUBPF_HOME
-	for r in 1 2 3; do
+	for r in $(seq "${WL_ROUNDS:-3}"); do
 		timeout 60 "$WORK/launch_bench" >"$WORK/launch-A-$r.txt" 2>&1
 		GPUBPF_HOME=$H_NOPOL LD_PRELOAD="$SHIM" timeout 60 "$WORK/launch_bench" >"$WORK/launch-B-$r.txt" 2>&1
 		GPUBPF_HOME=$H_COUNT LD_PRELOAD="$SHIM" timeout 60 "$WORK/launch_bench" >"$WORK/launch-C-$r.txt" 2>&1
 	done
 	GPUBPF_HOME=$H_COUNT timeout 30 "$G" -j maps dump count_launch.launches >"$WORK/launch-count.json" 2>>"$out"
-	cat "$WORK"/launch-[ABC]-[123].txt "$WORK/launch-count.json" >>"$out"
+	cat "$WORK"/launch-[ABC]-*.txt "$WORK/launch-count.json" >>"$out"
 	timeout 30 python3 "$HERE/summarize.py" launch "$WORK" >"$WORK/launch-summary.txt" 2>&1
 	collect $? "$WORK/launch-summary.txt" "$N_LO" "$out"
 fi
