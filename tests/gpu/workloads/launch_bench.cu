@@ -4,13 +4,19 @@
 // cudaDeviceSynchronize. Prints the median ns per launch and the total number of launches
 // (so that a launch-counting policy can be checked against it).
 //
-//   launch_bench [N=200000] [ROUNDS=3] [WARMUP=20000]
+//   launch_bench [N=200000] [ROUNDS=3] [WARMUP=20000] [SYNC_DIR]
 //   -> launch_ns median=… rounds=…,…,… launches=… errors=0
+//
+// With SYNC_DIR, after round r it creates SYNC_DIR/done-r and waits for SYNC_DIR/go-r, so
+// that launch_toggle.sh can change the loaded policy between rounds of one process.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <cuda_runtime.h>
 
@@ -43,6 +49,20 @@ int main(int argc, char **argv)
 		auto t1 = std::chrono::steady_clock::now();
 		launches += n;
 		ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / n);
+		if (argc > 4) {
+			std::string dir = argv[4];
+			std::string done = dir + "/done-" + std::to_string(r);
+			std::string go = dir + "/go-" + std::to_string(r);
+			if (FILE *f = fopen(done.c_str(), "w"))
+				fclose(f);
+			for (int i = 0; access(go.c_str(), F_OK) != 0; i++) {
+				if (i > 60000) {
+					printf("error: no %s\n", go.c_str());
+					return 1;
+				}
+				usleep(1000);
+			}
+		}
 	}
 	e = cudaGetLastError();
 	std::vector<double> sorted = ns;
