@@ -34,6 +34,9 @@
  *   loop F N SIZE       N allocation+free pairs: "loop ok=K first_error=RC"
  *   hold F SIZE READY GO  one allocation ("hold alloc RC id=0x…"), creates READY, waits for
  *                       GO, frees it ("hold free RC")
+ *   capture SIZE        cuMemAllocAsync of SIZE on the NULL stream ("async plain RC") and on
+ *                       the stream the mock reports as being captured ("async captured
+ *                       RC"), each freed when it succeeded
  *   meminfo SIZE        cuMemGetInfo ("getinfo RC free=… total=…"), a cuMemAlloc of SIZE,
  *                       cuMemGetInfo, cuDeviceTotalMem ("totalmem RC bytes=…"), the free,
  *                       cuMemGetInfo
@@ -454,6 +457,17 @@ int main(int argc, char **argv)
 		wait_for(argv[5], argv[6]);
 		if (r == 0)
 			printf("hold free %d\n", family_free(argv[3], &a));
+	} else if (strcmp(scenario, "capture") == 0 && argc == 4) {
+		size_t size = (size_t)atoll(argv[3]);
+		void *streams[2] = { NULL, (void *)(uintptr_t)0xCA97 };
+		const char *names[2] = { "plain", "captured" };
+		for (int i = 0; i < 2; i++) {
+			CUdeviceptr d = 0;
+			CUresult r = fam.async(&d, size, streams[i]);
+			printf("async %s %d\n", names[i], r);
+			if (r == 0)
+				fam.free_async(d, streams[i]);
+		}
 	} else if (strcmp(scenario, "meminfo") == 0 && argc == 4) {
 		size_t fr = 0, total = 0, bytes = 0;
 		CUdeviceptr d = 0;

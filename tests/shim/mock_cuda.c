@@ -250,6 +250,20 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 	return take(K_DPTR, bytesize, dptr);
 }
 
+/* The stream handle the test applications treat as being captured into a graph. */
+#define MOCK_CAPTURING_STREAM ((CUstream)(uintptr_t)0xCA97)
+
+/* CU_STREAM_CAPTURE_STATUS_ACTIVE (1) for MOCK_CAPTURING_STREAM, NONE (0) otherwise. */
+CUresult cuStreamIsCapturing(CUstream s, int *status)
+{
+	if (!atomic_load(&initialized))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!status)
+		return CUDA_ERROR_INVALID_VALUE;
+	*status = s == MOCK_CAPTURING_STREAM;
+	return CUDA_SUCCESS;
+}
+
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {
 	(void)s;
@@ -509,6 +523,7 @@ static const struct entry {
 	{ "cuMemAllocPitch", 3020, 0, (void *)cuMemAllocPitch_v2 },
 	{ "cuMemAllocManaged", 6000, 0, (void *)cuMemAllocManaged },
 	{ "cuMemAllocAsync", 11020, 0, (void *)cuMemAllocAsync },
+	{ "cuStreamIsCapturing", 10000, 0, (void *)cuStreamIsCapturing },
 	{ "cuMemAllocFromPoolAsync", 11020, 0, (void *)cuMemAllocFromPoolAsync },
 	{ "cuMemFreeAsync", 11020, 0, (void *)cuMemFreeAsync },
 	{ "cuMemCreate", 10020, 0, (void *)cuMemCreate },
