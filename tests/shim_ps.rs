@@ -188,6 +188,16 @@ fn ps_stats_collects_run_counts_and_time_only_while_asked() {
             .is_some_and(|a| a.iter().any(|x| x["calls"].as_u64() > Some(0)))
     });
     assert_eq!(p["programs"][0]["run_cnt"], 0, "off until asked: {p}");
+    let listed = |home: &Path| -> Value {
+        let all = ok_json(&cli(home, &["-j", "prog", "list"]));
+        all.as_array()
+            .and_then(|a| a.iter().find(|q| q["name"] == "count_launch").cloned())
+            .unwrap_or_else(|| panic!("count_launch in {all}"))
+    };
+    assert!(
+        listed(&home).get("run_cnt").is_none(),
+        "prog list shows run statistics only once collected"
+    );
     let procs = ps(&home, &["--stats=300ms"]);
     let p = entry(&procs, pid).expect("listed");
     let prog = &p["programs"][0];
@@ -198,6 +208,12 @@ fn ps_stats_collects_run_counts_and_time_only_while_asked() {
         .as_u64()
         .expect("calls");
     assert!(runs <= calls, "{runs} runs of {calls} calls");
+    // `prog list` sums the live processes' statistics, as bpftool shows run_cnt/run_time_ns.
+    let q = listed(&home);
+    assert!(q["run_cnt"].as_u64() >= Some(runs), "{q}");
+    assert!(q["run_time_ns"].as_u64() > Some(0), "{q}");
+    let text = String::from_utf8_lossy(&cli(&home, &["prog", "list"]).stdout).into_owned();
+    assert!(text.contains("run_cnt "), "{text}");
     let lines = finish(child, &stop);
     let made: u64 = lines[0]
         .strip_prefix("launches ")

@@ -122,6 +122,47 @@ pub struct ProgInfo {
     /// Why it could not be built (the JIT size is then unknown).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Run statistics summed over the live processes running it, when any were collected
+    /// (`gpubpf ps --stats` switches collection on; faults are always counted).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub run_stats: Option<RunStats>,
+}
+
+/// A program's run statistics over the live processes, as bpftool prints them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RunStats {
+    /// Runs counted while collection was on.
+    pub run_cnt: u64,
+    /// Their total run time.
+    pub run_time_ns: u64,
+    /// Runs that ended in a fault.
+    pub faults: u64,
+}
+
+/// Run statistics of every program (by object and program name) over the live processes
+/// of `reg` (their stats files); programs with nothing counted are left out.
+pub fn live_run_stats(reg: &Registry) -> BTreeMap<(String, String), RunStats> {
+    use gpubpf_runtime::registry::procstats::{stats_path, ProcStats};
+    let mut out: BTreeMap<(String, String), RunStats> = BTreeMap::new();
+    for p in reg.control().processes() {
+        let Ok(file) = ProcStats::open(&stats_path(reg.home(), p.slot)) else {
+            continue;
+        };
+        let view = file.read();
+        if view.pid != p.pid || view.start_time != p.start_time {
+            continue;
+        }
+        for q in view.programs {
+            if q.runs == 0 && q.faults == 0 {
+                continue;
+            }
+            let e = out.entry((q.object, q.name)).or_default();
+            e.run_cnt += q.runs;
+            e.run_time_ns += q.run_time_ns;
+            e.faults += q.faults;
+        }
+    }
+    out
 }
 
 /// `2024-05-01T12:00:00Z`.
@@ -130,8 +171,10 @@ pub fn human_time(unix: u64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// Every program of `rec`, built as a process builds it.
+/// Every program of `rec`, built as a process builds it, with the run statistics of the
+/// live processes.
 pub fn object_programs(reg: &Registry, rec: &ObjectRecord) -> Vec<ProgInfo> {
+    let stats = live_run_stats(reg);
     let loaded = LoadedObject::open(reg, rec);
     let helpers = standard_helpers();
     let globals = match &loaded {
@@ -199,6 +242,7 @@ pub fn object_programs(reg: &Registry, rec: &ObjectRecord) -> Vec<ProgInfo> {
                 maps,
                 globals: globals.clone(),
                 error,
+                run_stats: stats.get(&(rec.name.clone(), prec.name.clone())).copied(),
             }
         })
         .collect()
@@ -239,6 +283,13 @@ pub fn render(p: &ProgInfo) -> String {
     }
     for g in &p.globals {
         let _ = writeln!(s, "\tglobal {g}");
+    }
+    if let Some(r) = &p.run_stats {
+        let _ = writeln!(
+            s,
+            "\trun_time_ns {}  run_cnt {}  faults {}",
+            r.run_time_ns, r.run_cnt, r.faults
+        );
     }
     if let Some(e) = &p.error {
         let _ = writeln!(s, "\terror: {e}");
