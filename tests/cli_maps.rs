@@ -406,3 +406,40 @@ fn reads_create_no_registry_and_a_broken_map_fails_the_listing() {
     assert!(text.contains("stats") && text.contains("broken"), "{text}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 map(s) could not be read"));
 }
+
+/// `maps show` without a name lists every map, as bpftool's `map show` does (text and JSON
+/// the same as `maps list`), and never creates a registry.
+#[test]
+fn maps_show_without_a_name_lists_every_map() {
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("reg");
+    assert_eq!(
+        ok(&run(&home, &["maps", "show"])),
+        ok(&run(&home, &["maps", "list"]))
+    );
+    assert!(!home.exists(), "reading created a registry");
+    for name in ["first", "second"] {
+        ok(&run(
+            &home,
+            &[
+                "maps",
+                "create",
+                name,
+                "--type",
+                "array",
+                "--max-entries",
+                "2",
+            ],
+        ));
+    }
+    let shown = ok(&run(&home, &["maps", "show"]));
+    assert_eq!(shown, ok(&run(&home, &["maps", "list"])));
+    assert!(
+        shown.contains("first") && shown.contains("second"),
+        "{shown}"
+    );
+    assert_eq!(
+        json(&run(&home, &["-j", "maps", "show"])),
+        json(&run(&home, &["-j", "maps", "list"]))
+    );
+}

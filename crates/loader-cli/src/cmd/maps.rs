@@ -28,10 +28,11 @@ use crate::output::{print_line, Output};
 pub enum Command {
     /// List every map of the registry.
     List,
-    /// Show a map's definition, types, size and users.
+    /// Show a map's definition, types, size and users; without a name, every map (as
+    /// `maps list`, like bpftool's `map show`).
     Show {
         /// Map name.
-        name: String,
+        name: Option<String>,
     },
     /// Print every entry (typed with BTF when known); ring buffers: their counters.
     Dump {
@@ -200,13 +201,16 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
         Command::Create { .. } => open_registry()?,
         _ => match super::existing_registry()? {
             Some(reg) => reg,
-            None if matches!(cmd, Command::List) => return list(None, out),
+            None if matches!(cmd, Command::List | Command::Show { name: None }) => {
+                return list(None, out)
+            }
             None => return Err(super::no_registry()),
         },
     };
     match cmd {
         Command::List => list(Some(&reg), out),
-        Command::Show { name } => show(&reg, &name, out),
+        Command::Show { name: None } => list(Some(&reg), out),
+        Command::Show { name: Some(name) } => show(&reg, &name, out),
         Command::Dump { name } => dump(&reg, &name, out),
         Command::Lookup { name, key } => {
             let key = key.join(" ");
