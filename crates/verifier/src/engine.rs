@@ -23,7 +23,7 @@
 //! with the worst hit/miss record); a `bpf_loop` round is compared only with the last
 //! [`MAX_ROUNDS_COMPARED`] rounds of its own invocation.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::time::Instant;
 
 use gpubpf_isa::{CallTarget, Insn, Instruction};
@@ -758,9 +758,9 @@ pub fn run(
         },
         cfg: config,
         cps: Vec::new(),
-        done: HashMap::new(),
-        inprog: HashMap::new(),
-        inprog_iter: HashMap::new(),
+        done: HashMap::default(),
+        inprog: HashMap::default(),
+        inprog_iter: HashMap::default(),
         live_states: 0,
         reached: vec![false; input.insns.len()],
         line_info: input.line_info,

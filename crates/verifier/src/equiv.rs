@@ -1,8 +1,9 @@
 //! State comparison for pruning ("does an already verified state cover this one?") and for
 //! infinite-loop detection ("is this state exactly one already on the path?").
 
-use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+
+use rustc_hash::FxHasher;
 
 use crate::state::{ByteKind, Frame, Reg, RegType, Slot, State};
 
@@ -156,9 +157,11 @@ pub fn states_equal(old: &State, cur: &State, live: &[u16], exact: bool) -> bool
     true
 }
 
-/// A hash that is equal for states that are [`states_equal`] with `exact == true`.
+/// A hash that is equal for states that are [`states_equal`] with `exact == true`. It only
+/// picks the candidates that `states_equal` then compares, so a fast non-cryptographic
+/// hash (FxHash) is enough: a collision costs one more comparison, never a wrong decision.
 pub fn state_hash(st: &State, live: &[u16]) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = FxHasher::default();
     st.frames.len().hash(&mut h);
     st.refs.len().hash(&mut h);
     for (i, f) in st.frames.iter().enumerate() {
