@@ -1,7 +1,8 @@
 //! End to end: unmodified test applications on the mock CUDA driver (`tests/shim/`) with
 //! `libgpubpf.so` preloaded and policies loaded by the real `gpubpf` CLI, on every route into
 //! the driver (direct ELF binding, `dlsym` on a `dlopen`ed handle, `cuGetProcAddress_v2` with
-//! the self-lookup as CUDA 13's cudart does).
+//! the self-lookup as CUDA 13's static cudart does inside the application, and the same
+//! from a separate mock runtime library, as libcudart.so does).
 //!
 //! Needs `cc` and clang (scripts/test.sh installs them); prints `skipped: …` without them.
 
@@ -19,7 +20,7 @@ use serde_json::Value;
 use common::cli::{ok, ok_json, run_with_registry as cli};
 use common::shim::{have_cc, mock_stack, session, shim_library, Session};
 
-const ROUTES: [&str; 3] = ["link", "dlsym", "proc"];
+const ROUTES: [&str; 4] = ["link", "dlsym", "proc", "rt"];
 
 /// Builds `src` (relative to the repository) into `dir` with `gpubpf build`.
 fn policy(dir: &Path, src: &str) -> PathBuf {
@@ -87,9 +88,9 @@ fn quota_denies_exactly_the_allocation_that_crosses_the_limit_on_every_route() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    // Three processes, each denied twice and left with nothing allocated.
+    // One process per route, each denied twice and left with nothing allocated.
     let usage = dump(&home, "proc_usage");
-    assert_eq!(usage.len(), 3, "{usage:?}");
+    assert_eq!(usage.len(), ROUTES.len(), "{usage:?}");
     for u in usage.values() {
         assert_eq!(
             (&u["bytes"], &u["allocs"], &u["frees"], &u["denied"]),

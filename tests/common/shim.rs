@@ -72,6 +72,19 @@ pub fn mock_stack() -> &'static MockStack {
             &mock_src,
         ]);
         cc(&args);
+        // The mock runtime (route `rt`), found by app_dyn through LD_LIBRARY_PATH.
+        let (rt_src, rt_lib) = (s("mock_runtime.c"), o("libmockrt.so"));
+        let mut args = flags.to_vec();
+        args.extend([
+            "-shared",
+            "-fPIC",
+            "-o",
+            &rt_lib,
+            &rt_src,
+            "-ldl",
+            "-lpthread",
+        ]);
+        cc(&args);
         let (app_src, app_link, app_dyn) = (s("app.c"), o("app_link"), o("app_dyn"));
         let dir_s = o("");
         let rpath = format!("-Wl,-rpath,{dir_s}");
@@ -171,7 +184,7 @@ impl MockStack {
         cmd
     }
 
-    /// The application binary for `route` (`link`, `dlsym` or `proc`).
+    /// The application binary for `route` (`link`, `dlsym`, `proc` or `rt`).
     pub fn app(&self, route: &str) -> &Path {
         if route == "link" {
             &self.app_link

@@ -8,6 +8,9 @@
  *   proc   dlopen + dlsym("cuGetProcAddress_v2"), the self-lookup of "cuGetProcAddress",
  *          then every function by base name, version and flags through it, as CUDA 13's
  *          static cudart; launches with the per-thread default stream flag (-> _ptsz)
+ *   rt     the same lookups made by a separate shared library, the mock runtime
+ *          `libmockrt.so` (tests/shim/mock_runtime.c, found on LD_LIBRARY_PATH), as
+ *          libcudart.so does for PyTorch; legacy default stream (flags 0)
  *
  * Scenarios (one line of output per call, so that a test can compare exactly):
  *   quota N SIZE        N allocations of SIZE bytes ("alloc I RC"), one free and a retry
@@ -68,6 +71,9 @@ typedef void (*stats_fn)(unsigned long long[5]);
 typedef CUresult gpa_v2_ft(const char *, void **, int, uint64_t, int *);
 
 static gpa_v2_ft *gpa_self;
+/* The mock runtime's lookup (route rt). */
+typedef void *(*rt_proc_fn)(const char *, int, unsigned long long);
+static rt_proc_fn rt_proc;
 
 /* The other allocation families: field, function type, exported symbol, base name and
  * the version cudart asks cuGetProcAddress for. */
@@ -179,6 +185,18 @@ static void setup(const char *route)
 		cu.launch = (launch_fn)need(dlsym(h, "cuLaunchKernel"), "dlsym cuLaunchKernel");
 		return;
 	}
+	if (strcmp(route, "rt") == 0) {
+		void *rt = need(dlopen("libmockrt.so", RTLD_NOW), "dlopen libmockrt.so");
+		rt_proc = (rt_proc_fn)need(dlsym(rt, "mockrt_proc"), "dlsym mockrt_proc");
+#define RT(field, type, name, version, flags)                                          \
+	cu.field = (type)need(rt_proc(name, version, flags), "mockrt_proc " name)
+		RT(init, init_fn, "cuInit", 2000, 0);
+		RT(alloc, alloc_fn, "cuMemAlloc", 13000, 0);
+		RT(free, free_fn, "cuMemFree", 13000, 0);
+		RT(info, info_fn, "cuMemGetInfo", 13000, 0);
+		RT(launch, launch_fn, "cuLaunchKernel", 13000, 0);
+		return;
+	}
 	if (strcmp(route, "proc") != 0)
 		die("unknown route");
 	gpa_v2_fn gpa = (gpa_v2_fn)need(dlsym(h, "cuGetProcAddress_v2"), "dlsym cuGetProcAddress_v2");
@@ -221,6 +239,11 @@ static void setup_families(const char *route)
 	if (strcmp(route, "dlsym") == 0) {
 #define DLSYM(f, t, sym, base, version) fam.f = (t *)need(dlsym(lib, #sym), "dlsym " #sym);
 		FAMILY_APIS(DLSYM)
+		return;
+	}
+	if (strcmp(route, "rt") == 0) {
+#define RTFAM(f, t, sym, base, version) fam.f = (t *)need(rt_proc(base, version, 0), base);
+		FAMILY_APIS(RTFAM)
 		return;
 	}
 	void *p = NULL;
