@@ -71,7 +71,8 @@ fn process_table(s: &Screen) -> Table<'static> {
             ])
             .style(bold()),
         );
-        for pt in &p.points {
+        // The attach points that saw calls (the others have programs but nothing to show).
+        for pt in p.points.iter().filter(|pt| pt.calls > 0) {
             rows.push(Row::new(vec![
                 String::new(),
                 String::new(),
