@@ -172,12 +172,49 @@ fn top_shows_a_live_app_its_counts_and_memory_sorts_and_quits_on_q() {
     // Only attach points that saw calls are listed.
     assert!(!s.contains("cuMemFree  calls 0"), "{s}");
 
+    // A second app launching without pause: calls/s and runs/s of its attach point grow,
+    // and the default sort (calls/s) lists it first.
+    let count =
+        common::cli::build_policy(tmp.path(), "tests/shim/count_launch.bpf.c").expect("built");
+    ok_json(&cli(&home, &["-j", "load", count.to_str().expect("utf-8")]));
+    let stop = tmp.path().join("stop");
+    let hammer = Reaped(
+        mock.command(&mock.app_link, &home)
+            .args(["link", "hammer", "1"])
+            .arg(&stop)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn the hammer"),
+    );
+    let busy = hammer.0.id().to_string();
+    let rate_of = |s: &str, needle: &str, col: usize| -> f64 {
+        words_of(s, needle)
+            .get(col)
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let s = tmux.until("launches per second", |s| {
+        rate_of(s, "cuLaunchKernel  calls", 0) > 0.0
+            && rate_of(s, "count_launch/count_launch", 5) > 0.0
+    });
+    let first_pid = |s: &str| -> Option<String> {
+        s.lines()
+            .skip_while(|l| !l.starts_with("PID "))
+            .nth(1)
+            .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+    };
+    assert_eq!(first_pid(&s), Some(busy.clone()), "busiest first:\n{s}");
+
     tmux.keys("m");
-    tmux.until("the memory sort", |s| s.contains("sort: memory "));
+    let s = tmux.until("the memory sort", |s| s.contains("sort: memory "));
+    assert_eq!(first_pid(&s), Some(pid.clone()), "most memory first:\n{s}");
     tmux.keys("m");
-    tmux.until("the reversed sort", |s| {
+    let s = tmux.until("the reversed sort", |s| {
         s.contains("sort: memory (reversed)")
     });
+    assert_eq!(first_pid(&s), Some(busy), "least memory first:\n{s}");
+    std::fs::write(&stop, b"").expect("create stop");
+    drop(hammer);
     tmux.keys("q");
     tmux.until("top's exit", |s| s.contains("TOP-EXITED rc=0"));
     std::fs::write(&go, b"").expect("create go");
