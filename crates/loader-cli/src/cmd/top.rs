@@ -345,7 +345,8 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     if out.json() {
         bail!("`top` is interactive; `gpubpf -j ps --stats` prints the same counts as JSON");
     }
-    let delay = crate::cmd::load::parse_timeout(&args.delay)?;
+    let delay = crate::cmd::load::parse_timeout(&args.delay)
+        .with_context(|| format!("bad --delay `{}`", args.delay))?;
     if delay < Duration::from_millis(100) {
         bail!("--delay {}: refresh at most ten times a second", args.delay);
     }
