@@ -69,6 +69,11 @@ enum Command {
     /// Print the `bpf_printk` lines of policed processes (`-f` to follow), like
     /// `bpftool prog tracelog`.
     Trace(cmd::trace::Args),
+    /// Serve Prometheus metrics of the node: processes, calls and denials, program
+    /// statistics, chosen maps (`--map NAME[:METRIC]`).
+    Exporter(cmd::exporter::Args),
+    /// A live terminal view of the processes under the shim (`q` quits).
+    Top(cmd::top::Args),
 }
 
 /// Behave like other Unix filters when stdout is a closed pipe (`gpubpf maps dump m | head`):
@@ -119,6 +124,8 @@ fn main() -> ExitCode {
         Command::AttachPoints(a) => cmd::attach_points::run(a, &out),
         Command::Helpers(a) => cmd::helpers::run(a, &out),
         Command::Trace(a) => cmd::trace::run(a, &out),
+        Command::Exporter(a) => cmd::exporter::run(a, &out),
+        Command::Top(a) => cmd::top::run(a, &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,9 +3,12 @@
 pub mod attach_points;
 pub mod build;
 pub mod demo;
+pub mod exporter;
+pub mod exporter_metrics;
 pub mod helpers;
 pub mod inspect;
 pub mod load;
+pub mod map_series;
 pub mod maps;
 pub mod prog;
 pub mod prog_dump;
@@ -13,6 +16,8 @@ pub mod prog_info;
 pub mod ps;
 pub mod run;
 pub mod test_run;
+pub mod top;
+pub mod top_view;
 pub mod trace;
 pub mod verify;
 

@@ -33,50 +33,50 @@ pub struct Args {
 
 /// One process as printed.
 #[derive(Debug, Serialize)]
-struct Process {
-    pid: u32,
-    user: String,
-    uid: Option<u32>,
-    command: String,
-    start_time_unix: Option<u64>,
-    elapsed_secs: Option<u64>,
-    applied_generation: u64,
-    up_to_date: bool,
-    fail_closed: Option<bool>,
-    attach_points: Vec<Point>,
-    programs: Vec<Program>,
-    failed_objects: Vec<Failed>,
+pub(crate) struct Process {
+    pub(crate) pid: u32,
+    pub(crate) user: String,
+    pub(crate) uid: Option<u32>,
+    pub(crate) command: String,
+    pub(crate) start_time_unix: Option<u64>,
+    pub(crate) elapsed_secs: Option<u64>,
+    pub(crate) applied_generation: u64,
+    pub(crate) up_to_date: bool,
+    pub(crate) fail_closed: Option<bool>,
+    pub(crate) attach_points: Vec<Point>,
+    pub(crate) programs: Vec<Program>,
+    pub(crate) failed_objects: Vec<Failed>,
     /// Why there are no counts (no stats file, or one of another process).
     #[serde(skip_serializing_if = "Option::is_none")]
-    stats_missing: Option<String>,
+    pub(crate) stats_missing: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
-struct Point {
-    attach_point: String,
-    api_id: u32,
-    active: bool,
-    fail_closed: bool,
-    calls: u64,
-    denied: u64,
+pub(crate) struct Point {
+    pub(crate) attach_point: String,
+    pub(crate) api_id: u32,
+    pub(crate) active: bool,
+    pub(crate) fail_closed: bool,
+    pub(crate) calls: u64,
+    pub(crate) denied: u64,
 }
 
 #[derive(Debug, Serialize)]
-struct Program {
-    object: String,
-    name: String,
-    attach_point: String,
-    phase: &'static str,
-    active: bool,
-    run_cnt: u64,
-    run_time_ns: u64,
-    faults: u64,
+pub(crate) struct Program {
+    pub(crate) object: String,
+    pub(crate) name: String,
+    pub(crate) attach_point: String,
+    pub(crate) phase: &'static str,
+    pub(crate) active: bool,
+    pub(crate) run_cnt: u64,
+    pub(crate) run_time_ns: u64,
+    pub(crate) faults: u64,
 }
 
 #[derive(Debug, Serialize)]
-struct Failed {
-    object: String,
-    reason: String,
+pub(crate) struct Failed {
+    pub(crate) object: String,
+    pub(crate) reason: String,
 }
 
 fn api_name(id: u32) -> String {
@@ -239,7 +239,7 @@ fn elapsed(secs: u64) -> String {
     }
 }
 
-fn duration_text(ns: u64) -> String {
+pub(crate) fn duration_text(ns: u64) -> String {
     match ns {
         0..=9_999 => format!("{ns}ns"),
         10_000..=9_999_999 => format!("{:.1}µs", ns as f64 / 1e3),
@@ -322,6 +322,18 @@ fn print_text(procs: &[Process], generation: u64, stats: bool) -> anyhow::Result
     Ok(())
 }
 
+/// Every live process of the registry's process table (this one excepted), described.
+/// Also the data of `gpubpf top` and `gpubpf exporter`.
+pub(crate) fn snapshot(reg: &Registry, generation: u64) -> Vec<Process> {
+    let clock = boot_clock();
+    reg.control()
+        .processes()
+        .iter()
+        .filter(|p| p.pid != std::process::id())
+        .map(|p| describe(reg, p, generation, clock))
+        .collect()
+}
+
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     let stats_for = args
         .stats
@@ -344,14 +356,7 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
         }
     }
     let generation = reg.generation();
-    let clock = boot_clock();
-    let procs: Vec<Process> = reg
-        .control()
-        .processes()
-        .iter()
-        .filter(|p| p.pid != std::process::id())
-        .map(|p| describe(&reg, p, generation, clock))
-        .collect();
+    let procs = snapshot(&reg, generation);
     if out.json() {
         return out.print_json(&procs).context("cannot print");
     }
