@@ -554,3 +554,32 @@ fn object_file_names_cannot_leave_the_program_directory() {
     std::fs::write(&meta, serde_json::to_vec(&wrong).unwrap()).unwrap();
     assert!(r.object_bytes("p").is_err());
 }
+
+/// The control block is validated before use: size, magic, version and slot count.
+#[test]
+fn a_corrupt_control_block_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("reg");
+    drop(Registry::open(&home).unwrap());
+    let control = home.join("control");
+    let good = std::fs::read(&control).unwrap();
+    let cases: [(&str, Box<dyn Fn(&mut Vec<u8>)>); 4] = [
+        ("bytes, expected", Box::new(|b| b.truncate(100))),
+        ("bad magic", Box::new(|b| b[0] ^= 0xff)),
+        ("version", Box::new(|b| b[8] = b[8].wrapping_add(1))),
+        ("slots", Box::new(|b| b[12] = b[12].wrapping_add(1))),
+    ];
+    for (want, damage) in cases {
+        let mut b = good.clone();
+        damage(&mut b);
+        std::fs::write(&control, &b).unwrap();
+        match Registry::open(&home) {
+            Err(e @ RegistryError::CorruptControl { .. }) => {
+                assert!(e.to_string().contains(want), "{e}")
+            }
+            other => panic!("{want}: {other:?}"),
+        }
+    }
+    std::fs::write(&control, &good).unwrap();
+    Registry::open(&home).unwrap();
+}
