@@ -26,6 +26,9 @@
 //!    and starts the child's own watcher. (A `fork` while another thread is in the middle
 //!    of the shim's first initialisation leaves the child unable to initialise: its copy of
 //!    the initialisation lock stays taken.)
+//! 8. A process in secure-execution mode (`getauxval(AT_SECURE) != 0`: setuid, setgid or
+//!    file capabilities) is left untouched: the shim publishes nothing and never opens the
+//!    registry, whatever its environment says (it was set by a less privileged user).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -176,7 +179,19 @@ fn start(reg: &'static Registry) {
     }
 }
 
+/// Whether the kernel started this process in secure-execution mode (setuid, setgid,
+/// file capabilities): its environment comes from a less privileged user.
+fn secure_execution() -> bool {
+    // SAFETY: `getauxval` reads the auxiliary vector; it has no preconditions.
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+}
+
 fn init() {
+    if secure_execution() {
+        // No logging either: GPUBPF_LOG is as untrusted as GPUBPF_HOME here.
+        hot::publish_nothing();
+        return;
+    }
     install_logging();
     read_fail_mode();
     hot::set_pid(std::process::id());

@@ -1,6 +1,7 @@
 //! Locating and checking `$GPUBPF_HOME`.
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::RegistryError;
@@ -52,13 +53,21 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), RegistryError> {
     check_private_dir(dir)
 }
 
-/// Refuses a directory that another user owns or that group/others may write.
+/// Refuses a directory that another user owns, that group/others may write, or that is a
+/// symbolic link (whoever may write the directory holding the link could point it
+/// elsewhere).
 pub fn check_private_dir(dir: &Path) -> Result<(), RegistryError> {
-    let md = std::fs::metadata(dir).map_err(|source| RegistryError::Io {
+    let md = std::fs::symlink_metadata(dir).map_err(|source| RegistryError::Io {
         path: dir.to_path_buf(),
         op: "stat",
         source,
     })?;
+    if md.file_type().is_symlink() {
+        return Err(RegistryError::Insecure {
+            path: dir.to_path_buf(),
+            reason: "it is a symbolic link; name the directory itself".into(),
+        });
+    }
     if !md.is_dir() {
         return Err(RegistryError::Insecure {
             path: dir.to_path_buf(),
@@ -84,4 +93,38 @@ pub fn check_private_dir(dir: &Path) -> Result<(), RegistryError> {
         });
     }
     Ok(())
+}
+
+/// Largest registry file read whole (`meta.json`, objects, journals, the id counter).
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Reads a whole regular file of the registry without following a symbolic link (at the
+/// last component: the directories above were checked by [`check_private_dir`]), refusing
+/// anything but a regular file and anything over [`MAX_FILE_BYTES`].
+pub fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    let md = f.metadata()?;
+    if !md.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if md.len() > MAX_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "{} bytes, more than the {MAX_FILE_BYTES} a registry file may hold",
+            md.len()
+        )));
+    }
+    let mut buf = Vec::with_capacity(md.len() as usize);
+    f.by_ref().take(MAX_FILE_BYTES + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::other("file grew past the size limit"));
+    }
+    Ok(buf)
+}
+
+/// Whether `path` is a directory itself (not a symbolic link to one).
+pub fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }

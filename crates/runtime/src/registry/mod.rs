@@ -294,15 +294,21 @@ impl Registry {
 
     fn read_record(&self, name: &str) -> Result<ObjectRecord, RegistryError> {
         let p = self.progs_dir().join(name).join("meta.json");
-        let bytes = std::fs::read(&p).map_err(|e| RegistryError::BadRecord {
+        let bytes = home::read_nofollow(&p).map_err(|e| RegistryError::BadRecord {
             name: name.into(),
-            reason: e.to_string(),
+            reason: format!("meta.json: {e}"),
         })?;
         let r: ObjectRecord =
             serde_json::from_slice(&bytes).map_err(|e| RegistryError::BadRecord {
                 name: name.into(),
                 reason: e.to_string(),
             })?;
+        if !valid_name(&r.object_file) {
+            return Err(RegistryError::BadRecord {
+                name: name.into(),
+                reason: format!("object file `{}` is not a plain name", r.object_file),
+            });
+        }
         if r.format != RECORD_FORMAT || r.name != name {
             return Err(RegistryError::BadRecord {
                 name: name.into(),
@@ -315,7 +321,7 @@ impl Registry {
     /// The record of loaded object `name`.
     pub fn object(&self, name: &str) -> Result<ObjectRecord, RegistryError> {
         check_name(name)?;
-        if !self.progs_dir().join(name).is_dir() {
+        if !home::is_real_dir(&self.progs_dir().join(name)) {
             return Err(RegistryError::NoSuchProgram { name: name.into() });
         }
         self.read_record(name)
@@ -325,8 +331,8 @@ impl Registry {
     pub fn object_bytes(&self, name: &str) -> Result<Vec<u8>, RegistryError> {
         let r = self.object(name)?;
         let p = self.progs_dir().join(name).join(&r.object_file);
-        let bytes = std::fs::read(&p).map_err(io_err(&p, "read"))?;
-        if sha256_hex(&bytes) != r.object_sha256 {
+        let bytes = home::read_nofollow(&p).map_err(io_err(&p, "read"))?;
+        if bytes.len() as u64 != r.object_size || sha256_hex(&bytes) != r.object_sha256 {
             return Err(RegistryError::HashMismatch { name: name.into() });
         }
         Ok(bytes)
@@ -568,6 +574,7 @@ impl Writer<'_> {
         object: &[u8],
     ) -> Result<(), RegistryError> {
         check_name(&record.name)?;
+        check_name(&record.object_file)?;
         let progs = self.reg.progs_dir();
         let tmp = progs.join(format!(".tmp-{}-{}", std::process::id(), record.name));
         let _ = std::fs::remove_dir_all(&tmp);

@@ -183,7 +183,9 @@ impl Writer<'_> {
     /// object already uses.
     pub fn allocate_ids(&mut self, count: u64) -> Result<u64, RegistryError> {
         let path = self.reg.home.join(IDS_FILE);
-        let stored = match std::fs::read_to_string(&path) {
+        let stored = match super::home::read_nofollow(&path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+        {
             Ok(s) => Some(
                 s.trim()
                     .parse::<u64>()
@@ -347,7 +349,7 @@ impl Writer<'_> {
             .map(|e| e.path())
             .collect();
         for path in journals {
-            let parsed = std::fs::read(&path)
+            let parsed = super::home::read_nofollow(&path)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<Retired>(&b).ok());
             match parsed {

@@ -461,3 +461,128 @@ fn taken_over_maps_share_contents_and_pins_recreated_maps_start_empty() {
     assert!(r.is_pinned("b.m"));
     assert_eq!(r.open_map("a.m").unwrap().spec(), &spec(), "a.m untouched");
 }
+
+/// Every registry file and directory is refused when it is a symbolic link: another
+/// registry's control block, map, record, object or stats file, and the registry itself.
+#[test]
+fn symbolic_links_in_the_registry_are_refused() {
+    use std::os::unix::fs::symlink;
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let ra = Registry::open(&a).unwrap();
+    let rb = Registry::open(&b).unwrap();
+    {
+        let mut w = rb.writer().unwrap();
+        w.create_map("m", &spec(), &MapMeta::default()).unwrap();
+        w.publish_object(&record("p"), b"ELF").unwrap();
+    }
+    {
+        let mut w = ra.writer().unwrap();
+        w.publish_object(&record("p"), b"ELF").unwrap();
+    }
+    // The registry reached through a link.
+    let link = d.path().join("link");
+    symlink(&b, &link).unwrap();
+    let e = Registry::open(&link).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    // A sub-directory that is a link.
+    let c = d.path().join("c");
+    Registry::open(&c).unwrap();
+    std::fs::remove_dir(c.join("procs")).unwrap();
+    symlink(b.join("procs"), c.join("procs")).unwrap();
+    let e = Registry::open(&c).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    // A map file.
+    symlink(b.join("maps/m"), a.join("maps/m")).unwrap();
+    assert!(Map::open(&b.join("maps/m")).is_ok());
+    assert!(matches!(ra.open_map("m"), Err(RegistryError::Map { .. })));
+    // meta.json and the object.
+    let pa = a.join("progs/p");
+    assert_eq!(ra.object_bytes("p").unwrap(), b"ELF");
+    std::fs::remove_file(pa.join("object.o")).unwrap();
+    symlink(b.join("progs/p/object.o"), pa.join("object.o")).unwrap();
+    assert!(ra.object_bytes("p").is_err(), "object through a link");
+    std::fs::remove_file(pa.join("meta.json")).unwrap();
+    symlink(b.join("progs/p/meta.json"), pa.join("meta.json")).unwrap();
+    assert!(matches!(
+        ra.object("p"),
+        Err(RegistryError::BadRecord { .. })
+    ));
+    // A program directory that is a link.
+    std::fs::remove_dir_all(&pa).unwrap();
+    symlink(b.join("progs/p"), &pa).unwrap();
+    assert!(matches!(
+        ra.object("p"),
+        Err(RegistryError::NoSuchProgram { .. })
+    ));
+    // A stats file.
+    let slot = rb.control().register(std::process::id()).unwrap();
+    procstats::ProcStats::create(&b, slot, std::process::id(), 0, false).unwrap();
+    let stats = procstats::stats_path(&b, slot);
+    assert!(procstats::ProcStats::open(&stats).is_ok());
+    let linked = procstats::stats_path(&a, slot);
+    symlink(&stats, &linked).unwrap();
+    assert!(procstats::ProcStats::open(&linked).is_err());
+    // The control block.
+    drop(ra);
+    std::fs::remove_file(a.join("control")).unwrap();
+    symlink(b.join("control"), a.join("control")).unwrap();
+    assert!(Registry::open(&a).is_err(), "control block through a link");
+}
+
+/// A record whose object file is not a plain name (`../x`) is refused on write and read.
+#[test]
+fn object_file_names_cannot_leave_the_program_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Registry::open(&d.path().join("reg")).unwrap();
+    let mut bad = record("p");
+    bad.object_file = "../../escape".into();
+    {
+        let mut w = r.writer().unwrap();
+        assert!(w.publish_object(&bad, b"ELF").is_err());
+        w.publish_object(&record("p"), b"ELF").unwrap();
+    }
+    let meta = r.progs_dir().join("p/meta.json");
+    std::fs::write(&meta, serde_json::to_vec(&bad).unwrap()).unwrap();
+    assert!(matches!(
+        r.object("p"),
+        Err(RegistryError::BadRecord { .. })
+    ));
+    // A size that does not match the recorded one is refused too.
+    let mut wrong = record("p");
+    wrong.object_size = 4;
+    std::fs::write(&meta, serde_json::to_vec(&wrong).unwrap()).unwrap();
+    assert!(r.object_bytes("p").is_err());
+}
+
+/// The control block is validated before use: size, magic, version and slot count.
+#[test]
+fn a_corrupt_control_block_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("reg");
+    drop(Registry::open(&home).unwrap());
+    let control = home.join("control");
+    let good = std::fs::read(&control).unwrap();
+    // (what the message names, offset damaged; `None`: truncated).
+    for (want, at) in [
+        ("bytes, expected", None),
+        ("bad magic", Some(0)),
+        ("version", Some(8)),
+        ("slots", Some(12)),
+    ] {
+        let mut b = good.clone();
+        match at {
+            Some(i) => b[i] = b[i].wrapping_add(1),
+            None => b.truncate(100),
+        }
+        std::fs::write(&control, &b).unwrap();
+        match Registry::open(&home) {
+            Err(e @ RegistryError::CorruptControl { .. }) => {
+                assert!(e.to_string().contains(want), "{e}")
+            }
+            other => panic!("{want}: {other:?}"),
+        }
+    }
+    std::fs::write(&control, &good).unwrap();
+    Registry::open(&home).unwrap();
+}
