@@ -85,7 +85,7 @@ pub struct Args {
     /// The group id `bpf_get_current_uid_gid` reports (default: ours).
     #[arg(long)]
     pub gid: Option<u32>,
-    /// Seed of `bpf_get_prandom_u32` (restarted every run).
+    /// Seed of `bpf_get_prandom_u32` (each run: a stream from the seed and the run number).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }

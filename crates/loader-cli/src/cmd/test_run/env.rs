@@ -6,7 +6,8 @@
 //!   process the call is pretended to come from), not `gpubpf`'s own;
 //! - `bpf_get_current_uid_gid`: `--uid`/`--gid` (default: the caller's real ids);
 //! - `bpf_ktime_get_ns`: a clock at `run` seconds that advances 1 µs per call;
-//! - `bpf_get_prandom_u32`: a xorshift stream from `--seed`, restarted every run;
+//! - `bpf_get_prandom_u32`: a xorshift stream from `--seed` and the run number (the same
+//!   for the same pair, another for each run of `--repeat`);
 //! - `bpf_trace_printk`: formatted as everywhere else, but collected (message only) for the
 //!   report instead of going to the trace sink.
 //!
@@ -60,9 +61,19 @@ impl RunEnv {
             Ordering::Relaxed,
         );
         CLOCK_NS.store(self.run.saturating_mul(1_000_000_000), Ordering::Relaxed);
-        PRNG.store(self.seed | 1, Ordering::Relaxed);
+        PRNG.store(run_seed(self.seed, self.run), Ordering::Relaxed);
         lock_printk().clear();
     }
+}
+
+/// The PRNG state of run `run` (1-based) of `--seed seed`: the same for the same pair, a
+/// different stream for each run (so `--repeat N` samples a probability N times), never 0.
+fn run_seed(seed: u64, run: u64) -> u64 {
+    // splitmix64 of the pair.
+    let mut z = seed ^ run.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) | 1
 }
 
 fn lock_printk() -> std::sync::MutexGuard<'static, Vec<String>> {
@@ -174,8 +185,11 @@ mod tests {
         assert_eq!(
             prandom_u32(0, 0, 0, 0, 0),
             a,
-            "the stream restarts every run"
+            "the same run of the same seed gives the same stream"
         );
+        RunEnv { run: 3, ..env }.install();
+        assert_ne!(prandom_u32(0, 0, 0, 0, 0), a, "each run its own stream");
+        env.install();
         let t = helpers();
         assert_eq!(
             t.get(GET_CURRENT_PID_TGID).map(|f| f(0, 0, 0, 0, 0)),
