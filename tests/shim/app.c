@@ -13,6 +13,7 @@
  *   quota N SIZE        N allocations of SIZE bytes ("alloc I RC"), one free and a retry
  *                       ("retry RC"), then frees everything
  *   count L A           L launches, A allocation+free pairs, one cuMemGetInfo
+ *   launch N            N launches of function 0x1234, each printed ("launch I RC")
  *   threads T L         T threads doing L launches each
  *   live READY GO SIZE  one allocation ("before RC"), creates file READY, waits for file GO,
  *                       another allocation ("after RC")
@@ -497,6 +498,12 @@ int main(int argc, char **argv)
 			if (ptrs[i])
 				cu.free(ptrs[i]);
 		free(ptrs);
+	} else if (strcmp(scenario, "launch") == 0 && argc == 4) {
+		long n = atol(argv[3]);
+		for (long i = 0; i < n; i++)
+			printf("launch %ld %d\n", i,
+			       cu.launch((void *)0x1234, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+		print_usage();
 	} else if (strcmp(scenario, "count") == 0 && argc == 5) {
 		launches(atol(argv[3]));
 		for (long i = 0, a = atol(argv[4]); i < a; i++) {

@@ -257,6 +257,18 @@ pub static HELPERS: &[HelperSig] = &[
         map_class: MapClass::None,
         doc: "Call callback_fn(i, callback_ctx) for i in 0..nr_loops (at most 1<<23) until it returns 1.",
     },
+    HelperSig {
+        id: GPUBPF_HELPER_BASE,
+        name: "gpubpf_get_kernel_name",
+        c_ret: "long",
+        c_params: "__u64 f, char *buf, __u32 size",
+        args: &[A::Scalar, A::WritableMem, A::ConstSize],
+        ret: RetKind::Scalar,
+        map_class: MapClass::None,
+        doc: "Copy the NUL-terminated name of CUfunction f (the driver's cuFuncGetName) into buf, \
+              truncated and zero-padded to size; its length incl. NUL, or -ENOENT (no name: \
+              not under the shim, or the driver has none) with buf zeroed.",
+    },
 ];
 
 /// Looks a helper up by id.

@@ -8,6 +8,8 @@
 //! - `bpf_ktime_get_ns`: a clock at `run` seconds that advances 1 µs per call;
 //! - `bpf_get_prandom_u32`: a xorshift stream from `--seed` and the run number (the same
 //!   for the same pair, another for each run of `--repeat`);
+//! - `gpubpf_get_kernel_name`: `--kernel-name` for every non-NULL `CUfunction`, else
+//!   `-ENOENT`;
 //! - `bpf_trace_printk`: formatted as everywhere else, but collected (message only) for the
 //!   report instead of going to the trace sink.
 //!
@@ -130,6 +132,31 @@ extern "C" fn trace_printk(fmt: u64, fmt_size: u64, a1: u64, a2: u64, a3: u64) -
         }
         None => einval,
     }
+}
+
+/// The name `--kernel-name` gives every non-NULL `CUfunction`.
+static KERNEL_NAME: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+
+/// A `cuFuncGetName` that answers `--kernel-name` (CUDA_ERROR_NOT_FOUND without one).
+unsafe extern "C" fn fixed_kernel_name(name: *mut *const std::ffi::c_char, _f: u64) -> i32 {
+    match KERNEL_NAME.get() {
+        Some(n) => {
+            // SAFETY: the runtime passes a writable out-pointer, as to cuFuncGetName.
+            unsafe { *name = n.as_ptr() };
+            0
+        }
+        None => 500,
+    }
+}
+
+/// Makes `gpubpf_get_kernel_name` answer `name` for every `CUfunction` but NULL (without
+/// it the helper answers `-ENOENT`, as outside the shim). A name with a NUL is an error.
+pub fn set_kernel_name(name: &str) -> Result<(), String> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| format!("--kernel-name {name:?}: contains a NUL byte"))?;
+    let _ = KERNEL_NAME.set(c);
+    gpubpf_runtime::helpers::set_kernel_name_resolver(Some(fixed_kernel_name));
+    Ok(())
 }
 
 /// The standard helper table with the deterministic replacements above.
