@@ -59,4 +59,7 @@ static long (* const bpf_loop)(__u32 nr_loops, void *callback_fn, void *callback
 /* gpubpf_get_kernel_name (id 65536): Copy the NUL-terminated name of CUfunction f (the driver's cuFuncGetName) into buf, truncated and zero-padded to size; its length incl. NUL, or -ENOENT (no name: not under the shim, or the driver has none) with buf zeroed. */
 static long (* const gpubpf_get_kernel_name)(__u64 f, char *buf, __u32 size) = (void *) 65536;
 
+/* gpubpf_delay_ns (id 65537): Sleep in the calling thread for ns nanoseconds, at most 100 ms a call (GPUBPF_MAX_DELAY_NS); the nanoseconds requested after that bound. */
+static long (* const gpubpf_delay_ns)(__u64 ns) = (void *) 65537;
+
 #endif /* __GPUBPF_HELPERS_H__ */

@@ -9,6 +9,10 @@
 /// First id of gpubpf's own helpers (Linux ids stay below this).
 pub const GPUBPF_HELPER_BASE: i32 = 0x1_0000;
 
+/// The most `gpubpf_delay_ns` sleeps in one call (100 ms): a policy slows a call down, it
+/// cannot hang it.
+pub const GPUBPF_MAX_DELAY_NS: u64 = 100_000_000;
+
 /// What an argument register must hold at a helper call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ArgKind {
@@ -268,6 +272,17 @@ pub static HELPERS: &[HelperSig] = &[
         doc: "Copy the NUL-terminated name of CUfunction f (the driver's cuFuncGetName) into buf, \
               truncated and zero-padded to size; its length incl. NUL, or -ENOENT (no name: \
               not under the shim, or the driver has none) with buf zeroed.",
+    },
+    HelperSig {
+        id: GPUBPF_HELPER_BASE + 1,
+        name: "gpubpf_delay_ns",
+        c_ret: "long",
+        c_params: "__u64 ns",
+        args: &[A::Scalar],
+        ret: RetKind::Scalar,
+        map_class: MapClass::None,
+        doc: "Sleep in the calling thread for ns nanoseconds, at most 100 ms a call \
+              (GPUBPF_MAX_DELAY_NS); the nanoseconds requested after that bound.",
     },
 ];
 

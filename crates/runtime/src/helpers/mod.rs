@@ -45,6 +45,10 @@ pub const IMPLEMENTATIONS: &[(i32, HelperFn)] = &[
         gpubpf_verifier::helpers::GPUBPF_HELPER_BASE,
         kernel::get_kernel_name,
     ),
+    (
+        gpubpf_verifier::helpers::GPUBPF_HELPER_BASE + 1,
+        misc::delay_ns,
+    ),
 ];
 
 /// A helper table with every standard helper registered under its `HELPERS` name.

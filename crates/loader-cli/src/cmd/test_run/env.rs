@@ -10,6 +10,7 @@
 //!   for the same pair, another for each run of `--repeat`);
 //! - `gpubpf_get_kernel_name`: `--kernel-name` for every non-NULL `CUfunction`, else
 //!   `-ENOENT`;
+//! - `gpubpf_delay_ns`: does not sleep; the clock moves on by the (bounded) delay;
 //! - `bpf_trace_printk`: formatted as everywhere else, but collected (message only) for the
 //!   report instead of going to the trace sink.
 //!
@@ -38,6 +39,7 @@ const TRACE_PRINTK: i32 = 6;
 const GET_PRANDOM_U32: i32 = 7;
 const GET_CURRENT_PID_TGID: i32 = 14;
 const GET_CURRENT_UID_GID: i32 = 15;
+const DELAY_NS: i32 = gpubpf_verifier::helpers::GPUBPF_HELPER_BASE + 1;
 
 /// What one run of one engine starts from.
 #[derive(Debug, Clone, Copy)]
@@ -134,6 +136,13 @@ extern "C" fn trace_printk(fmt: u64, fmt_size: u64, a1: u64, a2: u64, a3: u64) -
     }
 }
 
+/// `gpubpf_delay_ns` without sleeping: the fake clock moves on by the bounded delay.
+extern "C" fn delay_ns(ns: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
+    let ns = ns.min(gpubpf_verifier::helpers::GPUBPF_MAX_DELAY_NS);
+    CLOCK_NS.fetch_add(ns, Ordering::Relaxed);
+    ns
+}
+
 /// The name `--kernel-name` gives every non-NULL `CUfunction`.
 static KERNEL_NAME: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
 
@@ -171,6 +180,7 @@ pub fn helpers() -> HelperTable {
         ),
         (TRACE_PRINTK, "bpf_trace_printk", trace_printk, 5),
         (GET_PRANDOM_U32, "bpf_get_prandom_u32", prandom_u32, 0),
+        (DELAY_NS, "gpubpf_delay_ns", delay_ns, 1),
         (
             GET_CURRENT_PID_TGID,
             "bpf_get_current_pid_tgid",
