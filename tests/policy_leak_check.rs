@@ -207,3 +207,42 @@ fn mock_stack_lists_what_each_process_never_freed() {
         );
     }
 }
+
+#[test]
+fn a_release_and_a_free_of_the_same_value_remove_only_their_kind() {
+    let Some((_d, home, lc)) = object() else {
+        return;
+    };
+    // Pid 42 holds device pointer 7 and cuMemCreate handle 7 (different name spaces).
+    let run = |prog: &str, field: &str| {
+        changes(
+            &home,
+            &lc,
+            &[
+                "--prog",
+                prog,
+                "--map-set",
+                "leak_live",
+                "handle=7 pid=42 kind=1",
+                "size=100 pid=42 kind=1",
+                "--map-set",
+                "leak_live",
+                "handle=7 pid=42 kind=3",
+                "size=200 pid=42 kind=3",
+                "--ctx",
+                "hdr.pid=42",
+                "--ctx",
+                &format!("{field}=7"),
+            ],
+        )
+    };
+    let release = run("leak_release", "args.handle");
+    assert_eq!(release.len(), 1, "{release:?}");
+    assert_eq!(release[0].1, json!({"handle": 7, "pid": 42, "kind": 3}));
+    assert_eq!(release[0].2, Value::Null);
+    let free = run("leak_free", "args.dptr");
+    assert_eq!(free.len(), 1, "{free:?}");
+    assert_eq!(free[0].1, json!({"handle": 7, "pid": 42, "kind": 1}));
+    let host = run("leak_free_host", "args.p");
+    assert!(host.is_empty(), "a host free of 7 is neither: {host:?}");
+}
