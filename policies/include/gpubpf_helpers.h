@@ -54,4 +54,12 @@ static void (* const bpf_ringbuf_discard)(void *data, __u64 flags) = (void *) 13
 /* bpf_loop (id 181): Call callback_fn(i, callback_ctx) for i in 0..nr_loops (at most 1<<23) until it returns 1. */
 static long (* const bpf_loop)(__u32 nr_loops, void *callback_fn, void *callback_ctx, __u64 flags) = (void *) 181;
 
+/* gpubpf's own helpers (ids from 0x10000). */
+
+/* gpubpf_get_kernel_name (id 65536): Copy the NUL-terminated name of CUfunction f (the driver's cuFuncGetName) into buf, truncated and zero-padded to size; its length incl. NUL, or -ENOENT (no name: not under the shim, or the driver has none) with buf zeroed. */
+static long (* const gpubpf_get_kernel_name)(__u64 f, char *buf, __u32 size) = (void *) 65536;
+
+/* gpubpf_delay_ns (id 65537): Sleep in the calling thread for ns nanoseconds, at most 100 ms a call (GPUBPF_MAX_DELAY_NS); the nanoseconds requested after that bound. */
+static long (* const gpubpf_delay_ns)(__u64 ns) = (void *) 65537;
+
 #endif /* __GPUBPF_HELPERS_H__ */

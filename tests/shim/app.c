@@ -16,6 +16,7 @@
  *   quota N SIZE        N allocations of SIZE bytes ("alloc I RC"), one free and a retry
  *                       ("retry RC"), then frees everything
  *   count L A           L launches, A allocation+free pairs, one cuMemGetInfo
+ *   launch N            N launches of function 0x1234, each printed ("launch I RC")
  *   threads T L         T threads doing L launches each
  *   live READY GO SIZE  one allocation ("before RC"), creates file READY, waits for file GO,
  *                       another allocation ("after RC")
@@ -37,6 +38,8 @@
  *   loop F N SIZE       N allocation+free pairs: "loop ok=K first_error=RC"
  *   hold F SIZE READY GO  one allocation ("hold alloc RC id=0x…"), creates READY, waits for
  *                       GO, frees it ("hold free RC")
+ *   leak F N SIZE       N allocations ("leak alloc I RC"), frees the even-numbered ones
+ *                       ("leak free I RC") and exits holding the odd-numbered ones
  *   capture SIZE        cuMemAllocAsync of SIZE on the NULL stream ("async plain RC") and on
  *                       the stream the mock reports as being captured ("async captured
  *                       RC"), each freed when it succeeded
@@ -480,6 +483,22 @@ int main(int argc, char **argv)
 		wait_for(argv[5], argv[6]);
 		if (r == 0)
 			printf("hold free %d\n", family_free(argv[3], &a));
+	} else if (strcmp(scenario, "leak") == 0 && argc == 6) {
+		long n = atol(argv[4]);
+		size_t size = (size_t)atoll(argv[5]);
+		struct allocation *as = calloc((size_t)n, sizeof(*as));
+		int *ok = calloc((size_t)n, sizeof(*ok));
+		for (long i = 0; i < n; i++) {
+			CUresult r = family_alloc(argv[3], size, &as[i]);
+			ok[i] = r == 0;
+			printf("leak alloc %ld %d\n", i, r);
+		}
+		for (long i = 0; i < n; i += 2)
+			if (ok[i])
+				printf("leak free %ld %d\n", i, family_free(argv[3], &as[i]));
+		free(as);
+		free(ok);
+		print_usage();
 	} else if (strcmp(scenario, "capture") == 0 && argc == 4) {
 		size_t size = (size_t)atoll(argv[3]);
 		void *streams[2] = { NULL, (void *)(uintptr_t)0xCA97 };
@@ -520,6 +539,12 @@ int main(int argc, char **argv)
 			if (ptrs[i])
 				cu.free(ptrs[i]);
 		free(ptrs);
+	} else if (strcmp(scenario, "launch") == 0 && argc == 4) {
+		long n = atol(argv[3]);
+		for (long i = 0; i < n; i++)
+			printf("launch %ld %d\n", i,
+			       cu.launch((void *)0x1234, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+		print_usage();
 	} else if (strcmp(scenario, "count") == 0 && argc == 5) {
 		launches(atol(argv[3]));
 		for (long i = 0, a = atol(argv[4]); i < a; i++) {

@@ -475,6 +475,17 @@ static int launch_args_ok(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
 	       bz == 1 && shmem == 0 && s == NULL;
 }
 
+/* The name of the one function the test apps launch (gpubpf_get_kernel_name asks it). */
+CUresult cuFuncGetName(const char **name, CUfunction f)
+{
+	if (name == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (f != (CUfunction)0x1234)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*name = "vector_add";
+	return CUDA_SUCCESS;
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 			unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
 			void **extra)

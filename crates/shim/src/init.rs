@@ -169,6 +169,11 @@ fn start(reg: &'static Registry) {
     if let Err(e) = gpubpf_runtime::helpers::trace::send_to_registry(reg) {
         tracing::warn!(error = %error_chain(&e), "no trace ring; bpf_printk lines go to stderr");
     }
+    // gpubpf_get_kernel_name asks the real driver's cuFuncGetName (not a wrapper).
+    if let Some(p) = crate::driver::lookup(c"cuFuncGetName") {
+        // SAFETY: the driver's export `cuFuncGetName` is `CUresult (const char **, CUfunction)`.
+        unsafe { gpubpf_runtime::helpers::kernel::set_resolver_address(p) };
+    }
     let seen = reg.generation();
     reload(reg, slot, true);
     let spawned = std::thread::Builder::new()

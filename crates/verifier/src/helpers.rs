@@ -9,6 +9,10 @@
 /// First id of gpubpf's own helpers (Linux ids stay below this).
 pub const GPUBPF_HELPER_BASE: i32 = 0x1_0000;
 
+/// The most `gpubpf_delay_ns` sleeps in one call (100 ms): a policy slows a call down, it
+/// cannot hang it.
+pub const GPUBPF_MAX_DELAY_NS: u64 = 100_000_000;
+
 /// What an argument register must hold at a helper call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ArgKind {
@@ -256,6 +260,29 @@ pub static HELPERS: &[HelperSig] = &[
         ret: RetKind::Scalar,
         map_class: MapClass::None,
         doc: "Call callback_fn(i, callback_ctx) for i in 0..nr_loops (at most 1<<23) until it returns 1.",
+    },
+    HelperSig {
+        id: GPUBPF_HELPER_BASE,
+        name: "gpubpf_get_kernel_name",
+        c_ret: "long",
+        c_params: "__u64 f, char *buf, __u32 size",
+        args: &[A::Scalar, A::WritableMem, A::ConstSize],
+        ret: RetKind::Scalar,
+        map_class: MapClass::None,
+        doc: "Copy the NUL-terminated name of CUfunction f (the driver's cuFuncGetName) into buf, \
+              truncated and zero-padded to size; its length incl. NUL, or -ENOENT (no name: \
+              not under the shim, or the driver has none) with buf zeroed.",
+    },
+    HelperSig {
+        id: GPUBPF_HELPER_BASE + 1,
+        name: "gpubpf_delay_ns",
+        c_ret: "long",
+        c_params: "__u64 ns",
+        args: &[A::Scalar],
+        ret: RetKind::Scalar,
+        map_class: MapClass::None,
+        doc: "Sleep in the calling thread for ns nanoseconds, at most 100 ms a call \
+              (GPUBPF_MAX_DELAY_NS); the nanoseconds requested after that bound.",
     },
 ];
 

@@ -85,9 +85,12 @@ pub struct Args {
     /// The group id `bpf_get_current_uid_gid` reports (default: ours).
     #[arg(long)]
     pub gid: Option<u32>,
-    /// Seed of `bpf_get_prandom_u32` (restarted every run).
+    /// Seed of `bpf_get_prandom_u32` (each run: a stream from the seed and the run number).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The name `gpubpf_get_kernel_name` gives every CUfunction (default: none, -ENOENT).
+    #[arg(long, value_name = "NAME")]
+    pub kernel_name: Option<String>,
 }
 
 /// What one engine did in one run.
@@ -302,6 +305,13 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
         }
         (a, b)
     };
+    if let Some(name) = &args.kernel_name {
+        env::set_kernel_name(name).map_err(|message| CliError {
+            code: exit::USAGE,
+            message,
+            json: None,
+        })?;
+    }
     let helpers = env::helpers();
     let interp = Runner::new(Engine::Interpreter, &insns, &interp_world, &helpers)?;
     let jit = Runner::new(Engine::Jit, &insns, &jit_world, &helpers)?;

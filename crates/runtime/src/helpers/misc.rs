@@ -117,3 +117,19 @@ pub extern "C" fn get_current_comm(buf: u64, size: u64, _: u64, _: u64, _: u64) 
     out[..len].copy_from_slice(&name[..len]);
     0
 }
+
+/// `long gpubpf_delay_ns(u64 ns)`: sleeps `ns` nanoseconds, at most
+/// [`gpubpf_verifier::helpers::GPUBPF_MAX_DELAY_NS`]; returns the bounded request.
+pub extern "C" fn delay_ns(ns: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
+    let ns = bounded_delay(ns);
+    if ns > 0 {
+        // Resumes after a signal until the whole time has passed.
+        std::thread::sleep(std::time::Duration::from_nanos(ns));
+    }
+    ns
+}
+
+/// What `gpubpf_delay_ns` sleeps for a request of `ns`.
+pub fn bounded_delay(ns: u64) -> u64 {
+    ns.min(gpubpf_verifier::helpers::GPUBPF_MAX_DELAY_NS)
+}

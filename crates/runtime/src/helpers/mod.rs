@@ -9,6 +9,7 @@
 //! dereferenced directly: they are read with `process_vm_readv` on our own process, which
 //! fails cleanly (`-EFAULT`) on an unmapped address.
 
+pub mod kernel;
 mod map_ops;
 mod misc;
 mod probe;
@@ -17,6 +18,7 @@ pub mod trace;
 use crate::helper_table::{HelperFn, HelperTable};
 use gpubpf_verifier::helpers::{helper_by_id, HELPERS};
 
+pub use kernel::set_kernel_name_resolver;
 pub use probe::{read_user, read_user_str};
 
 /// Id of `bpf_loop`, implemented by the engines rather than through the table.
@@ -39,6 +41,14 @@ pub const IMPLEMENTATIONS: &[(i32, HelperFn)] = &[
     (131, map_ops::ringbuf_reserve),
     (132, map_ops::ringbuf_submit),
     (133, map_ops::ringbuf_discard),
+    (
+        gpubpf_verifier::helpers::GPUBPF_HELPER_BASE,
+        kernel::get_kernel_name,
+    ),
+    (
+        gpubpf_verifier::helpers::GPUBPF_HELPER_BASE + 1,
+        misc::delay_ns,
+    ),
 ];
 
 /// A helper table with every standard helper registered under its `HELPERS` name.

@@ -204,3 +204,18 @@ fn uid_gid_are_the_real_ids_and_cached() {
     assert_eq!(super::misc::get_current_uid_gid(0, 0, 0, 0, 0), want);
     assert_eq!(super::misc::get_current_uid_gid(0, 0, 0, 0, 0), want);
 }
+
+#[test]
+fn delay_sleeps_at_most_the_bound() {
+    use gpubpf_verifier::helpers::{GPUBPF_HELPER_BASE, GPUBPF_MAX_DELAY_NS};
+    let t = standard_helpers();
+    let t0 = std::time::Instant::now();
+    assert_eq!(
+        call(&t, GPUBPF_HELPER_BASE + 1, [2_000_000, 0, 0, 0, 0]),
+        2_000_000
+    );
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(2));
+    assert_eq!(call(&t, GPUBPF_HELPER_BASE + 1, [0, 0, 0, 0, 0]), 0);
+    // A request past the bound sleeps the bound (not asserted in time: 100 ms).
+    assert_eq!(super::misc::bounded_delay(u64::MAX), GPUBPF_MAX_DELAY_NS);
+}

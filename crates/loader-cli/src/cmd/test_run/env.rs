@@ -6,7 +6,11 @@
 //!   process the call is pretended to come from), not `gpubpf`'s own;
 //! - `bpf_get_current_uid_gid`: `--uid`/`--gid` (default: the caller's real ids);
 //! - `bpf_ktime_get_ns`: a clock at `run` seconds that advances 1 µs per call;
-//! - `bpf_get_prandom_u32`: a xorshift stream from `--seed`, restarted every run;
+//! - `bpf_get_prandom_u32`: a xorshift stream from `--seed` and the run number (the same
+//!   for the same pair, another for each run of `--repeat`);
+//! - `gpubpf_get_kernel_name`: `--kernel-name` for every non-NULL `CUfunction`, else
+//!   `-ENOENT`;
+//! - `gpubpf_delay_ns`: does not sleep; the clock moves on by the (bounded) delay;
 //! - `bpf_trace_printk`: formatted as everywhere else, but collected (message only) for the
 //!   report instead of going to the trace sink.
 //!
@@ -35,6 +39,7 @@ const TRACE_PRINTK: i32 = 6;
 const GET_PRANDOM_U32: i32 = 7;
 const GET_CURRENT_PID_TGID: i32 = 14;
 const GET_CURRENT_UID_GID: i32 = 15;
+const DELAY_NS: i32 = gpubpf_verifier::helpers::GPUBPF_HELPER_BASE + 1;
 
 /// What one run of one engine starts from.
 #[derive(Debug, Clone, Copy)]
@@ -60,9 +65,19 @@ impl RunEnv {
             Ordering::Relaxed,
         );
         CLOCK_NS.store(self.run.saturating_mul(1_000_000_000), Ordering::Relaxed);
-        PRNG.store(self.seed | 1, Ordering::Relaxed);
+        PRNG.store(run_seed(self.seed, self.run), Ordering::Relaxed);
         lock_printk().clear();
     }
+}
+
+/// The PRNG state of run `run` (1-based) of `--seed seed`: the same for the same pair, a
+/// different stream for each run (so `--repeat N` samples a probability N times), never 0.
+fn run_seed(seed: u64, run: u64) -> u64 {
+    // splitmix64 of the pair.
+    let mut z = seed ^ run.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) | 1
 }
 
 fn lock_printk() -> std::sync::MutexGuard<'static, Vec<String>> {
@@ -121,6 +136,38 @@ extern "C" fn trace_printk(fmt: u64, fmt_size: u64, a1: u64, a2: u64, a3: u64) -
     }
 }
 
+/// `gpubpf_delay_ns` without sleeping: the fake clock moves on by the bounded delay.
+extern "C" fn delay_ns(ns: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
+    let ns = ns.min(gpubpf_verifier::helpers::GPUBPF_MAX_DELAY_NS);
+    CLOCK_NS.fetch_add(ns, Ordering::Relaxed);
+    ns
+}
+
+/// The name `--kernel-name` gives every non-NULL `CUfunction`.
+static KERNEL_NAME: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+
+/// A `cuFuncGetName` that answers `--kernel-name` (CUDA_ERROR_NOT_FOUND without one).
+unsafe extern "C" fn fixed_kernel_name(name: *mut *const std::ffi::c_char, _f: u64) -> i32 {
+    match KERNEL_NAME.get() {
+        Some(n) => {
+            // SAFETY: the runtime passes a writable out-pointer, as to cuFuncGetName.
+            unsafe { *name = n.as_ptr() };
+            0
+        }
+        None => 500,
+    }
+}
+
+/// Makes `gpubpf_get_kernel_name` answer `name` for every `CUfunction` but NULL (without
+/// it the helper answers `-ENOENT`, as outside the shim). A name with a NUL is an error.
+pub fn set_kernel_name(name: &str) -> Result<(), String> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| format!("--kernel-name {name:?}: contains a NUL byte"))?;
+    let _ = KERNEL_NAME.set(c);
+    gpubpf_runtime::helpers::set_kernel_name_resolver(Some(fixed_kernel_name));
+    Ok(())
+}
+
 /// The standard helper table with the deterministic replacements above.
 pub fn helpers() -> HelperTable {
     let mut t = standard_helpers();
@@ -133,6 +180,7 @@ pub fn helpers() -> HelperTable {
         ),
         (TRACE_PRINTK, "bpf_trace_printk", trace_printk, 5),
         (GET_PRANDOM_U32, "bpf_get_prandom_u32", prandom_u32, 0),
+        (DELAY_NS, "gpubpf_delay_ns", delay_ns, 1),
         (
             GET_CURRENT_PID_TGID,
             "bpf_get_current_pid_tgid",
@@ -174,8 +222,11 @@ mod tests {
         assert_eq!(
             prandom_u32(0, 0, 0, 0, 0),
             a,
-            "the stream restarts every run"
+            "the same run of the same seed gives the same stream"
         );
+        RunEnv { run: 3, ..env }.install();
+        assert_ne!(prandom_u32(0, 0, 0, 0, 0), a, "each run its own stream");
+        env.install();
         let t = helpers();
         assert_eq!(
             t.get(GET_CURRENT_PID_TGID).map(|f| f(0, 0, 0, 0, 0)),

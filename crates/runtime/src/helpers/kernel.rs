@@ -1,0 +1,127 @@
+//! `gpubpf_get_kernel_name`: the name of a `CUfunction`, through a resolver that whoever
+//! hosts the runtime installs. The shim installs the real driver's `cuFuncGetName` (looked
+//! up in the driver itself, not through a wrapper, so the call is not policed again);
+//! `gpubpf test-run --kernel-name` installs a fixed name. Without a resolver the helper
+//! answers `-ENOENT`.
+
+use std::ffi::c_char;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::{neg_errno, read_user_str};
+
+/// `CUresult cuFuncGetName(const char **name, CUfunction hfunc)`.
+pub type FuncGetNameFn = unsafe extern "C" fn(*mut *const c_char, u64) -> i32;
+
+/// The installed resolver as an address (0: none).
+static RESOLVER: AtomicUsize = AtomicUsize::new(0);
+
+/// Installs (or, with `None`, removes) the function that names a `CUfunction`. It must
+/// behave as `cuFuncGetName`: 0 and a NUL-terminated string that stays valid while the
+/// function is loaded, or a non-zero `CUresult`.
+pub fn set_kernel_name_resolver(f: Option<FuncGetNameFn>) {
+    RESOLVER.store(f.map_or(0, |f| f as usize), Ordering::Release);
+}
+
+/// [`set_kernel_name_resolver`] from a symbol's address (what `dlsym` returns).
+///
+/// # Safety
+/// `addr` must be a function with the signature of `cuFuncGetName` that stays loaded.
+pub unsafe fn set_resolver_address(addr: *mut std::ffi::c_void) {
+    // SAFETY: the caller promises `addr` is such a function (non-null: checked).
+    let f = (!addr.is_null())
+        .then(|| unsafe { std::mem::transmute::<*mut std::ffi::c_void, FuncGetNameFn>(addr) });
+    set_kernel_name_resolver(f);
+}
+
+fn resolver() -> Option<FuncGetNameFn> {
+    let a = RESOLVER.load(Ordering::Acquire);
+    if a == 0 {
+        return None;
+    }
+    // SAFETY: a non-zero value was stored from a `FuncGetNameFn` by
+    // `set_kernel_name_resolver`; function pointers round-trip through `usize`.
+    Some(unsafe { std::mem::transmute::<usize, FuncGetNameFn>(a) })
+}
+
+/// The name of `f` into `out` (NUL-terminated, truncated, zero-padded): its length including
+/// the NUL, or an errno (`ENOENT`: no resolver, a NULL handle or the driver has no name;
+/// `EFAULT`: the name could not be read). `out` is all zeros on error.
+pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
+    out.fill(0);
+    if out.is_empty() {
+        return Err(libc::EINVAL);
+    }
+    let resolve = resolver().ok_or(libc::ENOENT)?;
+    if f == 0 {
+        return Err(libc::ENOENT);
+    }
+    let mut name: *const c_char = std::ptr::null();
+    // SAFETY: `resolve` behaves as cuFuncGetName (see `set_kernel_name_resolver`): it writes
+    // one pointer into `name`. An invalid handle makes the driver answer an error, not fault.
+    let rc = unsafe { resolve(&mut name, f) };
+    if rc != 0 || name.is_null() {
+        return Err(libc::ENOENT);
+    }
+    // Read fault-safely: the driver's string is read like application memory.
+    match read_user_str(out, name as u64) {
+        Ok(n) => {
+            // read_user_str copies whole chunks: clear what follows the NUL, so that the
+            // buffer can serve as a map key.
+            out[n..].fill(0);
+            Ok(n)
+        }
+        Err(e) => {
+            out.fill(0);
+            Err(e)
+        }
+    }
+}
+
+/// `long gpubpf_get_kernel_name(u64 f, char *buf, u32 size)`.
+pub extern "C" fn get_kernel_name(f: u64, buf: u64, size: u64, _: u64, _: u64) -> u64 {
+    if buf == 0 || size == 0 {
+        return neg_errno(libc::EINVAL);
+    }
+    // SAFETY: the verifier proved `buf` writable for `size` bytes (WritableMem + ConstSize).
+    let out = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, size as usize) };
+    match kernel_name(f, out) {
+        Ok(n) => n as u64,
+        Err(e) => neg_errno(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "C" fn fake(name: *mut *const c_char, f: u64) -> i32 {
+        static NAME: &[u8] = b"vector_add\0";
+        if f != 0x1234 {
+            return 400; // CUDA_ERROR_INVALID_HANDLE
+        }
+        // SAFETY: the caller passes a writable out-pointer.
+        unsafe { *name = NAME.as_ptr().cast() };
+        0
+    }
+
+    #[test]
+    fn names_through_the_resolver_and_enoent_without() {
+        let mut buf = [0xffu8; 16];
+        set_kernel_name_resolver(None);
+        assert_eq!(kernel_name(0x1234, &mut buf), Err(libc::ENOENT));
+        assert_eq!(buf, [0; 16], "zeroed on error");
+        set_kernel_name_resolver(Some(fake));
+        assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+        assert_eq!(&buf[..12], b"vector_add\0\0");
+        assert_eq!(kernel_name(0x9999, &mut buf), Err(libc::ENOENT));
+        assert_eq!(kernel_name(0, &mut buf), Err(libc::ENOENT));
+        let mut small = [0xffu8; 4];
+        assert_eq!(kernel_name(0x1234, &mut small), Ok(4));
+        assert_eq!(&small, b"vec\0", "truncated, NUL-terminated");
+        let r = get_kernel_name(0x1234, buf.as_mut_ptr() as u64, 16, 0, 0);
+        assert_eq!(r, 11);
+        set_kernel_name_resolver(None);
+        let r = get_kernel_name(0x1234, buf.as_mut_ptr() as u64, 16, 0, 0);
+        assert_eq!(r as i64, -i64::from(libc::ENOENT));
+    }
+}
