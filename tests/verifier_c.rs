@@ -46,7 +46,14 @@ fn verify_object(bytes: &[u8]) -> Vec<(String, Verdict)> {
     obj.programs
         .iter()
         .map(|p| {
-            let point = attach::resolve(&p.attach).expect("attach point");
+            // A generic section (`SEC("cuda")`, e.g. fault-inject, attached with --attach)
+            // names no API: verify it where its documentation loads it first, cuMemAlloc.
+            let name = if p.attach.is_empty() {
+                "cuMemAlloc"
+            } else {
+                p.attach.as_str()
+            };
+            let point = attach::resolve(name).expect("attach point");
             let ctx = point.program_context(attach_phase(p.phase));
             let lines = line_infos(p);
             // A smaller budget than the default keeps the "too complex" case fast in debug
