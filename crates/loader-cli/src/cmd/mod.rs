@@ -19,6 +19,7 @@ pub mod test_run;
 pub mod top;
 pub mod top_view;
 pub mod trace;
+pub mod audit;
 pub mod verify;
 
 /// The items `--prog NAME` selects (all of them without it), or an error naming the
