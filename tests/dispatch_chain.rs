@@ -368,7 +368,10 @@ fn shadow_programs_decide_nothing_but_report_every_decision() {
     let v = chain.entry_words(&mut c, &mut stack, &mut rec);
     // The shadow program's 3 is not the verdict; the enforced veto_all's 5 is.
     assert_eq!((v.verdict, v.denied_by, v.faults), (5, Some(1), 0));
-    assert_eq!(c[size_slot], 100, "the shadow rewrite of args.bytesize is not applied");
+    assert_eq!(
+        c[size_slot], 100,
+        "the shadow rewrite of args.bytesize is not applied"
+    );
     let entry = |verdict, shadow| Decision {
         verdict,
         previous: None,
@@ -402,7 +405,10 @@ fn shadow_programs_decide_nothing_but_report_every_decision() {
     let mut ctx = CtxBuf::new(alloc, Phase::Entry);
     ctx.set("args.bytesize", 100).expect("field");
     let o = chain.call(&mut ctx, &mut stack, |_| panic!("vetoed by veto_all"));
-    assert_eq!((o.result, o.denied_by.map(|d| d.1)), (0, Some("veto_all".into())));
+    assert_eq!(
+        (o.result, o.denied_by.map(|d| d.1)),
+        (0, Some("veto_all".into()))
+    );
 
     // cuMemGetInfo: the shadow program's out.free and result are discarded; halve_free's
     // halving is applied.
@@ -415,13 +421,16 @@ fn shadow_programs_decide_nothing_but_report_every_decision() {
     let mut rec = Decisions::default();
     let (result, _) = chain.exit_words(&mut c, &mut stack, 0, true, &mut rec);
     assert_eq!((result, c[free_slot]), (0, 500));
-    assert_eq!(
-        rec.0,
-        [("override_info".to_string(), exit(9, 0, true))]
-    );
+    assert_eq!(rec.0, [("override_info".to_string(), exit(9, 0, true))]);
     // Alone (only the shadow object loaded), nothing is decided at all.
     let tmp2 = tempfile::tempdir().expect("tempdir");
-    assert!(load_with(tmp2.path(), "shadow_rewrite.bpf.c", "s", 0, &["--shadow"]));
+    assert!(load_with(
+        tmp2.path(),
+        "shadow_rewrite.bpf.c",
+        "s",
+        0,
+        &["--shadow"]
+    ));
     let reg = Registry::open(&tmp2.path().join("reg")).expect("open registry");
     let set = PolicySet::load(&reg, &standard_helpers()).expect("build");
     let chain = set.chain(alloc).expect("chain");

@@ -39,9 +39,9 @@ use std::sync::Arc;
 use arc_swap::{ArcSwapOption, Guard};
 use gpubpf_runtime::attach::abi::FLAG_CAPTURING;
 use gpubpf_runtime::dispatch::{AttachedProgram, Chain, Decision, RunRecorder, Stack};
+use gpubpf_runtime::helper_table::STACK_SIZE;
 use gpubpf_runtime::maps::Map;
 use gpubpf_runtime::registry::audit::AuditRecord;
-use gpubpf_runtime::helper_table::STACK_SIZE;
 use gpubpf_runtime::registry::monotonic_ns;
 use gpubpf_runtime::registry::procstats::{Counter, ProcStats};
 

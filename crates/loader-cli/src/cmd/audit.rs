@@ -59,7 +59,11 @@ fn text(r: &AuditRecord) -> String {
         r.phase,
         r.object,
         r.program,
-        if r.phase == "exit" { "result" } else { "verdict" },
+        if r.phase == "exit" {
+            "result"
+        } else {
+            "verdict"
+        },
         r.verdict,
         if r.shadow { "shadow" } else { "enforced" },
     )

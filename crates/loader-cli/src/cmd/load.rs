@@ -193,6 +193,7 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
             .map(|b| b.binding.registry_name.clone())
             .collect();
         v["globals_parsed"] = serde_json::to_value(&report.globals)?;
+        v["shadow"] = json!(record.shadow);
         if let Some(n) = acked {
             v["acknowledged_by"] = json!(n);
         }
@@ -210,6 +211,9 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     }
     if let Some(n) = acked {
         println!("  acknowledged by {n} process(es)");
+    }
+    if record.shadow {
+        println!("  shadow: its decisions are audited (`gpubpf audit`), not enforced");
     }
     for p in &record.programs {
         for l in &p.links {

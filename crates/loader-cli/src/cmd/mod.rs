@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod attach_points;
+pub mod audit;
 pub mod build;
 pub mod demo;
 pub mod exporter;
@@ -19,7 +20,6 @@ pub mod test_run;
 pub mod top;
 pub mod top_view;
 pub mod trace;
-pub mod audit;
 pub mod verify;
 
 /// The items `--prog NAME` selects (all of them without it), or an error naming the

@@ -611,7 +611,9 @@ mod tests {
         let (p, q) = s.update(|t| {
             t.clear();
             let p = t.point(303, false).unwrap();
-            let q = t.program("quota", "quota_alloc", 303, false, false).unwrap();
+            let q = t
+                .program("quota", "quota_alloc", 303, false, false)
+                .unwrap();
             t.failure("broken", "program `x` was rejected");
             (p, q)
         });
@@ -653,7 +655,10 @@ mod tests {
         s.add(shard, Counter::shadow_denied(q), 2);
         let r2 = s.read();
         let prog2 = &r2.programs[0];
-        assert_eq!((prog2.shadow, prog2.shadow_denied, prog2.faults), (true, 2, 1));
+        assert_eq!(
+            (prog2.shadow, prog2.shadow_denied, prog2.faults),
+            (true, 2, 1)
+        );
         assert_eq!(r.failures[0].object, "broken");
         assert_eq!(r.failures[0].reason, "program `x` was rejected");
     }
