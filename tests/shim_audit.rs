@@ -144,3 +144,60 @@ fn shadow_quota_changes_no_outcome_and_audit_shows_each_decision_once() {
     assert_eq!(trace_lines(&home), denied);
     assert_decisions(&audit(&home), pid, denied, false);
 }
+
+/// Kills the child on drop, so that a failing test leaves no `gpubpf audit -f` behind.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `audit -f -j` follows: one JSON object per line as decisions are made, across runs.
+#[test]
+fn audit_follow_prints_decisions_as_they_come() {
+    use std::io::BufRead as _;
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let quota = common::cli::build_policy(tmp.path(), "policies/quota.bpf.c").expect("built");
+    ok(&cli(
+        &home,
+        &["load", quota.to_str().unwrap(), "--set", "limit_bytes=250"],
+    ));
+    let mut follower = KillOnDrop(
+        Command::new(common::cli::gpubpf())
+            .args(["-j", "audit", "-f"])
+            .env("GPUBPF_HOME", &home)
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("run gpubpf audit -f"),
+    );
+    let stdout = follower.0.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut got = Vec::new();
+    for run in 0..2 {
+        let (pid, _) = run_app(mock, &home, &["quota", "3", "100"]);
+        // 100 + 100 fit under 250, the third is refused: one decision per run.
+        let l = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|e| panic!("run {run}: {e}"));
+        let v: Value = serde_json::from_str(&l).expect("one JSON object per line");
+        assert_decisions(std::slice::from_ref(&v), pid, 1, false);
+        got.push(v);
+    }
+    drop(follower);
+    assert!(rx.try_recv().is_err(), "no other decision");
+    assert_eq!(got.len(), 2);
+}
