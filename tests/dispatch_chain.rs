@@ -10,7 +10,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gpubpf_runtime::attach::{self, Phase};
-use gpubpf_runtime::dispatch::{Chain, CtxBuf, PolicySet, RunRecorder, Stack, FAIL_CLOSED_RESULT};
+use gpubpf_runtime::dispatch::{
+    AttachedProgram, Chain, CtxBuf, Decision, PolicySet, RunRecorder, Stack, FAIL_CLOSED_RESULT,
+};
 use gpubpf_runtime::helper_table::RUN_ITERATION_BUDGET;
 use gpubpf_runtime::helpers::standard_helpers;
 use gpubpf_runtime::jit;
@@ -18,6 +20,11 @@ use gpubpf_runtime::registry::Registry;
 use gpubpf_verifier::sanitize::TRAP_INSN;
 
 fn load(home: &Path, src: &str, name: &str, priority: i32) -> bool {
+    load_with(home, src, name, priority, &[])
+}
+
+/// [`load`] with more `gpubpf load` arguments (`--shadow`).
+fn load_with(home: &Path, src: &str, name: &str, priority: i32, extra: &[&str]) -> bool {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let obj = home.join(format!("{name}.o"));
     let src = repo.join("tests/data/dispatch").join(src);
@@ -28,6 +35,7 @@ fn load(home: &Path, src: &str, name: &str, priority: i32) -> bool {
         .arg("load")
         .arg(&obj)
         .args(["--name", name, "--priority", &priority.to_string()])
+        .args(extra)
         .env("GPUBPF_HOME", home.join("reg"))
         .output()
         .expect("run gpubpf load");
@@ -303,4 +311,136 @@ fn word_ctx_path_matches_chain_call() {
         chain.entry[0].run_words(&mut short, &mut stack),
         Err(gpubpf_runtime::dispatch::WordsError::CtxTooSmall { .. })
     ));
+}
+
+/// Records the decisions the chain reports.
+#[derive(Default)]
+struct Decisions(Vec<(String, Decision)>);
+
+impl RunRecorder for Decisions {
+    fn start(&mut self) -> Option<u64> {
+        None
+    }
+    fn finish(&mut self, _: Option<u32>, _: Option<u64>, _: bool) {}
+    fn decision(&mut self, ctx: &[u64], prog: &AttachedProgram, d: Decision) {
+        assert_eq!(ctx[0] as u32, 0x5eed, "the call's ctx");
+        self.0.push((prog.name.clone(), d));
+    }
+}
+
+/// `load --shadow`: a shadow program's entry verdict is reported but never returned, its
+/// exit override of the result is reported but never applied, and its writes to writable
+/// arguments and out-values land in a copy; enforced programs at the same points decide as
+/// before, and their decisions are reported too.
+#[test]
+fn shadow_programs_decide_nothing_but_report_every_decision() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path();
+    if !load_with(home, "shadow_rewrite.bpf.c", "shadowed", 0, &["--shadow"]) {
+        return;
+    }
+    let Some(set) = policy_set(home, &[("veto_small.bpf.c", "small", 10)]) else {
+        return;
+    };
+    let alloc = attach::resolve("cudaMalloc").expect("alias");
+    let chain = set.chain(alloc).expect("programs on cuMemAlloc");
+    let shadow: Vec<(&str, bool)> = chain
+        .entry
+        .iter()
+        .chain(&chain.exit)
+        .map(|p| (p.name.as_str(), p.shadow))
+        .collect();
+    assert_eq!(
+        shadow,
+        [
+            ("rewrite_deny", true),
+            ("veto_all", false),
+            ("override_alloc", true),
+            ("forgive", false)
+        ]
+    );
+    let mut stack = Stack::new_boxed();
+    let size_slot = alloc.field("args.bytesize").expect("field").offset as usize / 8;
+    let mut c = vec![0u64; alloc.ctx_size as usize / 8];
+    c[0] = 0x5eed;
+    c[size_slot] = 100;
+    let mut rec = Decisions::default();
+    let v = chain.entry_words(&mut c, &mut stack, &mut rec);
+    // The shadow program's 3 is not the verdict; the enforced veto_all's 5 is.
+    assert_eq!((v.verdict, v.denied_by, v.faults), (5, Some(1), 0));
+    assert_eq!(
+        c[size_slot], 100,
+        "the shadow rewrite of args.bytesize is not applied"
+    );
+    let entry = |verdict, shadow| Decision {
+        verdict,
+        previous: None,
+        shadow,
+    };
+    assert_eq!(
+        rec.0,
+        [
+            ("rewrite_deny".to_string(), entry(3, true)),
+            ("veto_all".to_string(), entry(5, false))
+        ]
+    );
+    let mut rec = Decisions::default();
+    c[0] = 0x5eed;
+    let (result, faults) = chain.exit_words(&mut c, &mut stack, 5, false, &mut rec);
+    // forgive turns 5 into 0; the shadow override to 9 is reported, not applied.
+    assert_eq!((result, faults), (0, 0));
+    let exit = |verdict, previous, shadow| Decision {
+        verdict,
+        previous: Some(previous),
+        shadow,
+    };
+    assert_eq!(
+        rec.0,
+        [
+            ("override_alloc".to_string(), exit(9, 5, true)),
+            ("forgive".to_string(), exit(0, 5, false))
+        ]
+    );
+    // Chain::call ignores shadow decisions the same way.
+    let mut ctx = CtxBuf::new(alloc, Phase::Entry);
+    ctx.set("args.bytesize", 100).expect("field");
+    let o = chain.call(&mut ctx, &mut stack, |_| panic!("vetoed by veto_all"));
+    assert_eq!(
+        (o.result, o.denied_by.map(|d| d.1)),
+        (0, Some("veto_all".into()))
+    );
+
+    // cuMemGetInfo: the shadow program's out.free and result are discarded; halve_free's
+    // halving is applied.
+    let info = attach::resolve("cuMemGetInfo").expect("point");
+    let chain = set.chain(info).expect("programs on cuMemGetInfo");
+    let free_slot = info.field("out.free").expect("field").offset as usize / 8;
+    let mut c = vec![0u64; info.ctx_size as usize / 8];
+    c[0] = 0x5eed;
+    c[free_slot] = 1000;
+    let mut rec = Decisions::default();
+    let (result, _) = chain.exit_words(&mut c, &mut stack, 0, true, &mut rec);
+    assert_eq!((result, c[free_slot]), (0, 500));
+    assert_eq!(rec.0, [("override_info".to_string(), exit(9, 0, true))]);
+    // Alone (only the shadow object loaded), nothing is decided at all.
+    let tmp2 = tempfile::tempdir().expect("tempdir");
+    assert!(load_with(
+        tmp2.path(),
+        "shadow_rewrite.bpf.c",
+        "s",
+        0,
+        &["--shadow"]
+    ));
+    let reg = Registry::open(&tmp2.path().join("reg")).expect("open registry");
+    let set = PolicySet::load(&reg, &standard_helpers()).expect("build");
+    let chain = set.chain(alloc).expect("chain");
+    let mut c = vec![0u64; alloc.ctx_size as usize / 8];
+    c[0] = 0x5eed;
+    c[size_slot] = 100;
+    let mut rec = Decisions::default();
+    let v = chain.entry_words(&mut c, &mut stack, &mut rec);
+    assert_eq!((v.verdict, v.denied_by, c[size_slot]), (0, None, 100));
+    let (result, _) = chain.exit_words(&mut c, &mut stack, 0, true, &mut rec);
+    assert_eq!(result, 0);
+    assert_eq!(rec.0.len(), 2, "{:?}", rec.0);
 }

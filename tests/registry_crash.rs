@@ -27,6 +27,7 @@ fn record(name: &str, object: &[u8]) -> ObjectRecord {
         globals: Default::default(),
         maps: Vec::new(),
         programs: Vec::new(),
+        shadow: false,
     }
 }
 

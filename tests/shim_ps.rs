@@ -267,3 +267,70 @@ fn failing_closed_refuses_the_calls_a_broken_policy_was_meant_to_police() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("every CUDA call is refused"), "{err}");
 }
+
+/// A quota loaded with `--shadow` refuses nothing in a live process, and `gpubpf ps` shows
+/// its program as shadow with the refusal it would have made counted.
+#[test]
+fn ps_shows_shadow_programs_and_what_they_would_have_denied() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    load(
+        &home,
+        &quota,
+        &[
+            "--shadow",
+            "--set",
+            "limit_bytes=50",
+            "--set",
+            "log_denials=0",
+        ],
+    );
+    let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
+    let child = mock
+        .command(&mock.app_link, &home)
+        .args(["link", "live"])
+        .arg(&ready)
+        .arg(&go)
+        .arg("100")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let p = wait_for(&home, pid, "its first allocation", |p| {
+        p["attach_points"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["calls"] == 1))
+    });
+    let alloc = point(&p, "cuMemAlloc");
+    assert_eq!(
+        (&alloc["calls"], &alloc["denied"]),
+        (&1.into(), &0.into()),
+        "{p}"
+    );
+    let progs = p["programs"].as_array().expect("programs");
+    let q = progs
+        .iter()
+        .find(|q| q["name"] == "quota_alloc")
+        .unwrap_or_else(|| panic!("no quota_alloc in {p}"));
+    assert_eq!(
+        (&q["shadow"], &q["shadow_denied"]),
+        (&true.into(), &1.into()),
+        "{p}"
+    );
+    assert!(
+        progs
+            .iter()
+            .filter(|q| q["name"] != "quota_alloc")
+            .all(|q| q["shadow"] == true && q["shadow_denied"] == 0),
+        "{p}"
+    );
+    let text = String::from_utf8_lossy(&cli(&home, &["ps"]).stdout).into_owned();
+    assert!(
+        text.contains("quota/quota_alloc  shadow, would deny 1"),
+        "{text}"
+    );
+    assert_eq!(finish(child, &go)[..2], ["before 0", "after 0"]);
+}

@@ -215,7 +215,7 @@ pub fn registry_files(data: &[u8]) {
             };
             s.update(|t| {
                 t.point(303, false);
-                t.program("quota", "quota_alloc", 303, false);
+                t.program("quota", "quota_alloc", 303, false, false);
                 t.failure("broken", "program `x` was rejected");
             });
             procstats::stats_path(&home, 1)

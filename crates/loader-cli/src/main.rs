@@ -69,6 +69,9 @@ enum Command {
     /// Print the `bpf_printk` lines of policed processes (`-f` to follow), like
     /// `bpftool prog tracelog`.
     Trace(cmd::trace::Args),
+    /// Print the decisions policies made (refusals, result overrides), enforced or shadowed
+    /// (`load --shadow`), from the registry's audit ring: one line per decision.
+    Audit(cmd::audit::Args),
     /// Serve Prometheus metrics of the node: processes, calls and denials, program
     /// statistics, chosen maps (`--map NAME[:METRIC]`).
     Exporter(cmd::exporter::Args),
@@ -124,6 +127,7 @@ fn main() -> ExitCode {
         Command::AttachPoints(a) => cmd::attach_points::run(a, &out),
         Command::Helpers(a) => cmd::helpers::run(a, &out),
         Command::Trace(a) => cmd::trace::run(a, &out),
+        Command::Audit(a) => cmd::audit::run(a, &out),
         Command::Exporter(a) => cmd::exporter::run(a, &out),
         Command::Top(a) => cmd::top::run(a, &out),
     };

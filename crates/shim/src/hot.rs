@@ -38,8 +38,10 @@ use std::sync::Arc;
 
 use arc_swap::{ArcSwapOption, Guard};
 use gpubpf_runtime::attach::abi::FLAG_CAPTURING;
-use gpubpf_runtime::dispatch::{Chain, RunRecorder, Stack};
+use gpubpf_runtime::dispatch::{AttachedProgram, Chain, Decision, RunRecorder, Stack};
 use gpubpf_runtime::helper_table::STACK_SIZE;
+use gpubpf_runtime::maps::Map;
+use gpubpf_runtime::registry::audit::AuditRecord;
 use gpubpf_runtime::registry::monotonic_ns;
 use gpubpf_runtime::registry::procstats::{Counter, ProcStats};
 
@@ -113,6 +115,50 @@ static FAULT_LOGGED: AtomicBool = AtomicBool::new(false);
 /// reference count; null when the process has none (unregistered, or a forked child that
 /// has not re-initialised yet).
 static STATS: AtomicPtr<ProcStats> = AtomicPtr::new(null_mut());
+
+/// The registry's audit ring (`gpubpf audit`), leaked; null when the process has none.
+static AUDIT: AtomicPtr<Map> = AtomicPtr::new(null_mut());
+
+/// Makes `ring` the audit ring decisions are written to (leaked: calls in flight may still
+/// write to it).
+pub fn set_audit(ring: Arc<Map>) {
+    let old = AUDIT.swap(Arc::into_raw(ring).cast_mut(), Ordering::AcqRel);
+    // The old ring, if any, is leaked on purpose: a call in flight may still hold it.
+    let _ = old;
+}
+
+/// Writes one decision to the audit ring (a full ring drops it and counts the drop).
+#[cold]
+#[inline(never)]
+fn audit(ctx: &[u64], prog: &AttachedProgram, d: Decision) {
+    let p = AUDIT.load(Ordering::Acquire);
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: a non-null value was leaked by `set_audit` and is never freed.
+    let ring = unsafe { &*p };
+    let w0 = ctx.first().copied().unwrap_or(0);
+    let w2 = ctx.get(2).copied().unwrap_or(0);
+    let api_id = w0 as u32;
+    let rec = AuditRecord {
+        time_ns: monotonic_ns(),
+        realtime_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)),
+        pid: w2 as u32,
+        tid: (w2 >> 32) as u32,
+        api_id,
+        api: gpubpf_runtime::attach::by_id(api_id)
+            .map_or_else(|| format!("api#{api_id}"), |a| a.name.to_string()),
+        phase: prog.phase.to_string(),
+        object: prog.object.clone(),
+        program: prog.name.clone(),
+        verdict: d.verdict,
+        previous: d.previous,
+        shadow: d.shadow,
+    };
+    let _ = ring.ringbuf_output(&rec.encode());
+}
 
 /// The registry's "collect run statistics until" word (control block), null before
 /// initialisation.
@@ -392,6 +438,15 @@ impl RunRecorder for Recorder {
         if fault {
             s.add(shard, Counter::faults(q), 1);
         }
+    }
+
+    fn decision(&mut self, ctx: &[u64], prog: &AttachedProgram, d: Decision) {
+        if d.shadow {
+            if let (Some((s, shard)), Some(q)) = (self.stats, prog.stats_slot) {
+                s.add(shard, Counter::shadow_denied(q), 1);
+            }
+        }
+        audit(ctx, prog, d);
     }
 }
 

@@ -169,6 +169,13 @@ fn start(reg: &'static Registry) {
     if let Err(e) = gpubpf_runtime::helpers::trace::send_to_registry(reg) {
         tracing::warn!(error = %error_chain(&e), "no trace ring; bpf_printk lines go to stderr");
     }
+    // Enforced and shadowed decisions go to the registry's audit ring (`gpubpf audit`).
+    match reg.audit_ring() {
+        Ok(ring) => hot::set_audit(ring),
+        Err(e) => {
+            tracing::warn!(error = %error_chain(&e), "no audit ring; decisions are not audited")
+        }
+    }
     // gpubpf_get_kernel_name asks the real driver's cuFuncGetName (not a wrapper).
     if let Some(p) = crate::driver::lookup(c"cuFuncGetName") {
         // SAFETY: the driver's export `cuFuncGetName` is `CUresult (const char **, CUfunction)`.
@@ -276,10 +283,10 @@ fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
                     for (id, chain) in chains.iter_mut() {
                         chain.stats_slot = t.point(*id, chain.broken);
                         for p in chain.entry.iter_mut() {
-                            p.stats_slot = t.program(&p.object, &p.name, *id, false);
+                            p.stats_slot = t.program(&p.object, &p.name, *id, false, p.shadow);
                         }
                         for p in chain.exit.iter_mut() {
-                            p.stats_slot = t.program(&p.object, &p.name, *id, true);
+                            p.stats_slot = t.program(&p.object, &p.name, *id, true, p.shadow);
                         }
                     }
                     for f in &failed {

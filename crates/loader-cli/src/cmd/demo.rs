@@ -327,6 +327,7 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
         wait: None,
         replace: None,
         recreate_maps: false,
+        shadow: false,
     };
     loaded(&load_args(&args.limit))?;
 

@@ -55,6 +55,11 @@ pub struct Args {
     /// Order among programs on the same attach point: lower runs first.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub priority: i32,
+    /// Run the programs without enforcing them: entry verdicts and exit result or
+    /// out-value changes are counted and written to the audit ring (`gpubpf audit`), never
+    /// applied.
+    #[arg(long)]
+    pub shadow: bool,
     /// Return once every live process running the shim has acknowledged the change (or
     /// fail after TIMEOUT: `10s`, `500ms`, plain seconds; default 10s), saying how many did.
     #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "10s")]
@@ -188,6 +193,7 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
             .map(|b| b.binding.registry_name.clone())
             .collect();
         v["globals_parsed"] = serde_json::to_value(&report.globals)?;
+        v["shadow"] = json!(record.shadow);
         if let Some(n) = acked {
             v["acknowledged_by"] = json!(n);
         }
@@ -205,6 +211,9 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     }
     if let Some(n) = acked {
         println!("  acknowledged by {n} process(es)");
+    }
+    if record.shadow {
+        println!("  shadow: its decisions are audited (`gpubpf audit`), not enforced");
     }
     for p in &record.programs {
         for l in &p.links {
@@ -386,6 +395,7 @@ pub fn load_report(args: &Args) -> anyhow::Result<Report> {
         globals,
         maps: bound.iter().map(|b| b.binding.clone()).collect(),
         programs,
+        shadow: args.shadow,
     };
     // A loaded name loaded again is replaced the same way as with --replace.
     let published = match &previous {

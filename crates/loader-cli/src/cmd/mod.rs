@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod attach_points;
+pub mod audit;
 pub mod build;
 pub mod demo;
 pub mod exporter;

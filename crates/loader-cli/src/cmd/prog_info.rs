@@ -105,6 +105,8 @@ pub struct ProgInfo {
     /// Registry name of its object.
     pub object: String,
     pub object_id: Option<u64>,
+    /// Loaded with `--shadow`: runs, decides nothing (its decisions are audited).
+    pub shadow: bool,
     pub section: String,
     /// Entry or exit (of its links).
     pub phase: Option<Phase>,
@@ -137,6 +139,13 @@ pub struct RunStats {
     pub run_time_ns: u64,
     /// Runs that ended in a fault.
     pub faults: u64,
+    /// Decisions a shadow program made but did not apply ("would have denied").
+    #[serde(skip_serializing_if = "is_zero")]
+    pub shadow_denied: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Run statistics of every program (by object and program name) over the live processes
@@ -153,13 +162,14 @@ pub fn live_run_stats(reg: &Registry) -> BTreeMap<(String, String), RunStats> {
             continue;
         }
         for q in view.programs {
-            if q.runs == 0 && q.faults == 0 {
+            if q.runs == 0 && q.faults == 0 && q.shadow_denied == 0 {
                 continue;
             }
             let e = out.entry((q.object, q.name)).or_default();
             e.run_cnt += q.runs;
             e.run_time_ns += q.run_time_ns;
             e.faults += q.faults;
+            e.shadow_denied += q.shadow_denied;
         }
     }
     out
@@ -224,6 +234,7 @@ pub fn object_programs(reg: &Registry, rec: &ObjectRecord) -> Vec<ProgInfo> {
                 name: prec.name.clone(),
                 object: rec.name.clone(),
                 object_id: (rec.id != 0).then_some(rec.id),
+                shadow: rec.shadow,
                 section: prec.section.clone(),
                 phase: prec.links.first().map(|l| l.phase),
                 links: prec
@@ -256,7 +267,12 @@ pub fn render(p: &ProgInfo) -> String {
     if let Some(oid) = p.object_id {
         let _ = write!(s, " (id {oid})");
     }
-    let _ = writeln!(s, "  {}", p.section);
+    let _ = writeln!(
+        s,
+        "  {}{}",
+        p.section,
+        if p.shadow { "  shadow" } else { "" }
+    );
     for l in &p.links {
         let _ = write!(
             s,
@@ -290,6 +306,9 @@ pub fn render(p: &ProgInfo) -> String {
             "\trun_time_ns {}  run_cnt {}  faults {}",
             r.run_time_ns, r.run_cnt, r.faults
         );
+        if r.shadow_denied > 0 {
+            let _ = writeln!(s, "\tshadow_denied {}", r.shadow_denied);
+        }
     }
     if let Some(e) = &p.error {
         let _ = writeln!(s, "\terror: {e}");

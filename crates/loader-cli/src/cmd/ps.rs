@@ -68,6 +68,10 @@ pub(crate) struct Program {
     pub(crate) attach_point: String,
     pub(crate) phase: &'static str,
     pub(crate) active: bool,
+    /// Loaded with `--shadow`: its decisions are counted, not applied.
+    pub(crate) shadow: bool,
+    /// Decisions it would have made (shadow programs).
+    pub(crate) shadow_denied: u64,
     pub(crate) run_cnt: u64,
     pub(crate) run_time_ns: u64,
     pub(crate) faults: u64,
@@ -209,6 +213,8 @@ fn fill(p: &mut Process, view: ProcStatsView) {
             name: q.name,
             phase: if q.exit { "exit" } else { "entry" },
             active: q.active,
+            shadow: q.shadow,
+            shadow_denied: q.shadow_denied,
             run_cnt: q.runs,
             run_time_ns: q.run_time_ns,
             faults: q.faults,
@@ -300,6 +306,9 @@ fn print_text(procs: &[Process], generation: u64, stats: bool) -> anyhow::Result
                     q.name,
                     if q.active { "" } else { " (unloaded)" }
                 );
+                if q.shadow {
+                    line.push_str(&format!("  shadow, would deny {}", q.shadow_denied));
+                }
                 if stats {
                     let avg = q.run_time_ns.checked_div(q.run_cnt).unwrap_or(0);
                     line.push_str(&format!(

@@ -84,6 +84,7 @@ pub fn run(args: Args, _out: &Output) -> anyhow::Result<()> {
             wait: None,
             replace: None,
             recreate_maps: false,
+            shadow: false,
         })
         .with_context(|| format!("--policy `{spec}`"))?;
         eprintln!("gpubpf: loaded {} (generation {generation})", record.name);

@@ -49,6 +49,9 @@ pub struct AttachedProgram {
     /// Where the process counts this program's runs (the shim's statistics slot); `None`
     /// when not counted.
     pub stats_slot: Option<u32>,
+    /// Loaded with `load --shadow`: runs on a copy of the ctx, its decisions are reported
+    /// ([`RunRecorder::decision`]) but never applied.
+    pub shadow: bool,
 }
 
 impl AttachedProgram {
@@ -133,6 +136,25 @@ pub trait RunRecorder {
     /// Called after the program in statistics slot `slot` ran: `start` is what
     /// [`RunRecorder::start`] returned, `fault` whether the run failed.
     fn finish(&mut self, slot: Option<u32>, start: Option<u64>, fault: bool);
+    /// Called for each decision a program made: a non-zero entry verdict, or an exit
+    /// program's change of `hdr.result` (`verdict` is then the new result and `previous`
+    /// the one it replaced). `ctx` is the call's ctx (header: api id, pid, tid); `shadow`
+    /// says the decision was not applied. Only called on that (refusal) path.
+    #[inline(always)]
+    fn decision(&mut self, ctx: &[u64], prog: &AttachedProgram, d: Decision) {
+        let _ = (ctx, prog, d);
+    }
+}
+
+/// One decision of one program, for [`RunRecorder::decision`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// The entry verdict, or the exit program's new result.
+    pub verdict: u32,
+    /// For an exit override: the result it replaced.
+    pub previous: Option<u32>,
+    /// Made by a shadow program: not applied.
+    pub shadow: bool,
 }
 
 /// A [`RunRecorder`] that records nothing.
@@ -154,6 +176,31 @@ const W_PHASE: usize = 0;
 const W_FLAGS: usize = 1;
 /// Word index of `hdr.result` (low half) / `hdr.variant` (high half).
 const W_RESULT: usize = 3;
+
+/// Words of a ctx a shadow program's copy holds on the stack; longer ctxs are copied to
+/// the heap.
+const SHADOW_COPY_WORDS: usize = 64;
+
+/// Runs `p` on a copy of `ctx` (a shadow program: its writes are discarded); returns its
+/// return value and the copy's `hdr.result`.
+fn run_on_copy(
+    p: &AttachedProgram,
+    ctx: &[u64],
+    stack: &mut Stack,
+) -> (Result<u64, WordsError>, u32) {
+    let mut buf = [0u64; SHADOW_COPY_WORDS];
+    let mut heap;
+    let copy: &mut [u64] = if let Some(b) = buf.get_mut(..ctx.len()) {
+        b
+    } else {
+        heap = vec![0u64; ctx.len()];
+        &mut heap
+    };
+    copy.copy_from_slice(ctx);
+    let r = p.run_words(copy, stack);
+    let result = copy.get(W_RESULT).map_or(0, |w| *w as u32);
+    (r, result)
+}
 
 fn set_high(w: &mut u64, v: u32) {
     *w = (*w & 0xffff_ffff) | (u64::from(v) << 32);
@@ -193,6 +240,26 @@ impl Chain {
         }
         for (i, p) in self.entry.iter().enumerate() {
             let t = rec.start();
+            if p.shadow {
+                // Shadow: its verdict is reported, never returned; its writes to writable
+                // arguments land in a copy. A shadow fault never refuses the call.
+                let (r, _) = run_on_copy(p, ctx, stack);
+                rec.finish(p.stats_slot, t, r.is_err());
+                match r {
+                    Ok(0) => {}
+                    Ok(v) => rec.decision(
+                        ctx,
+                        p,
+                        Decision {
+                            verdict: u32::try_from(v).unwrap_or(u32::MAX),
+                            previous: None,
+                            shadow: true,
+                        },
+                    ),
+                    Err(_) => out.faults = out.faults.saturating_add(1),
+                }
+                continue;
+            }
             let r = p.run_words(ctx, stack);
             rec.finish(p.stats_slot, t, r.is_err());
             match r {
@@ -201,6 +268,15 @@ impl Chain {
                     // The verifier bounds entry verdicts to small CUresult values.
                     out.verdict = u32::try_from(v).unwrap_or(u32::MAX);
                     out.denied_by = Some(i);
+                    rec.decision(
+                        ctx,
+                        p,
+                        Decision {
+                            verdict: out.verdict,
+                            previous: None,
+                            shadow: false,
+                        },
+                    );
                     break;
                 }
                 Err(_) => {
@@ -247,11 +323,29 @@ impl Chain {
         }
         let mut faults = 0u32;
         for p in &self.exit {
+            let before = ctx.get(W_RESULT).map_or(result, |w| *w as u32);
             let t = rec.start();
-            let r = p.run_words(ctx, stack);
+            let (r, after) = if p.shadow {
+                // Shadow: runs on a copy, so neither its result override nor its writes to
+                // writable arguments and out-values are applied.
+                run_on_copy(p, ctx, stack)
+            } else {
+                let r = p.run_words(ctx, stack);
+                (r, ctx.get(W_RESULT).map_or(before, |w| *w as u32))
+            };
             rec.finish(p.stats_slot, t, r.is_err());
             if r.is_err() {
                 faults = faults.saturating_add(1);
+            } else if after != before {
+                rec.decision(
+                    ctx,
+                    p,
+                    Decision {
+                        verdict: after,
+                        previous: Some(before),
+                        shadow: p.shadow,
+                    },
+                );
             }
         }
         let result = ctx.get(W_RESULT).map_or(result, |w| *w as u32);
@@ -329,6 +423,14 @@ impl Chain {
         };
         ctx.set_phase(Phase::Entry);
         for p in &self.entry {
+            if p.shadow {
+                // Shadow programs run on a copy and decide nothing.
+                if let Err(e) = p.run(&mut ctx.clone(), stack) {
+                    tracing::warn!(program = %p.name, error = %e, "entry program failed; ignored");
+                    outcome.faults.push(p.name.clone());
+                }
+                continue;
+            }
             match p.run(ctx, stack) {
                 Ok(0) => {}
                 Ok(verdict) => {
@@ -350,7 +452,12 @@ impl Chain {
         ctx.set_phase(Phase::Exit);
         ctx.set_result(outcome.result);
         for p in &self.exit {
-            if let Err(e) = p.run(ctx, stack) {
+            let r = if p.shadow {
+                p.run(&mut ctx.clone(), stack)
+            } else {
+                p.run(ctx, stack)
+            };
+            if let Err(e) = r {
                 tracing::warn!(program = %p.name, error = %e, "exit program failed; ignored");
                 outcome.faults.push(p.name.clone());
             }
@@ -443,6 +550,7 @@ impl PolicySet {
                     prepared: b.prepared,
                     ctx_size: b.point.ctx_size,
                     stats_slot: None,
+                    shadow: loaded.record.shadow,
                 },
             ))
         });
@@ -512,6 +620,7 @@ impl PolicySet {
                     prepared: built.prepared,
                     ctx_size: built.point.ctx_size,
                     stats_slot: None,
+                    shadow: rec.shadow,
                 };
                 let chain = self.chains.entry(built.point.id).or_default();
                 match built.phase {

@@ -20,8 +20,8 @@ mod parallel;
 
 pub use build::{BuiltProgram, LoadedObject};
 pub use chain::{
-    AttachedProgram, CallOutcome, Chain, EntryVerdict, FailedObject, NoRecorder, PolicySet,
-    RunRecorder, Stack, WordsError, FAIL_CLOSED_RESULT,
+    AttachedProgram, CallOutcome, Chain, Decision, EntryVerdict, FailedObject, NoRecorder,
+    PolicySet, RunRecorder, Stack, WordsError, FAIL_CLOSED_RESULT,
 };
 pub use ctx::CtxBuf;
 

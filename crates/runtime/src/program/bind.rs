@@ -404,6 +404,7 @@ mod tests {
             globals: Default::default(),
             maps: b.iter().map(|b| b.binding.clone()).collect(),
             programs: vec![],
+            shadow: false,
         };
         r.writer().unwrap().publish_object(&user, b"").unwrap();
         let recreate = BindOptions {
@@ -481,6 +482,7 @@ mod tests {
             globals: Default::default(),
             maps: a.iter().map(|b| b.binding.clone()).collect(),
             programs: vec![],
+            shadow: false,
         };
         r.writer().unwrap().publish_object(&old, b"").unwrap();
         for name in ["a", "b"] {

@@ -27,6 +27,7 @@
 //! (`.tmp-retire-PID`) that the next writer finishes if this one is killed
 //! ([`replace`](self::replace)).
 
+pub mod audit;
 mod control;
 mod home;
 mod pins;
@@ -345,7 +346,20 @@ impl Registry {
     /// process rebuild its chains. `Map::create` publishes it atomically (built under a
     /// temporary name and renamed without replacing), so it needs no writer lock.
     pub fn trace_ring(&self) -> Result<Arc<Map>, RegistryError> {
-        match self.open_map(TRACE_RING) {
+        self.system_ring(TRACE_RING, TRACE_RING_SIZE)
+    }
+
+    /// The registry's audit ring (map `audit`, a ring buffer of [`audit::AUDIT_RING_SIZE`]
+    /// bytes: one [`audit::AuditRecord`] per enforced or shadowed decision of every policed
+    /// process, read by `gpubpf audit`); created on first use, like [`Registry::trace_ring`]
+    /// and for the same reasons without a generation bump.
+    pub fn audit_ring(&self) -> Result<Arc<Map>, RegistryError> {
+        self.system_ring(audit::AUDIT_RING, audit::AUDIT_RING_SIZE)
+    }
+
+    /// Opens ring-buffer map `name`, creating it with `size` bytes when missing.
+    fn system_ring(&self, name: &str, size: u32) -> Result<Arc<Map>, RegistryError> {
+        match self.open_map(name) {
             Err(RegistryError::NoSuchMap { .. }) => {}
             other => return other,
         }
@@ -353,19 +367,19 @@ impl Registry {
             map_type: crate::maps::MapType::RingBuf,
             key_size: 0,
             value_size: 0,
-            max_entries: TRACE_RING_SIZE,
+            max_entries: size,
             flags: 0,
         };
         let meta = MapMeta {
-            name: TRACE_RING.into(),
+            name: name.into(),
             ..MapMeta::default()
         };
-        match Map::create(&self.map_path(TRACE_RING)?, &spec, &meta) {
+        match Map::create(&self.map_path(name)?, &spec, &meta) {
             Ok(m) => Ok(Arc::new(m)),
             // Another process created it first.
-            Err(MapError::AlreadyExists { .. }) => self.open_map(TRACE_RING),
+            Err(MapError::AlreadyExists { .. }) => self.open_map(name),
             Err(source) => Err(RegistryError::Map {
-                name: TRACE_RING.into(),
+                name: name.into(),
                 source,
             }),
         }

@@ -16,11 +16,11 @@
 //! word 6      failures (low 32) | failures not recorded for want of room (high 32)
 //! POINTS      MAX_POINTS words: api id (low 32, 0 = unused) | flags (high 32)
 //! PROGRAMS    MAX_PROGRAMS × 16 words: object (7 words), name (7 words),
-//!             api id | phase << 32 | active << 40, reserved
+//!             api id | phase << 32 | active << 40 | shadow << 41, reserved
 //! FAILURES    MAX_FAILURES × 64 words: object (8 words), reason (56 words)
 //! OWNERS      N_SHARDS words: thread id owning counter shard i (0 = free; shard 0 is shared)
 //! SHARDS      N_SHARDS × SHARD_WORDS counters: per point calls, denied;
-//!             per program runs, run time (ns), faults
+//!             per program runs, run time (ns), faults, shadow decisions
 //! ```
 //!
 //! Counters are sharded by thread: a thread claims a shard of its own on its first policed
@@ -41,7 +41,7 @@ use crate::maps::mapping::{self, Mapping};
 use crate::maps::MapError;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"GPUBPFPS");
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// Attach points with programs a process can count.
 pub const MAX_POINTS: usize = 128;
@@ -69,7 +69,7 @@ const PROGRAMS: usize = POINTS + MAX_POINTS;
 const FAILURES: usize = PROGRAMS + MAX_PROGRAMS * PROGRAM_WORDS;
 const OWNERS: usize = FAILURES + MAX_FAILURES * FAILURE_WORDS;
 /// Counter words per shard.
-const SHARD_WORDS: usize = MAX_POINTS * 2 + MAX_PROGRAMS * 3;
+const SHARD_WORDS: usize = MAX_POINTS * 2 + MAX_PROGRAMS * 4;
 /// First shard, page aligned (512 words = 4 KiB).
 const SHARDS: usize = (OWNERS + N_SHARDS).div_ceil(512) * 512;
 const TOTAL_WORDS: usize = SHARDS + N_SHARDS * SHARD_WORDS;
@@ -114,15 +114,19 @@ impl Counter {
     }
     /// Runs of program slot `q` (counted while statistics are enabled).
     pub fn runs(q: u32) -> Self {
-        Self(MAX_POINTS as u32 * 2 + q * 3)
+        Self(MAX_POINTS as u32 * 2 + q * 4)
     }
     /// Run time of program slot `q` in nanoseconds (while statistics are enabled).
     pub fn run_ns(q: u32) -> Self {
-        Self(MAX_POINTS as u32 * 2 + q * 3 + 1)
+        Self(MAX_POINTS as u32 * 2 + q * 4 + 1)
     }
     /// Run-time faults of program slot `q` (always counted).
     pub fn faults(q: u32) -> Self {
-        Self(MAX_POINTS as u32 * 2 + q * 3 + 2)
+        Self(MAX_POINTS as u32 * 2 + q * 4 + 2)
+    }
+    /// Decisions shadow program slot `q` made but did not apply ("would have denied").
+    pub fn shadow_denied(q: u32) -> Self {
+        Self(MAX_POINTS as u32 * 2 + q * 4 + 3)
     }
 }
 
@@ -377,6 +381,8 @@ impl ProcStats {
                     api_id: e as u32,
                     exit: (e >> 32) & 0xff == 1,
                     active: (e >> 40) & 1 == 1,
+                    shadow: (e >> 41) & 1 == 1,
+                    shadow_denied: self.sum(Counter::shadow_denied(q as u32)),
                     runs: self.sum(Counter::runs(q as u32)),
                     run_time_ns: self.sum(Counter::run_ns(q as u32)),
                     faults: self.sum(Counter::faults(q as u32)),
@@ -456,7 +462,15 @@ impl TableWriter<'_> {
 
     /// The slot of program `name` of `object` at `api_id` in the given phase, marked
     /// active: `None` when the table is full.
-    pub fn program(&self, object: &str, name: &str, api_id: u32, exit: bool) -> Option<u32> {
+    pub fn program(
+        &self,
+        object: &str,
+        name: &str,
+        api_id: u32,
+        exit: bool,
+        shadow: bool,
+    ) -> Option<u32> {
+        let flags = (1u64 << 40) | (u64::from(shadow) << 41);
         let w = self.words();
         let used = w[W_USED].load(Ordering::Relaxed);
         let n = ((used >> 32) as usize).min(MAX_PROGRAMS);
@@ -472,7 +486,7 @@ impl TableWriter<'_> {
                 && unpack_str(&w[base + NAME_WORDS..base + 2 * NAME_WORDS]) == name
                 && v & (1 << 40) == 0
             {
-                e.store(v | (1 << 40), Ordering::Relaxed);
+                e.store((v & !(1 << 41)) | flags, Ordering::Relaxed);
                 return Some(q as u32);
             }
         }
@@ -482,7 +496,7 @@ impl TableWriter<'_> {
         let base = PROGRAMS + n * PROGRAM_WORDS;
         pack_str(&w[base..base + NAME_WORDS], object);
         pack_str(&w[base + NAME_WORDS..base + 2 * NAME_WORDS], name);
-        w[base + 2 * NAME_WORDS].store(key | (1 << 40), Ordering::Relaxed);
+        w[base + 2 * NAME_WORDS].store(key | flags, Ordering::Relaxed);
         w[W_USED].store(
             (used & 0xffff_ffff) | ((n as u64 + 1) << 32),
             Ordering::Relaxed,
@@ -559,6 +573,10 @@ pub struct ProgramStats {
     pub exit: bool,
     /// In the set the process runs now.
     pub active: bool,
+    /// Loaded with `--shadow`: its decisions are not applied.
+    pub shadow: bool,
+    /// Decisions it made but did not apply, being a shadow program ("would have denied").
+    pub shadow_denied: u64,
     /// Runs counted while statistics were enabled.
     pub runs: u64,
     /// Total run time of those runs, in nanoseconds.
@@ -593,7 +611,9 @@ mod tests {
         let (p, q) = s.update(|t| {
             t.clear();
             let p = t.point(303, false).unwrap();
-            let q = t.program("quota", "quota_alloc", 303, false).unwrap();
+            let q = t
+                .program("quota", "quota_alloc", 303, false, false)
+                .unwrap();
             t.failure("broken", "program `x` was rejected");
             (p, q)
         });
@@ -625,6 +645,20 @@ mod tests {
             ("quota", "quota_alloc", false, true)
         );
         assert_eq!((prog.runs, prog.run_time_ns, prog.faults), (3, 300, 1));
+        assert_eq!((prog.shadow, prog.shadow_denied), (false, 0));
+        // The same program reloaded with --shadow: same slot, marked, its own counter.
+        let q2 = s.update(|t| {
+            t.clear();
+            t.program("quota", "quota_alloc", 303, false, true).unwrap()
+        });
+        assert_eq!(q2, q);
+        s.add(shard, Counter::shadow_denied(q), 2);
+        let r2 = s.read();
+        let prog2 = &r2.programs[0];
+        assert_eq!(
+            (prog2.shadow, prog2.shadow_denied, prog2.faults),
+            (true, 2, 1)
+        );
         assert_eq!(r.failures[0].object, "broken");
         assert_eq!(r.failures[0].reason, "program `x` was rejected");
     }
@@ -633,19 +667,19 @@ mod tests {
     fn slots_persist_across_updates_and_each_link_gets_its_own() {
         let d = home();
         let s = ProcStats::create(d.path(), 0, 1, 1, false).unwrap();
-        let a = s.update(|t| t.program("q", "p", 5, true).unwrap());
+        let a = s.update(|t| t.program("q", "p", 5, true, false).unwrap());
         s.add(0, Counter::faults(a), 4);
         // Same program again in the next set: same slot, counts kept.
         let b = s.update(|t| {
             t.clear();
-            t.program("q", "p", 5, true).unwrap()
+            t.program("q", "p", 5, true, false).unwrap()
         });
         assert_eq!(a, b);
         // Within one set, a second program of the same identity (two links) gets its own.
         let c = s.update(|t| {
             t.clear();
-            let x = t.program("q", "p", 5, true).unwrap();
-            let y = t.program("q", "p", 5, true).unwrap();
+            let x = t.program("q", "p", 5, true, false).unwrap();
+            let y = t.program("q", "p", 5, true, false).unwrap();
             assert_ne!(x, y);
             y
         });
@@ -680,7 +714,7 @@ mod tests {
         let s = ProcStats::create(d.path(), 2, 1, 1, false).unwrap();
         let long = "é".repeat(100);
         s.update(|t| {
-            t.program(&long, &long, 1, false);
+            t.program(&long, &long, 1, false, false);
             t.failure(&long, &"x".repeat(1000));
         });
         let r = s.read();

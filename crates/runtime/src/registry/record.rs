@@ -113,6 +113,10 @@ pub struct ObjectRecord {
     pub maps: Vec<MapBinding>,
     /// Programs and their links.
     pub programs: Vec<ProgramRecord>,
+    /// `load --shadow`: the programs run and their decisions are counted and audited, but
+    /// never enforced (entry verdicts ignored, exit result and out-value changes discarded).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
 }
 
 impl ObjectRecord {

@@ -35,7 +35,19 @@ fn record(name: &str) -> ObjectRecord {
                 priority: 0,
             }],
         }],
+        shadow: false,
     }
+}
+
+#[test]
+fn records_without_a_shadow_field_read_as_enforced() {
+    let mut v = serde_json::to_value(record("old")).unwrap();
+    assert!(v.get("shadow").is_none(), "enforced records omit the field");
+    let r: ObjectRecord = serde_json::from_value(v.clone()).unwrap();
+    assert!(!r.shadow);
+    v["shadow"] = serde_json::Value::Bool(true);
+    let r: ObjectRecord = serde_json::from_value(v).unwrap();
+    assert!(r.shadow);
 }
 
 fn spec() -> MapSpec {

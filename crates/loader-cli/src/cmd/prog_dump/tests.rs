@@ -90,6 +90,7 @@ fn map_labels_name_the_registry_map() {
             created: true,
         }],
         programs: vec![],
+        shadow: false,
     };
     let lddw = |src: u8, imm: i32, next: i32| {
         [Insn::new(LDDW, 1, src, 0, imm), Insn::new(0, 0, 0, 0, next)]
