@@ -6,7 +6,7 @@
 //!
 //! CI runs a short version (`SHORT_SECS`, 2 processes × 4 threads). The long one, 4 processes
 //! × 8 threads for as long as asked: `GPUBPF_SOAK_SECS=600 cargo test --release --test
-//! shim_soak -- --nocapture` (docs/testing.md).
+//! shim_soak -- --nocapture` (docs/reliability.md).
 //!
 //! Needs `cc` and clang; prints `skipped: …` without them.
 
