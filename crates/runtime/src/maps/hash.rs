@@ -441,6 +441,7 @@ impl HashMap {
         }
         let h = hash_key(self.seed, key);
         let b = h & (self.nbuckets - 1);
+        let mut repaired = false;
         for _attempt in 0..8 {
             let fresh = {
                 let _g = self.lock(b)?;
@@ -466,14 +467,21 @@ impl HashMap {
                     self.insert_locked(b, i, key, value, h);
                     return Ok(());
                 }
-                // Full: hash maps fail, LRU maps evict (outside this bucket's lock).
-                if !self.lru {
+                // Full: LRU maps evict (outside this bucket's lock); hash maps fail, unless
+                // fewer entries are counted than exist, which means some were stranded by a
+                // dead writer (or are being deleted): repair once and retry.
+                if !self.lru && (repaired || self.count() >= self.max_entries) {
                     return Err(MapError::Full);
                 }
                 false
             };
             if !fresh {
-                self.evict_one()?;
+                if self.lru {
+                    self.evict_one()?;
+                } else {
+                    repaired = true;
+                    self.repair()?;
+                }
             }
         }
         Err(MapError::Full)
@@ -531,19 +539,22 @@ impl HashMap {
         while cur & NULLS == 0 && cur < self.max_entries && steps <= self.max_entries {
             let next = self.e_next(cur).load(Ordering::Acquire);
             if cur == target {
-                // Mark free first, then unlink: a writer killed in between leaves a linked
-                // entry that nobody sees and that `repair` reclaims.
+                // Mark free first, then uncount and unlink: a writer killed in between
+                // leaves a linked entry that nobody sees and that `repair` reclaims. The
+                // count drops before the entry returns to the free list, so an entry
+                // stranded between unlink and push shows as a free list emptier than the
+                // count says (which makes a failing insert repair the map).
                 self.e_state(cur).store(STATE_FREE, Ordering::Release);
-                match prev {
-                    None => head.store(next, Ordering::Release),
-                    Some(p) => self.e_next(p).store(next, Ordering::Release),
-                }
-                self.push_free(cur);
                 let _ = self.at::<AtomicU32>(COUNT).fetch_update(
                     Ordering::Relaxed,
                     Ordering::Relaxed,
                     |c| c.checked_sub(1),
                 );
+                match prev {
+                    None => head.store(next, Ordering::Release),
+                    Some(p) => self.e_next(p).store(next, Ordering::Release),
+                }
+                self.push_free(cur);
                 return true;
             }
             prev = Some(cur);
@@ -708,10 +719,41 @@ mod tests {
         die_in_child(h, |h| {
             let i = h.bucket_head(0).load(Ordering::Acquire);
             h.e_state(i).store(STATE_FREE, Ordering::Release);
+            h.at::<AtomicU32>(COUNT).fetch_sub(1, Ordering::Relaxed);
             h.bucket_head(0)
                 .store(h.e_next(i).load(Ordering::Acquire), Ordering::Release);
         });
         assert_eq!(m.lookup(&key.to_ne_bytes()).unwrap(), None);
         full_capacity(&m, 16);
+    }
+
+    /// The next locker of the dead writer's bucket repairs at once (not only a failing
+    /// insert): the count is right before the map fills.
+    #[test]
+    fn the_next_locker_of_the_bucket_repairs() {
+        let d = tempfile::tempdir().unwrap();
+        let m = small(&d);
+        let h = m.hash_for_test();
+        let key = (0u32..)
+            .find(|k| hash_key(h.seed, &k.to_ne_bytes()) & (h.nbuckets - 1) == 0)
+            .unwrap();
+        m.update(&key.to_ne_bytes(), &[1; 8], BPF_NOEXIST).unwrap();
+        // Killed after publishing a second entry, before counting it.
+        die_in_child(h, |h| {
+            let i = h.pop_free().unwrap();
+            h.e_hash(i).store(u32::MAX, Ordering::Relaxed);
+            let head = h.bucket_head(0);
+            h.e_next(i)
+                .store(head.load(Ordering::Relaxed), Ordering::Release);
+            head.store(i, Ordering::Release);
+            h.e_state(i).store(STATE_USED, Ordering::Release);
+        });
+        assert_eq!(h.count(), 1);
+        m.delete(&key.to_ne_bytes()).unwrap();
+        assert_eq!(
+            h.count(),
+            1,
+            "the published entry was not counted by the repair"
+        );
     }
 }
