@@ -341,3 +341,31 @@ fn a_full_process_table_is_reported_once_and_the_process_still_runs_policed() {
     assert_eq!(v[0]["formatted"]["value"].as_u64(), Some(1000));
     ok(&cli(&home, &["ps"]));
 }
+
+/// A full ring buffer inside a policed process: the policy's records are dropped (the call
+/// goes on), and the shim says so once, naming the map.
+#[test]
+fn a_full_ring_buffer_in_a_policed_process_is_reported_once() {
+    let Some(common::shim::Session { mock, tmp, home }) = common::shim::session() else {
+        return;
+    };
+    let trace = common::cli::build_policy(tmp.path(), "policies/trace.bpf.c")
+        .expect("clang present: policy built");
+    ok(&cli(&home, &["load", trace.to_str().unwrap()]));
+    // One event per launch into a 256 KiB ring nobody consumes: it fills.
+    let out = within(Duration::from_secs(60), "running the app", move || {
+        mock.command(&mock.app_link, &home)
+            .env("GPUBPF_LOG", "warn")
+            .args(["link", "threads", "4", "5000"])
+            .output()
+            .expect("run")
+    });
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("ring buffer is full").count(), 1, "{err}");
+    assert!(err.contains("gpubpf maps show trace.events"), "{err}");
+    let home = tmp.path().join("reg");
+    let shown = ok(&cli(&home, &["-j", "maps", "show", "trace.events"]));
+    let v: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert!(v["ringbuf"]["dropped"].as_u64().unwrap() > 0, "{shown}");
+}

@@ -224,6 +224,7 @@ impl Map {
                 data,
                 size: u64::from(spec.max_entries),
                 name,
+                warned_full: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         Ok(Map {
