@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::cli::{ok, ok_json, run_with_registry as cli};
 use common::shim::{session, Session};
+use gpubpf_runtime::registry::Registry;
 
 const SHORT_SECS: u64 = 8;
 /// Seconds of churn after which RSS and registry size are sampled as the baseline.
@@ -140,6 +141,28 @@ fn soak_counts_exactly_under_policy_churn_and_concurrent_dumps() {
         }
     }
     let rss_end: Vec<u64> = pids.iter().map(|&p| vm_rss_kib(p)).collect();
+    // Every application applied the churn: each acknowledges the last generation.
+    let reg = Registry::open(&home).expect("open registry");
+    let last = reg.control().generation();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for &pid in &pids {
+        loop {
+            let acked = reg
+                .control()
+                .processes()
+                .iter()
+                .find(|p| p.pid == pid)
+                .map(|p| p.acked_generation);
+            if acked.is_some_and(|g| g >= last) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "app {pid} never acknowledged generation {last} (acked: {acked:?})"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     std::fs::write(&stop, b"").expect("create stop file");
     let mut made = 0u64;
     for app in apps {
