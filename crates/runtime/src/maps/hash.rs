@@ -10,9 +10,10 @@
 //! - Lookups take no lock. Writers lock the bucket; every change of a chain is a single
 //!   store (link: `e.next = head; head = e`; unlink: `prev.next = e.next`), and an entry is
 //!   visible only while linked *and* marked used, so an owner killed at any point leaves a
-//!   consistent chain and at worst one lost entry: either linked but unused (reclaimed by
-//!   [`HashMap::clear`]) or popped from the free list but never linked (lost until the map
-//!   is recreated). The element count may then be off by one.
+//!   consistent chain and at worst one lost entry: either linked but unused, or popped from
+//!   the free list but never linked (or unlinked but never pushed back). The robust
+//!   bucket lock reports the dead owner to the next locker, which runs
+//!   [`HashMap::repair`] and reclaims the entry and recounts the elements.
 //! - As in Linux's preallocated hash maps, an entry may be reused right after deletion: a
 //!   program that still holds a value pointer then sees the new entry's value.
 //! - LRU: every hit stamps the entry from a shared clock; when the free list is empty an
@@ -253,11 +254,112 @@ impl HashMap {
         self.e_lru(i).store(now, Ordering::Relaxed);
     }
 
-    fn lock(&self, b: u32) -> Result<super::lock::SharedMutexGuard<'_>, MapError> {
+    fn lock_raw(&self, b: u32) -> Result<super::lock::SharedMutexGuard<'_>, MapError> {
         self.bucket_lock(b).lock().map_err(|source| MapError::Lock {
             name: self.name.clone(),
             source,
         })
+    }
+
+    /// Takes bucket `b`'s lock. When its previous owner died holding it, the map is
+    /// repaired first ([`HashMap::repair`]): the dead writer may have leaked an entry.
+    fn lock(&self, b: u32) -> Result<super::lock::SharedMutexGuard<'_>, MapError> {
+        let g = self.lock_raw(b)?;
+        if !g.recovered() {
+            return Ok(g);
+        }
+        drop(g);
+        self.repair()?;
+        self.lock_raw(b)
+    }
+
+    /// Reclaims what a writer killed mid-update left behind, with every bucket lock held
+    /// (taken in bucket order; other writers hold at most one lock at a time, so this
+    /// cannot deadlock). Free-list pops and pushes happen only under a bucket lock, so
+    /// while all are held the chains and the free list are still:
+    /// - linked entries that are not marked used (killed between link and publish, or
+    ///   between unpublish and unlink) are unlinked;
+    /// - the free list is rebuilt from every entry that is not linked and used, which
+    ///   returns an entry popped but never linked, or unlinked but never pushed;
+    /// - the element count is recomputed.
+    ///
+    /// A repairer killed in turn leaves every lock owner-dead, so the next locker repairs
+    /// again (each step is idempotent). Returns how many entries were reclaimed.
+    pub(super) fn repair(&self) -> Result<u32, MapError> {
+        let mut guards = Vec::with_capacity(self.nbuckets as usize);
+        for b in 0..self.nbuckets {
+            guards.push(self.lock_raw(b)?);
+        }
+        let n = self.max_entries as usize;
+        let mut linked_used = vec![false; n];
+        for b in 0..self.nbuckets {
+            let head = self.bucket_head(b);
+            let mut prev: Option<u32> = None;
+            let mut cur = head.load(Ordering::Acquire);
+            let mut steps = 0;
+            loop {
+                if cur & NULLS != 0 && cur & !NULLS == b {
+                    break;
+                }
+                if cur & NULLS != 0 || cur >= self.max_entries || steps > self.max_entries {
+                    // A corrupted link (never written by this code): cut the chain here.
+                    let end = NULLS | b;
+                    match prev {
+                        None => head.store(end, Ordering::Release),
+                        Some(p) => self.e_next(p).store(end, Ordering::Release),
+                    }
+                    break;
+                }
+                let next = self.e_next(cur).load(Ordering::Acquire);
+                let state = self.e_state(cur).load(Ordering::Acquire);
+                if state == STATE_USED && !linked_used[cur as usize] {
+                    linked_used[cur as usize] = true;
+                    prev = Some(cur);
+                } else {
+                    match prev {
+                        None => head.store(next, Ordering::Release),
+                        Some(p) => self.e_next(p).store(next, Ordering::Release),
+                    }
+                }
+                cur = next;
+                steps += 1;
+            }
+        }
+        let free_before = self.free_len();
+        let head = self.at::<AtomicU64>(FREE_HEAD);
+        let tag = (head.load(Ordering::Acquire) >> 32).wrapping_add(1);
+        head.store(tag << 32, Ordering::Release);
+        let mut used = 0u32;
+        for i in (0..self.max_entries).rev() {
+            if linked_used[i as usize] {
+                used += 1;
+            } else {
+                self.e_state(i).store(STATE_FREE, Ordering::Release);
+                self.push_free(i);
+            }
+        }
+        self.at::<AtomicU32>(COUNT).store(used, Ordering::Relaxed);
+        let reclaimed = (self.max_entries - used).saturating_sub(free_before);
+        if reclaimed > 0 {
+            tracing::warn!(
+                map = %self.name,
+                reclaimed,
+                "reclaimed hash-map entries leaked by a writer that died mid-update"
+            );
+        }
+        drop(guards);
+        Ok(reclaimed)
+    }
+
+    /// Length of the free list (bounded walk; call with every bucket lock held).
+    fn free_len(&self) -> u32 {
+        let mut cur = self.at::<AtomicU64>(FREE_HEAD).load(Ordering::Acquire) as u32;
+        let mut len = 0;
+        while cur != 0 && cur <= self.max_entries && len <= self.max_entries {
+            len += 1;
+            cur = self.e_free_next(cur - 1).load(Ordering::Relaxed);
+        }
+        len
     }
 
     fn pop_free(&self) -> Option<u32> {
@@ -339,6 +441,7 @@ impl HashMap {
         }
         let h = hash_key(self.seed, key);
         let b = h & (self.nbuckets - 1);
+        let mut repaired = false;
         for _attempt in 0..8 {
             let fresh = {
                 let _g = self.lock(b)?;
@@ -364,14 +467,21 @@ impl HashMap {
                     self.insert_locked(b, i, key, value, h);
                     return Ok(());
                 }
-                // Full: hash maps fail, LRU maps evict (outside this bucket's lock).
-                if !self.lru {
+                // Full: LRU maps evict (outside this bucket's lock); hash maps fail, unless
+                // fewer entries are counted than exist, which means some were stranded by a
+                // dead writer (or are being deleted): repair once and retry.
+                if !self.lru && (repaired || self.count() >= self.max_entries) {
                     return Err(MapError::Full);
                 }
                 false
             };
             if !fresh {
-                self.evict_one()?;
+                if self.lru {
+                    self.evict_one()?;
+                } else {
+                    repaired = true;
+                    self.repair()?;
+                }
             }
         }
         Err(MapError::Full)
@@ -411,7 +521,7 @@ impl HashMap {
             self.touch(i);
         }
         // Link first, then mark used: a writer killed in between leaves a linked entry
-        // that nobody sees (state FREE) and that `clear` reclaims.
+        // that nobody sees (state FREE) and that `repair` reclaims.
         let head = self.bucket_head(b);
         self.e_next(i)
             .store(head.load(Ordering::Relaxed), Ordering::Release);
@@ -429,19 +539,22 @@ impl HashMap {
         while cur & NULLS == 0 && cur < self.max_entries && steps <= self.max_entries {
             let next = self.e_next(cur).load(Ordering::Acquire);
             if cur == target {
-                // Mark free first, then unlink: a writer killed in between leaves a linked
-                // entry that nobody sees and that `clear` reclaims.
+                // Mark free first, then uncount and unlink: a writer killed in between
+                // leaves a linked entry that nobody sees and that `repair` reclaims. The
+                // count drops before the entry returns to the free list, so an entry
+                // stranded between unlink and push shows as a free list emptier than the
+                // count says (which makes a failing insert repair the map).
                 self.e_state(cur).store(STATE_FREE, Ordering::Release);
-                match prev {
-                    None => head.store(next, Ordering::Release),
-                    Some(p) => self.e_next(p).store(next, Ordering::Release),
-                }
-                self.push_free(cur);
                 let _ = self.at::<AtomicU32>(COUNT).fetch_update(
                     Ordering::Relaxed,
                     Ordering::Relaxed,
                     |c| c.checked_sub(1),
                 );
+                match prev {
+                    None => head.store(next, Ordering::Release),
+                    Some(p) => self.e_next(p).store(next, Ordering::Release),
+                }
+                self.push_free(cur);
                 return true;
             }
             prev = Some(cur);
@@ -522,5 +635,125 @@ impl HashMap {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Map, MapMeta, MapSpec, MapType, BPF_NOEXIST};
+    use super::*;
+
+    /// Runs `dead_writer` in a forked child that exits holding bucket 0's lock, as a
+    /// writer SIGKILLed mid-update would (the kernel marks the robust lock owner-dead).
+    fn die_in_child(h: &HashMap, dead_writer: impl FnOnce(&HashMap)) {
+        // SAFETY: the child only takes a lock, touches shared atomics and `_exit`s.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            std::mem::forget(h.lock_raw(0));
+            dead_writer(h);
+            // SAFETY: leave without running the parent's atexit handlers or destructors.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    }
+
+    fn full_capacity(m: &Map, n: u32) {
+        for k in 0..n {
+            m.update(&k.to_ne_bytes(), &[3; 8], BPF_NOEXIST)
+                .unwrap_or_else(|e| panic!("insert {k} of {n}: {e}"));
+        }
+        assert_eq!(m.hash_for_test().count(), n);
+        for k in 0..n {
+            assert_eq!(m.lookup(&k.to_ne_bytes()).unwrap(), Some(vec![3; 8]));
+        }
+    }
+
+    fn small(d: &tempfile::TempDir) -> Map {
+        let spec = MapSpec {
+            map_type: MapType::Hash,
+            key_size: 4,
+            value_size: 8,
+            max_entries: 16,
+            flags: 0,
+        };
+        Map::create(&d.path().join("m"), &spec, &MapMeta::default()).unwrap()
+    }
+
+    #[test]
+    fn entry_popped_but_never_linked_is_reclaimed() {
+        let d = tempfile::tempdir().unwrap();
+        let m = small(&d);
+        die_in_child(m.hash_for_test(), |h| {
+            h.pop_free().unwrap();
+        });
+        full_capacity(&m, 16);
+    }
+
+    #[test]
+    fn entry_linked_but_never_published_is_reclaimed() {
+        let d = tempfile::tempdir().unwrap();
+        let m = small(&d);
+        die_in_child(m.hash_for_test(), |h| {
+            let i = h.pop_free().unwrap();
+            let head = h.bucket_head(0);
+            h.e_next(i)
+                .store(head.load(Ordering::Relaxed), Ordering::Release);
+            head.store(i, Ordering::Release);
+        });
+        full_capacity(&m, 16);
+    }
+
+    #[test]
+    fn entry_unlinked_but_never_pushed_is_reclaimed_and_count_fixed() {
+        let d = tempfile::tempdir().unwrap();
+        let m = small(&d);
+        // A used entry in bucket 0, then a dead deleter that unlinked it only.
+        let h = m.hash_for_test();
+        let key = (0u32..)
+            .find(|k| hash_key(h.seed, &k.to_ne_bytes()) & (h.nbuckets - 1) == 0)
+            .unwrap();
+        m.update(&key.to_ne_bytes(), &[1; 8], BPF_NOEXIST).unwrap();
+        die_in_child(h, |h| {
+            let i = h.bucket_head(0).load(Ordering::Acquire);
+            h.e_state(i).store(STATE_FREE, Ordering::Release);
+            h.at::<AtomicU32>(COUNT).fetch_sub(1, Ordering::Relaxed);
+            h.bucket_head(0)
+                .store(h.e_next(i).load(Ordering::Acquire), Ordering::Release);
+        });
+        assert_eq!(m.lookup(&key.to_ne_bytes()).unwrap(), None);
+        full_capacity(&m, 16);
+    }
+
+    /// The next locker of the dead writer's bucket repairs at once (not only a failing
+    /// insert): the count is right before the map fills.
+    #[test]
+    fn the_next_locker_of_the_bucket_repairs() {
+        let d = tempfile::tempdir().unwrap();
+        let m = small(&d);
+        let h = m.hash_for_test();
+        let key = (0u32..)
+            .find(|k| hash_key(h.seed, &k.to_ne_bytes()) & (h.nbuckets - 1) == 0)
+            .unwrap();
+        m.update(&key.to_ne_bytes(), &[1; 8], BPF_NOEXIST).unwrap();
+        // Killed after publishing a second entry, before counting it.
+        die_in_child(h, |h| {
+            let i = h.pop_free().unwrap();
+            h.e_hash(i).store(u32::MAX, Ordering::Relaxed);
+            let head = h.bucket_head(0);
+            h.e_next(i)
+                .store(head.load(Ordering::Relaxed), Ordering::Release);
+            head.store(i, Ordering::Release);
+            h.e_state(i).store(STATE_USED, Ordering::Release);
+        });
+        assert_eq!(h.count(), 1);
+        m.delete(&key.to_ne_bytes()).unwrap();
+        assert_eq!(
+            h.count(),
+            1,
+            "the published entry was not counted by the repair"
+        );
     }
 }

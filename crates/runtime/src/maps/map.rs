@@ -60,6 +60,15 @@ fn random_seed() -> u64 {
 }
 
 impl Map {
+    /// The hash map inside (unit tests of the repair path).
+    #[cfg(test)]
+    pub(super) fn hash_for_test(&self) -> &HashMap {
+        match &self.kind {
+            Kind::Hash(h) => h,
+            _ => panic!("not a hash map"),
+        }
+    }
+
     /// Creates the map file at `path` atomically (built under a temporary name, then
     /// renamed into place without replacing anything). Fails with
     /// [`MapError::AlreadyExists`] when `path` exists.
@@ -215,6 +224,7 @@ impl Map {
                 data,
                 size: u64::from(spec.max_entries),
                 name,
+                warned_full: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         Ok(Map {

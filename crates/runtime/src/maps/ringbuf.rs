@@ -51,6 +51,8 @@ pub(super) struct RingBuf {
     pub(super) data: *mut u8,
     pub(super) size: u64,
     pub(super) name: String,
+    /// Whether this process already said that the buffer is full (once per mapping).
+    pub(super) warned_full: std::sync::atomic::AtomicBool,
 }
 
 impl RingBuf {
@@ -111,6 +113,14 @@ impl RingBuf {
         let c = self.word(CONSUMER_POS).load(Ordering::Acquire);
         if p.wrapping_sub(c).saturating_add(total) > self.size {
             self.word(DROPPED).fetch_add(1, Ordering::Relaxed);
+            if !self.warned_full.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    map = %self.name,
+                    "ring buffer is full: records are dropped and counted (`gpubpf maps show \
+                     {0}`) until a consumer catches up (`gpubpf maps consume {0}`); said once",
+                    self.name
+                );
+            }
             return Err(MapError::RingFull);
         }
         let pid = u64::from(crate::helpers::current_pid());
