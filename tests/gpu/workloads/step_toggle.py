@@ -1,0 +1,69 @@
+"""The training-step overhead of quota + trace inside ONE process (issue #13 point 5, same
+process, interleaved): the MLP of torch_step_bench.py runs BLOCKS blocks of STEPS steps
+under the shim; before each odd block quota.o and trace.o are loaded (`gpubpf load --wait`:
+applied in this process before the block starts), before each even block unloaded, so the
+blocks alternate between nothing attached and the two policies. Prints the blocks and
+`TOGGLE step policies_ms=… none_ms=… added=…%`.
+
+  step_toggle.py DIST [BLOCKS=16] [STEPS=300]   (GPUBPF_HOME: a scratch registry)"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+dist = sys.argv[1]
+blocks = int(sys.argv[2]) if len(sys.argv) > 2 else 16
+steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
+G = os.path.join(dist, "gpubpf")
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
+
+def gpubpf(*args):
+    subprocess.run([G, *args], check=True, env=env, stdout=subprocess.DEVNULL)
+
+
+torch.manual_seed(0)
+layers = []
+for i in range(3):
+    layers += [torch.nn.Linear(1024 if i else 512, 1024), torch.nn.ReLU()]
+model = torch.nn.Sequential(*layers, torch.nn.Linear(1024, 10)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+x = torch.randn(256, 512, device="cuda")
+y = torch.randint(0, 10, (256,), device="cuda")
+
+
+def step():
+    opt.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+for _ in range(30):
+    step()
+torch.cuda.synchronize()
+ms = []
+for b in range(blocks):
+    if b % 2 == 1:
+        gpubpf("load", os.path.join(dist, "quota.o"), "--name", "quota",
+               "--set", "limit_bytes=8GiB", "--wait=30s")
+        gpubpf("load", os.path.join(dist, "trace.o"), "--name", "trace", "--wait=30s")
+    elif b > 0:
+        gpubpf("prog", "unload", "quota", "--wait=30s")
+        gpubpf("prog", "unload", "trace", "--wait=30s")
+    step()  # the first call after a change builds nothing more: chains are ready
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    torch.cuda.synchronize()
+    ms.append(1000 * (time.perf_counter() - t0) / steps)
+none, pol = ms[0::2], ms[1::2]
+a, p = statistics.median(none), statistics.median(pol)
+print("blocks " + ",".join(f"{v:.4f}" for v in ms) + f" loss={loss.item():.6f}")
+print(f"TOGGLE step policies_ms={p:.4f} none_ms={a:.4f} added={100 * (p / a - 1):+.2f}% "
+      f"(one process, {blocks} blocks of {steps} steps alternating)")
