@@ -316,13 +316,27 @@ fn policed_slow(point: usize) -> Option<Policed> {
         return Some(Policed {
             chain: Held::Cached(cache, point),
             thread,
+            t_entry: record_start(),
+            refused: Cell::new(false),
         });
     }
     let guard = slot.chain.load();
-    guard.is_some().then_some(Policed {
+    guard.is_some().then(|| Policed {
         chain: Held::Guard(guard),
         thread,
+        t_entry: record_start(),
+        refused: Cell::new(false),
     })
+}
+
+/// The entry timestamp of a recorded call; 0 when the process does not record.
+#[inline]
+fn record_start() -> u64 {
+    if crate::record::enabled() {
+        monotonic_ns().max(1)
+    } else {
+        0
+    }
 }
 
 /// Runs `f` marked busy on this thread (driver calls it makes go straight to the driver),
@@ -472,6 +486,10 @@ fn current_device() -> i32 {
 pub struct Policed {
     chain: Held,
     thread: &'static ThreadState,
+    /// Monotonic time at entry when the process records its calls (`GPUBPF_RECORD`), else 0.
+    t_entry: u64,
+    /// An entry program refused the call.
+    refused: Cell<bool>,
 }
 
 /// How a policed call holds its chain.
@@ -568,12 +586,36 @@ impl Policed {
             return None;
         }
         rec.add(Counter::denied, chain.stats_slot);
+        self.refused.set(true);
         Some(v.verdict)
     }
 
-    /// Exit programs: the result the caller gets.
+    /// Exit programs: the result the caller gets. A recording process records the call.
     #[inline]
     pub fn exit(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
+        let r = self.run_exit(c, result, out_valid);
+        if self.t_entry != 0 {
+            self.record(c, result, r, out_valid);
+        }
+        r
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record(&self, c: &[u64], result: CUresult, returned: CUresult, out_valid: bool) {
+        let call = crate::record::Call {
+            ctx: c,
+            t_entry: self.t_entry,
+            t_exit: monotonic_ns(),
+            result,
+            returned,
+            refused: self.refused.get(),
+            out_valid,
+        };
+        let _ = self.thread.as_busy(|| crate::record::call(&call));
+    }
+
+    fn run_exit(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
         let Some(chain) = self.chain.get() else {
             return result;
         };
@@ -661,8 +703,14 @@ pub unsafe fn launch_from_config(config: *mut c_void, launch: &mut [u64]) {
 /// Publishes `chains` (by attach-point id): each point gets its chain or none. Calls in
 /// flight keep the chain they loaded; it is freed when the last of them has left.
 pub fn publish(mut chains: BTreeMap<u32, Chain>) {
+    // Recording: every point gets a chain (an empty one where nothing is attached), so that
+    // every wrapper takes the policed path and records its call.
+    let recording = crate::record::enabled();
     for (slot, id) in SLOTS.iter().zip(POINT_IDS.iter()) {
-        match chains.remove(id) {
+        let chain = chains
+            .remove(id)
+            .or_else(|| recording.then(Chain::default));
+        match chain {
             Some(chain) => {
                 let chain = Arc::new(chain);
                 let ptr = Arc::as_ptr(&chain).cast_mut();
