@@ -28,7 +28,12 @@ fn replay(home: &Path, calls: &Path, quota: &Path, limit: u64) -> Value {
         .arg(calls)
         .arg("--policy")
         .arg(quota)
-        .args(["--set", &format!("limit_bytes={limit}"), "--set", "log_denials=0"])
+        .args([
+            "--set",
+            &format!("limit_bytes={limit}"),
+            "--set",
+            "log_denials=0",
+        ])
         .env("GPUBPF_HOME", home)
         .output()
         .expect("run gpubpf replay");
@@ -51,7 +56,12 @@ fn formatted(entries: &Value) -> Vec<(Value, Value)> {
         .as_array()
         .expect("entries")
         .iter()
-        .map(|e| (e["formatted"]["key"].clone(), e["formatted"]["value"].clone()))
+        .map(|e| {
+            (
+                e["formatted"]["key"].clone(),
+                e["formatted"]["value"].clone(),
+            )
+        })
         .collect()
 }
 
@@ -116,9 +126,14 @@ fn a_recorded_quota_run_replays_with_the_live_verdicts_and_maps() {
     assert!(allocs.iter().all(|l| l["symbol"] == "cuMemAlloc_v2"));
     let refused: Vec<bool> = allocs.iter().map(|l| l["refused"] == true).collect();
     assert_eq!(refused, [false, false, true, true, true, false]);
-    assert!(allocs.iter().all(|l| l["t_exit"].as_u64() >= l["t_entry"].as_u64()));
+    assert!(allocs
+        .iter()
+        .all(|l| l["t_exit"].as_u64() >= l["t_entry"].as_u64()));
     assert!(lines.iter().any(|l| l["api"] == "cuMemFree"), "{text}");
-    assert!(lines.iter().any(|l| l["api"] == "cuInit"), "unpoliced calls too: {text}");
+    assert!(
+        lines.iter().any(|l| l["api"] == "cuInit"),
+        "unpoliced calls too: {text}"
+    );
     let live_denied: Vec<u64> = lines
         .iter()
         .enumerate()
@@ -168,7 +183,10 @@ fn the_shipped_trace_replays_through_quota() {
         .filter(|c| c["api"] == "cuMemAlloc")
         .collect();
     // The third and fourth allocations cross 2500 bytes; after the free, the retry fits.
-    let verdicts: Vec<u64> = allocs.iter().map(|c| c["verdict"].as_u64().unwrap()).collect();
+    let verdicts: Vec<u64> = allocs
+        .iter()
+        .map(|c| c["verdict"].as_u64().unwrap())
+        .collect();
     assert_eq!(verdicts, [2, 2], "{at_limit}");
     assert_eq!(at_limit["summary"]["live_denied"], 0);
     assert_eq!(at_limit["summary"]["differ_from_live"], 2);
@@ -195,7 +213,10 @@ fn the_shipped_trace_replays_through_quota() {
     let text = ok(&out);
     assert!(text.contains("cuMemAlloc_v2"), "{text}");
     assert!(text.contains("denied 2 by quota/"), "{text}");
-    assert!(text.contains("map quota.proc_usage") || text.contains("map proc_usage"), "{text}");
+    assert!(
+        text.contains("map quota.proc_usage") || text.contains("map proc_usage"),
+        "{text}"
+    );
 }
 
 #[test]

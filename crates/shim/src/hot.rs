@@ -707,9 +707,7 @@ pub fn publish(mut chains: BTreeMap<u32, Chain>) {
     // every wrapper takes the policed path and records its call.
     let recording = crate::record::enabled();
     for (slot, id) in SLOTS.iter().zip(POINT_IDS.iter()) {
-        let chain = chains
-            .remove(id)
-            .or_else(|| recording.then(Chain::default));
+        let chain = chains.remove(id).or_else(|| recording.then(Chain::default));
         match chain {
             Some(chain) => {
                 let chain = Arc::new(chain);

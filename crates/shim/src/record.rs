@@ -256,6 +256,9 @@ mod tests {
         assert!(line.contains("\"symbol\":\"cuMemAlloc_v2\""), "{line}");
         assert!(line.contains("\"pid\":42,\"tid\":7"), "{line}");
         assert!(line.contains("\"refused\":true"), "{line}");
-        assert!(line.contains(&format!("\"ctx\":[{},0,", point.id)), "{line}");
+        assert!(
+            line.contains(&format!("\"ctx\":[{},0,", point.id)),
+            "{line}"
+        );
     }
 }

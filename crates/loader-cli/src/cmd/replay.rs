@@ -100,7 +100,12 @@ impl RunRecorder for Decisions {
         None
     }
     fn finish(&mut self, _: Option<u32>, _: Option<u64>, _: bool) {}
-    fn decision(&mut self, _: &[u64], prog: &AttachedProgram, d: gpubpf_runtime::dispatch::Decision) {
+    fn decision(
+        &mut self,
+        _: &[u64],
+        prog: &AttachedProgram,
+        d: gpubpf_runtime::dispatch::Decision,
+    ) {
         if d.previous.is_some() {
             let shadow = if d.shadow { " (shadow)" } else { "" };
             self.0
@@ -111,7 +116,8 @@ impl RunRecorder for Decisions {
 
 /// Reads a record file: its calls and how many lines said calls were dropped.
 pub fn read_calls(path: &std::path::Path) -> anyhow::Result<(Vec<Recorded>, u64)> {
-    let f = std::fs::File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
+    let f =
+        std::fs::File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
     let mut calls = Vec::new();
     let mut dropped = 0u64;
     for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
@@ -252,7 +258,11 @@ fn describe(r: &Replayed) -> String {
     let live = &r.live;
     s.push_str(&format!(
         "  (live: {}returned {}){}",
-        if live["refused"] == true { "denied, " } else { "" },
+        if live["refused"] == true {
+            "denied, "
+        } else {
+            ""
+        },
         live["returned"],
         if r.same_as_live { "" } else { "  DIFFERS" }
     ));
@@ -287,8 +297,8 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
         .with_context(|| format!("--policy `{spec}`"))?;
     }
     let reg = Registry::open(&home).context("cannot open the scratch registry")?;
-    let (set, failed) = PolicySet::load_each(&reg, &env::helpers())
-        .context("cannot build the policies")?;
+    let (set, failed) =
+        PolicySet::load_each(&reg, &env::helpers()).context("cannot build the policies")?;
     if let Some(f) = failed.into_iter().next() {
         let name = f.name;
         return Err(anyhow::Error::from(f.error).context(format!("policy `{name}` cannot run")));
@@ -299,7 +309,14 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     for (i, c) in calls.iter().enumerate() {
         let point = attach::by_id(c.api_id)
             .with_context(|| format!("call #{i}: unknown api id {} ({})", c.api_id, c.api))?;
-        rows.push(replay_call(i, c, point, chains.get(&c.api_id), &mut stack, args.seed));
+        rows.push(replay_call(
+            i,
+            c,
+            point,
+            chains.get(&c.api_id),
+            &mut stack,
+            args.seed,
+        ));
     }
     let policed = rows.iter().filter(|r| r.policed).count();
     let denied = rows.iter().filter(|r| r.verdict != 0).count();
@@ -314,7 +331,9 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     let names = reg.map_names().context("cannot list the scratch maps")?;
     if out.json() {
         for name in &names {
-            let map = reg.open_map(name).with_context(|| format!("map `{name}`"))?;
+            let map = reg
+                .open_map(name)
+                .with_context(|| format!("map `{name}`"))?;
             if map.ringbuf_stats().is_some() {
                 continue;
             }
