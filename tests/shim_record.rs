@@ -239,3 +239,40 @@ fn bad_record_files_are_errors() {
         assert!(err.contains(needle), "{err}");
     }
 }
+
+/// A forked child records into `FILE.PID`, each call written at once (it leaves by
+/// `_exit`); the parent's file has only the parent's calls.
+#[test]
+fn a_forked_child_records_into_its_own_file() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let calls = tmp.path().join("fork.jsonl");
+    let out = mock
+        .command(&mock.app_link, &home)
+        .env("GPUBPF_RECORD", &calls)
+        .args(["link", "fork", "2", "100"])
+        .output()
+        .expect("run the test application");
+    let text = ok(&out);
+    let child: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("child pid "))
+        .and_then(|p| p.parse().ok())
+        .expect("child pid line");
+    let read = |p: &Path| -> Vec<Value> {
+        std::fs::read_to_string(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON line"))
+            .collect()
+    };
+    let parent = read(&calls);
+    let child_file = PathBuf::from(format!("{}.{child}", calls.display()));
+    let kid = read(&child_file);
+    let allocs = |v: &[Value]| v.iter().filter(|l| l["api"] == "cuMemAlloc").count();
+    assert_eq!(allocs(&parent), 1, "{parent:?}");
+    assert_eq!(allocs(&kid), 2, "{kid:?}");
+    assert!(kid.iter().all(|l| l["pid"] == child), "{kid:?}");
+    assert!(parent.iter().all(|l| l["pid"] != child), "{parent:?}");
+}

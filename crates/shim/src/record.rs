@@ -9,7 +9,8 @@
 //! - Lines go to one locked buffer, written to the file when it holds [`FLUSH_AT`] bytes
 //!   and at exit (`atexit`). Memory is bounded: a buffer that cannot be written (disk full)
 //!   never grows past [`MAX_BUFFER`]; further lines are dropped and counted in a last
-//!   `{"dropped":N}` line.
+//!   `{"dropped":N}` line. A forked child writes every line at once: it usually leaves by
+//!   `_exit`, which runs no `atexit` handler.
 //! - The first process that initialises writes `PATH` (created exclusively: `gpubpf record`
 //!   removes an old one first); any other (a forked child, a second process of the same
 //!   command) writes `PATH.PID`.
@@ -41,6 +42,9 @@ struct Sink {
 
 struct Buffer {
     file: File,
+    /// Buffered bytes that trigger a write: [`FLUSH_AT`], or 0 (every line) in a forked
+    /// child, which usually leaves by `_exit` without running `atexit` handlers.
+    flush_at: usize,
     buf: Vec<u8>,
     dropped: u64,
     failed: bool,
@@ -106,7 +110,8 @@ pub fn start(child: bool) {
     let sink = Box::into_raw(Box::new(Sink {
         inner: Mutex::new(Buffer {
             file,
-            buf: Vec::with_capacity(FLUSH_AT + 1024),
+            flush_at: if child { 0 } else { FLUSH_AT },
+            buf: Vec::with_capacity(if child { 1024 } else { FLUSH_AT + 1024 }),
             dropped: 0,
             failed: false,
         }),
@@ -183,7 +188,7 @@ pub fn call(c: &Call<'_>) {
         return;
     }
     b.buf.extend_from_slice(line.as_bytes());
-    if b.buf.len() >= FLUSH_AT {
+    if b.buf.len() >= b.flush_at {
         b.flush();
     }
 }
