@@ -49,6 +49,10 @@ enum Command {
     Load(cmd::load::Args),
     /// Run a command with the shim preloaded, after loading the given policies.
     Run(cmd::run::Args),
+    /// Run a command like `run`, recording every hooked call as JSON lines.
+    Record(cmd::record::Args),
+    /// Run policies offline over recorded calls and show what they would have decided.
+    Replay(cmd::replay::Args),
     /// Processes running the shim: generation applied, calls and denials per attach point,
     /// failed objects, per-program run statistics (`--stats`).
     Ps(cmd::ps::Args),
@@ -119,6 +123,8 @@ fn main() -> ExitCode {
         Command::Verify(a) => cmd::verify::run(a, &out),
         Command::Load(a) => cmd::load::run(a, &out),
         Command::Run(a) => cmd::run::run(a, &out),
+        Command::Record(a) => cmd::record::run(a, &out),
+        Command::Replay(a) => cmd::replay::run(a, &out),
         Command::Ps(a) => cmd::ps::run(a, &out),
         Command::TestRun(a) => cmd::test_run::run(a, &out),
         Command::Prog(c) => cmd::prog::run(c, &out),

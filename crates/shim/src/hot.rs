@@ -316,13 +316,27 @@ fn policed_slow(point: usize) -> Option<Policed> {
         return Some(Policed {
             chain: Held::Cached(cache, point),
             thread,
+            t_entry: record_start(),
+            refused: Cell::new(false),
         });
     }
     let guard = slot.chain.load();
-    guard.is_some().then_some(Policed {
+    guard.is_some().then(|| Policed {
         chain: Held::Guard(guard),
         thread,
+        t_entry: record_start(),
+        refused: Cell::new(false),
     })
+}
+
+/// The entry timestamp of a recorded call; 0 when the process does not record.
+#[inline]
+fn record_start() -> u64 {
+    if crate::record::enabled() {
+        monotonic_ns().max(1)
+    } else {
+        0
+    }
 }
 
 /// Runs `f` marked busy on this thread (driver calls it makes go straight to the driver),
@@ -472,6 +486,10 @@ fn current_device() -> i32 {
 pub struct Policed {
     chain: Held,
     thread: &'static ThreadState,
+    /// Monotonic time at entry when the process records its calls (`GPUBPF_RECORD`), else 0.
+    t_entry: u64,
+    /// An entry program refused the call.
+    refused: Cell<bool>,
 }
 
 /// How a policed call holds its chain.
@@ -568,12 +586,36 @@ impl Policed {
             return None;
         }
         rec.add(Counter::denied, chain.stats_slot);
+        self.refused.set(true);
         Some(v.verdict)
     }
 
-    /// Exit programs: the result the caller gets.
+    /// Exit programs: the result the caller gets. A recording process records the call.
     #[inline]
     pub fn exit(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
+        let r = self.run_exit(c, result, out_valid);
+        if self.t_entry != 0 {
+            self.record(c, result, r, out_valid);
+        }
+        r
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record(&self, c: &[u64], result: CUresult, returned: CUresult, out_valid: bool) {
+        let call = crate::record::Call {
+            ctx: c,
+            t_entry: self.t_entry,
+            t_exit: monotonic_ns(),
+            result,
+            returned,
+            refused: self.refused.get(),
+            out_valid,
+        };
+        let _ = self.thread.as_busy(|| crate::record::call(&call));
+    }
+
+    fn run_exit(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
         let Some(chain) = self.chain.get() else {
             return result;
         };
@@ -661,8 +703,12 @@ pub unsafe fn launch_from_config(config: *mut c_void, launch: &mut [u64]) {
 /// Publishes `chains` (by attach-point id): each point gets its chain or none. Calls in
 /// flight keep the chain they loaded; it is freed when the last of them has left.
 pub fn publish(mut chains: BTreeMap<u32, Chain>) {
+    // Recording: every point gets a chain (an empty one where nothing is attached), so that
+    // every wrapper takes the policed path and records its call.
+    let recording = crate::record::enabled();
     for (slot, id) in SLOTS.iter().zip(POINT_IDS.iter()) {
-        match chains.remove(id) {
+        let chain = chains.remove(id).or_else(|| recording.then(Chain::default));
+        match chain {
             Some(chain) => {
                 let chain = Arc::new(chain);
                 let ptr = Arc::as_ptr(&chain).cast_mut();
@@ -716,53 +762,4 @@ pub fn publish_all_broken() {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn out_values_are_read_and_written_with_their_size_and_sign() {
-        let mut word: u64 = u64::MAX;
-        let p = (&mut word as *mut u64).cast::<c_void>();
-        // SAFETY: `p` points to 8 writable bytes for every call below.
-        unsafe {
-            write_out(p, 4, 0xffff_fffe);
-            assert_eq!(read_out(p, 4, true), (-2i64) as u64);
-            assert_eq!(read_out(p, 4, false), 0xffff_fffe);
-            assert_eq!(word, 0xffff_ffff_ffff_fffe, "only 4 bytes written");
-            write_out(p, 8, 7);
-            assert_eq!(read_out(p, 8, false), 7);
-            write_out(p, 1, 0x1ff);
-            assert_eq!(read_out(p, 1, false), 0xff);
-            write_out(p, 2, 0x12345);
-            assert_eq!(read_out(p, 2, false), 0x2345);
-            assert_eq!(read_out(null_mut(), 8, false), 0);
-            write_out(null_mut(), 8, 1);
-        }
-    }
-
-    #[test]
-    fn launch_block_from_a_launch_config() {
-        #[repr(C)]
-        struct Config {
-            dims: [u32; 7],
-            stream: u64,
-            attrs: u64,
-            num_attrs: u32,
-        }
-        let mut cfg = Config {
-            dims: [1, 2, 3, 4, 5, 6, 7],
-            stream: 0xabcd,
-            attrs: 0,
-            num_attrs: 0,
-        };
-        let mut launch = [0u64; 8];
-        // SAFETY: `cfg` is a readable CUlaunchConfig-shaped value.
-        unsafe { launch_from_config((&mut cfg as *mut Config).cast(), &mut launch) };
-        assert_eq!(launch, [1, 2, 3, 4, 5, 6, 7, 0xabcd]);
-        assert_eq!((cfg.attrs, cfg.num_attrs), (0, 0));
-        let mut untouched = [9u64; 8];
-        // SAFETY: NULL is allowed.
-        unsafe { launch_from_config(null_mut(), &mut untouched) };
-        assert_eq!(untouched, [9; 8]);
-    }
-}
+mod tests;

@@ -129,6 +129,7 @@ fn install_logging() {
 /// `pthread_atfork` child handler: only async-signal-safe work (atomic stores, `getpid`).
 extern "C" fn after_fork_in_child() {
     hot::set_pid(std::process::id());
+    crate::record::forget_after_fork();
     if INIT.is_completed() {
         FORKED.store(true, Ordering::Release);
         hot::force_slow_path();
@@ -137,6 +138,7 @@ extern "C" fn after_fork_in_child() {
 
 /// The forked child's first driver call: its own process-table slot, chains and watcher.
 fn reinit_after_fork() {
+    crate::record::start(true);
     let Some(reg) = REGISTRY.get() else {
         // The parent ran unpoliced: so does the child.
         hot::publish_nothing();
@@ -207,6 +209,7 @@ fn init() {
     install_logging();
     read_fail_mode();
     hot::set_pid(std::process::id());
+    crate::record::start(false);
     if !ATFORK.swap(true, Ordering::Relaxed) {
         // SAFETY: registers a plain function without captured state as the child handler.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };

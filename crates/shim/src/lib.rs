@@ -26,4 +26,5 @@ pub mod driver;
 pub mod generated;
 pub mod hot;
 pub mod init;
+pub mod record;
 pub mod route;

@@ -501,7 +501,7 @@ fn print_ring(st: &gpubpf_runtime::maps::RingBufStats) {
     println!("  dropped:      {} records", st.dropped);
 }
 
-fn dump(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {
+pub(crate) fn dump(reg: &Registry, name: &str, out: &Output) -> anyhow::Result<()> {
     let map = open_map(reg, name)?;
     if let Some(st) = map.ringbuf_stats() {
         if out.json() {
@@ -544,7 +544,7 @@ fn hex_bytes(bytes: &[u8]) -> Value {
 /// One entry in bpftool's JSON form: raw `key` and `value` byte arrays, and with type
 /// information (BTF) a `formatted` object holding both decoded (struct fields in
 /// declaration order, bools as booleans; bytes without a type as a hex string).
-fn entry_json(map: &Map, key: &[u8], value: &[u8]) -> Value {
+pub(crate) fn entry_json(map: &Map, key: &[u8], value: &[u8]) -> Value {
     let (kt, vt) = (map.meta().key_type.as_ref(), map.meta().value_type.as_ref());
     let mut v = json!({ "key": hex_bytes(key), "value": hex_bytes(value) });
     if kt.is_some() || vt.is_some() {

@@ -15,6 +15,8 @@ pub mod prog;
 pub mod prog_dump;
 pub mod prog_info;
 pub mod ps;
+pub mod record;
+pub mod replay;
 pub mod run;
 pub mod test_run;
 pub mod top;

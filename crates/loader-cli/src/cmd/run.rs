@@ -38,7 +38,7 @@ pub struct Args {
 }
 
 /// `OBJ[:API,…]`: the object path and its attach list (empty: the sections').
-fn parse_policy(spec: &str) -> (PathBuf, Vec<String>) {
+pub fn parse_policy(spec: &str) -> (PathBuf, Vec<String>) {
     match spec.rsplit_once(':') {
         Some((obj, apis)) if !obj.is_empty() && !apis.is_empty() && !apis.contains('/') => (
             PathBuf::from(obj),

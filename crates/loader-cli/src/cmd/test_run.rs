@@ -23,7 +23,7 @@
 
 mod ctx_input;
 mod engines;
-mod env;
+pub(crate) mod env;
 mod world;
 
 use std::path::PathBuf;

@@ -70,6 +70,11 @@ impl RunEnv {
     }
 }
 
+/// Sets the fake clock (`gpubpf replay`: the recorded timestamp of the call).
+pub fn set_clock(ns: u64) {
+    CLOCK_NS.store(ns, Ordering::Relaxed);
+}
+
 /// The PRNG state of run `run` (1-based) of `--seed seed`: the same for the same pair, a
 /// different stream for each run (so `--repeat N` samples a probability N times), never 0.
 fn run_seed(seed: u64, run: u64) -> u64 {
