@@ -2,7 +2,8 @@
 # Init container of the gpubpf DaemonSet: installs the CLI, the shim and the SDK headers on
 # the node (HOST_ROOT, a hostPath of the node's /opt/gpubpf), prepares the registry's parent
 # directory for the user the workloads run as, and, with NODE_PRELOAD=1, lists the shim in
-# the node's /etc/ld.so.preload (mounted at HOST_ETC) so every process on the node gets it.
+# the node's /etc/ld.so.preload (mounted at HOST_ETC) so every process on the node gets it
+# (NODE_PRELOAD=true or 1).
 set -eu
 : "${HOST_ROOT:=/host/opt/gpubpf}"
 : "${HOST_STATE:=/host/var/lib/gpubpf}"
@@ -22,7 +23,8 @@ chmod 0755 "$HOST_ROOT/bin/gpubpf" "$HOST_ROOT/lib/libgpubpf.so"
 mkdir -p "$HOST_STATE"
 chown "$REGISTRY_UID:$REGISTRY_GID" "$HOST_STATE"
 chmod 0755 "$HOST_STATE"
-if [ "${NODE_PRELOAD:-0}" = 1 ]; then
+case "${NODE_PRELOAD:-false}" in 1 | true) preload=1 ;; *) preload=0 ;; esac
+if [ "$preload" = 1 ]; then
     : "${HOST_ETC:=/host/etc}"
     lib=/opt/gpubpf/lib/libgpubpf.so
     touch "$HOST_ETC/ld.so.preload"
