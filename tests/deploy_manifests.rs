@@ -3,7 +3,8 @@
 //! under the target directory; `skipped: …` when it cannot be installed); the chart with its
 //! defaults renders the plain manifests (`tests/deploy/render_chart.py`: helm is packaged by
 //! neither Debian nor PyPI, the chart keeps to the template subset that script renders);
-//! every metric the Grafana dashboard queries is served by `gpubpf exporter` run with the
+//! the reconcile loop of the DaemonSet's policy container loads, replaces and survives a bad
+//! update; every metric the Grafana dashboard queries is served by `gpubpf exporter` run with the
 //! DaemonSet's arguments on a registry holding the quota policy, with a live process of the
 //! mock CUDA stack under the shim (needs `cc` and clang, `skipped: …` without); the Dockerfile copies paths
 //! that exist and builds the artifacts it ships.
@@ -553,4 +554,93 @@ fn the_dockerfile_copies_paths_that_exist_and_ships_what_it_builds() {
             .expect("sh");
         assert!(st.success(), "{script} does not parse");
     }
+}
+
+/// `limit_bytes` of the loaded quota, when it is loaded.
+fn quota_limit(home: &Path) -> Option<u64> {
+    let out = run_with_registry(home, &["-j", "maps", "dump", "quota.rodata"]);
+    if !out.status.success() {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    v[0]["formatted"]["value"]["limit_bytes"].as_u64()
+}
+
+fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Writes `path` atomically (as the kubelet swaps a ConfigMap volume's files).
+fn put(path: &Path, contents: &[u8]) {
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, contents).expect("write");
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+#[test]
+fn the_reconcile_loop_loads_then_replaces_and_keeps_the_policy_when_an_update_fails() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let Some(quota) = build_policy(tmp.path(), "policies/quota.bpf.c") else {
+        return;
+    };
+    let (policies, home, log) = (
+        tmp.path().join("policies"),
+        tmp.path().join("reg"),
+        tmp.path().join("log"),
+    );
+    std::fs::create_dir(&policies).expect("mkdir");
+    std::fs::copy(&quota, policies.join("quota.o")).expect("copy");
+    let conf = policies.join("policies.conf");
+    put(
+        &conf,
+        b"# NAME OBJECT ARGS\nquota quota.o --set limit_bytes=150\n",
+    );
+    let bin_dir = gpubpf().parent().expect("bin dir").to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let logf = std::fs::File::create(&log).expect("log");
+    let _loop = Reaped(
+        Command::new("sh")
+            .arg(repo().join("deploy/image/gpubpf-reconcile.sh"))
+            .env("PATH", path)
+            .env("GPUBPF_HOME", &home)
+            .env("POLICY_DIR", &policies)
+            .env("INTERVAL", "1")
+            .env("WAIT", "5s")
+            .stdout(logf.try_clone().expect("dup"))
+            .stderr(logf)
+            .spawn()
+            .expect("spawn the reconcile loop"),
+    );
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_for("the first load", 60, || quota_limit(&home) == Some(150));
+
+    // A policy update: the ConfigMap's new arguments, applied with --replace.
+    put(&conf, b"quota quota.o --set limit_bytes=1GiB\n");
+    wait_for("the replacement", 60, || {
+        quota_limit(&home) == Some(1 << 30)
+    });
+    let text = log_text();
+    let applied: Vec<&str> = text.lines().filter(|l| l.contains(" applied ")).collect();
+    assert_eq!(applied.len(), 2, "{text}");
+    assert!(applied[0].contains("--name quota"), "{text}");
+    assert!(
+        applied[1].contains("--replace quota --set limit_bytes=1GiB --wait=5s"),
+        "{text}"
+    );
+
+    // A broken object: refused once (not retried every interval), the loaded policy stays.
+    put(&policies.join("quota.o"), b"not an ELF object");
+    wait_for("the refusal", 60, || log_text().contains(" failed; "));
+    std::thread::sleep(Duration::from_secs(3));
+    let text = log_text();
+    assert_eq!(text.matches(" failed; ").count(), 1, "{text}");
+    assert_eq!(quota_limit(&home), Some(1 << 30), "{text}");
 }

@@ -25,9 +25,9 @@ while :; do
             # shellcheck disable=SC2086 # args and how are word lists
             if gpubpf load "$POLICY_DIR/$obj" $how $args --wait="$WAIT"; then
                 echo "$sum" >"$state/$name"
-                echo "gpubpf-reconcile: applied $name ($obj $args)"
+                echo "gpubpf-reconcile: applied $name: gpubpf load $obj $how $args --wait=$WAIT"
             else
-                echo "gpubpf-reconcile: $name ($obj $args) not applied; the loaded one stays" >&2
+                echo "gpubpf-reconcile: $name: gpubpf load $obj $how $args failed; the loaded one stays" >&2
                 # Remember the failure so it is not retried every INTERVAL, only on change;
                 # keep '--replace' semantics for the next change once NAME was loaded.
                 [ -f "$state/$name" ] && echo "$sum" >"$state/$name"
