@@ -6,7 +6,7 @@
 # (NODE_PRELOAD=true or 1).
 set -eu
 : "${HOST_ROOT:=/host/opt/gpubpf}"
-: "${HOST_STATE:=/host/var/lib/gpubpf}"
+: "${HOST_STATE:=/host/run/gpubpf}"
 : "${REGISTRY_UID:?the uid the workloads run as}"
 : "${REGISTRY_GID:=$REGISTRY_UID}"
 mkdir -p "$HOST_ROOT/bin" "$HOST_ROOT/lib" "$HOST_ROOT/include"
