@@ -11,19 +11,12 @@
 //! created by the first policed process; until then there is nothing to print. When it is
 //! full new records are dropped (`gpubpf maps show audit`); `-f` says so on stderr.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use anyhow::Context as _;
-use gpubpf_runtime::maps::Map;
 use gpubpf_runtime::registry::audit::{AuditRecord, AUDIT_RING};
-use gpubpf_runtime::registry::RegistryError;
+use gpubpf_runtime::registry::Registry;
 use serde_json::{json, Value};
 
-use crate::output::{print_line, Output};
-
-/// How often `-f` looks for new records.
-const POLL: Duration = Duration::from_millis(100);
+use super::ring_reader::Ring;
+use crate::output::Output;
 
 /// Arguments of `gpubpf audit`.
 #[derive(Debug, clap::Args)]
@@ -83,69 +76,18 @@ fn entry_json(e: &Entry) -> Value {
     }
 }
 
-fn take(ring: &Map) -> anyhow::Result<Vec<Entry>> {
-    let mut v = Vec::new();
-    ring.ringbuf_consume(|r| v.push(entry(r)))
-        .context("cannot read the audit ring")?;
-    Ok(v)
-}
+/// The audit ring as `gpubpf audit` reads it.
+const AUDIT: Ring<Entry> = Ring {
+    name: AUDIT_RING,
+    record: "audit record",
+    open_or_create: Registry::audit_ring,
+    decode: entry,
+    text: entry_text,
+    json: entry_json,
+};
 
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
-    let Some(reg) = super::existing_registry()? else {
-        if args.follow {
-            return Err(super::no_registry());
-        }
-        // Nothing has run under the shim yet: nothing to print.
-        return finish(out, Vec::new());
-    };
-    let ring: Arc<Map> = if args.follow {
-        reg.audit_ring().context("cannot open the audit ring")?
-    } else {
-        match reg.open_map(AUDIT_RING) {
-            Ok(m) => m,
-            Err(RegistryError::NoSuchMap { .. }) => return finish(out, Vec::new()),
-            Err(e) => return Err(e).context("cannot open the audit ring"),
-        }
-    };
-    anyhow::ensure!(
-        ring.ringbuf_stats().is_some(),
-        "map `{AUDIT_RING}` is a {} map, not the audit ring",
-        ring.spec().map_type
-    );
-    if !args.follow {
-        return finish(out, take(&ring)?);
-    }
-    let mut dropped = ring.ringbuf_stats().map_or(0, |s| s.dropped);
-    loop {
-        for e in take(&ring)? {
-            if out.json() {
-                out.print_json(&entry_json(&e))?;
-            } else {
-                print_line(&entry_text(&e))?;
-            }
-        }
-        let now = ring.ringbuf_stats().map_or(dropped, |s| s.dropped);
-        if now > dropped {
-            eprintln!(
-                "gpubpf: {} audit record(s) dropped: the ring was full",
-                now - dropped
-            );
-            dropped = now;
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-/// Prints the records read without `-f`.
-fn finish(out: &Output, entries: Vec<Entry>) -> anyhow::Result<()> {
-    if out.json() {
-        let v: Vec<Value> = entries.iter().map(entry_json).collect();
-        return out.print_json(&v);
-    }
-    for e in &entries {
-        print_line(&entry_text(e))?;
-    }
-    Ok(())
+    AUDIT.run(args.follow, out)
 }
 
 #[cfg(test)]

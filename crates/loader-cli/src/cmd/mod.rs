@@ -17,6 +17,7 @@ pub mod prog_info;
 pub mod ps;
 pub mod record;
 pub mod replay;
+pub mod ring_reader;
 pub mod run;
 pub mod test_run;
 pub mod top;

@@ -12,18 +12,11 @@
 //! until then there is nothing to print. When it is full, new lines are dropped (its
 //! `dropped` counter, `gpubpf maps show trace`); `-f` says so on stderr when it happens.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use anyhow::Context as _;
-use gpubpf_runtime::maps::Map;
-use gpubpf_runtime::registry::{RegistryError, TRACE_RING};
+use gpubpf_runtime::registry::{Registry, TRACE_RING};
 use serde_json::{json, Value};
 
-use crate::output::{print_line, Output};
-
-/// How often `-f` looks for new lines.
-const POLL: Duration = Duration::from_millis(100);
+use super::ring_reader::Ring;
+use crate::output::Output;
 
 /// Arguments of `gpubpf trace`.
 #[derive(Debug, clap::Args)]
@@ -107,68 +100,24 @@ fn record_text(r: &[u8]) -> String {
     s.strip_suffix('\n').unwrap_or(&s).to_string()
 }
 
-pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
-    let Some(reg) = super::existing_registry()? else {
-        if args.follow {
-            return Err(super::no_registry());
-        }
-        // Nothing has run under the shim yet: nothing to print.
-        return finish(out, Vec::new());
-    };
-    let ring: Arc<Map> = if args.follow {
-        reg.trace_ring().context("cannot open the trace ring")?
-    } else {
-        match reg.open_map(TRACE_RING) {
-            Ok(m) => m,
-            Err(RegistryError::NoSuchMap { .. }) => return finish(out, Vec::new()),
-            Err(e) => return Err(e).context("cannot open the trace ring"),
-        }
-    };
-    anyhow::ensure!(
-        ring.ringbuf_stats().is_some(),
-        "map `{TRACE_RING}` is a {} map, not the trace ring",
-        ring.spec().map_type
-    );
-    if !args.follow {
-        let mut lines = Vec::new();
-        ring.ringbuf_consume(|r| lines.push(record_text(r)))
-            .context("cannot read the trace ring")?;
-        return finish(out, lines);
-    }
-    let mut dropped = ring.ringbuf_stats().map_or(0, |s| s.dropped);
-    loop {
-        let mut lines = Vec::new();
-        ring.ringbuf_consume(|r| lines.push(record_text(r)))
-            .context("cannot read the trace ring")?;
-        for l in &lines {
-            if out.json() {
-                out.print_json(&line_json(l))?;
-            } else {
-                print_line(l)?;
-            }
-        }
-        let now = ring.ringbuf_stats().map_or(dropped, |s| s.dropped);
-        if now > dropped {
-            eprintln!(
-                "gpubpf: {} trace line(s) dropped: the ring was full",
-                now - dropped
-            );
-            dropped = now;
-        }
-        std::thread::sleep(POLL);
-    }
+/// The trace ring as `gpubpf trace` reads it.
+const TRACE: Ring<String> = Ring {
+    name: TRACE_RING,
+    record: "trace line",
+    open_or_create: Registry::trace_ring,
+    decode: record_text,
+    text: String::clone,
+    json: line_json_of,
+};
+
+// `Ring<String>` hands its printers a `&String`.
+#[allow(clippy::ptr_arg)]
+fn line_json_of(line: &String) -> Value {
+    line_json(line)
 }
 
-/// Prints the lines read without `-f`.
-fn finish(out: &Output, lines: Vec<String>) -> anyhow::Result<()> {
-    if out.json() {
-        let v: Vec<Value> = lines.iter().map(|l| line_json(l)).collect();
-        return out.print_json(&v);
-    }
-    for l in &lines {
-        print_line(l)?;
-    }
-    Ok(())
+pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
+    TRACE.run(args.follow, out)
 }
 
 #[cfg(test)]
