@@ -10,8 +10,9 @@
 //! with the real `gpubpf` CLI into a scratch registry while this process runs, with
 //! `--wait`, so the shim's watcher has published them before the next group starts:
 //!
-//! - `cuLaunchKernel`: direct / nothing attached / a JIT-compiled launch-counting policy
-//!   (`tests/shim/count_launch.bpf.c`, one array-map atomic add);
+//! - `cuLaunchKernel`: direct / nothing attached / an entry program that returns 0
+//!   (`tests/shim/pass_launch.bpf.c`: what running any policy costs) / a JIT-compiled
+//!   launch-counting policy (`tests/shim/count_launch.bpf.c`, one array-map atomic add);
 //! - `cuMemAlloc+cuMemFree`: direct / nothing attached / `policies/quota.bpf.c`;
 //! - `startup`: a whole process (`app_link link count 0 0`: `cuInit`, one `cuMemGetInfo`)
 //!   without the shim and under the shim with `quota` and `trace` loaded — the difference
@@ -152,7 +153,8 @@ fn main() {
             .expect("utf-8 path")
             .to_owned()
     };
-    let (count, quota, trace) = (
+    let (pass, count, quota, trace) = (
+        policy("tests/shim/pass_launch.bpf.c"),
         policy("tests/shim/count_launch.bpf.c"),
         policy("policies/quota.bpf.c"),
         policy("policies/trace.bpf.c"),
@@ -179,6 +181,11 @@ fn main() {
     let mut g = c.benchmark_group("cuLaunchKernel");
     g.bench_function("direct", |b| b.iter(|| direct.launch()));
     g.bench_function("shim, nothing attached", |b| b.iter(|| through.launch()));
+    gpubpf(&home, &["load", &pass, "--wait=60s"]);
+    g.bench_function("shim, entry program that returns 0", |b| {
+        b.iter(|| through.launch())
+    });
+    gpubpf(&home, &["unload", "pass_launch", "--wait=60s"]);
     gpubpf(&home, &["load", &count, "--wait=60s"]);
     g.bench_function("shim, launch-counting policy", |b| {
         b.iter(|| through.launch())

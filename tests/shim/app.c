@@ -43,6 +43,9 @@
  *   capture SIZE        cuMemAllocAsync of SIZE on the NULL stream ("async plain RC") and on
  *                       the stream the mock reports as being captured ("async captured
  *                       RC"), each freed when it succeeded
+ *   hostfn N SIZE       N cuLaunchHostFunc calls whose host function (run by the mock
+ *                       inside the call) allocates SIZE bytes ("hostfn alloc I RC"), then
+ *                       "hostfn launch I RC"; everything allocated is freed at the end
  *   meminfo SIZE        cuMemGetInfo ("getinfo RC free=… total=…"), a cuMemAlloc of SIZE,
  *                       cuMemGetInfo, cuDeviceTotalMem ("totalmem RC bytes=…"), the free,
  *                       cuMemGetInfo
@@ -95,6 +98,7 @@ typedef CUresult mipmap_ft(void **, const void *, unsigned);
 typedef CUresult destroy_ft(void *);
 typedef CUresult totalmem_ft(size_t *, int);
 typedef void usage_ft(unsigned long long[2]);
+typedef CUresult hostfunc_ft(void *, void (*)(void *), void *);
 
 #define FAMILY_APIS(X)                                                                 \
 	X(pitch, pitch_ft, cuMemAllocPitch_v2, "cuMemAllocPitch", 3020)                \
@@ -113,7 +117,8 @@ typedef void usage_ft(unsigned long long[2]);
 	X(array_destroy, destroy_ft, cuArrayDestroy, "cuArrayDestroy", 2000)           \
 	X(mipmap, mipmap_ft, cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000)   \
 	X(mipmap_destroy, destroy_ft, cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000) \
-	X(totalmem, totalmem_ft, cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020)
+	X(totalmem, totalmem_ft, cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020)        \
+	X(hostfunc, hostfunc_ft, cuLaunchHostFunc, "cuLaunchHostFunc", 10000)
 
 #define FIELD(f, t, sym, base, version) t *f;
 static struct {
@@ -426,6 +431,20 @@ static void *hammer_main(void *arg)
 	return NULL;
 }
 
+/* The host function of scenario hostfn: one allocation, made while the driver call that
+ * runs it is in flight. */
+struct hostfn_call {
+	size_t size;
+	long i;
+	CUdeviceptr *ptrs;
+};
+
+static void hostfn_alloc(void *data)
+{
+	struct hostfn_call *c = data;
+	printf("hostfn alloc %ld %d\n", c->i, cu.alloc(&c->ptrs[c->i], c->size));
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3)
@@ -510,6 +529,19 @@ int main(int argc, char **argv)
 			if (r == 0)
 				fam.free_async(d, streams[i]);
 		}
+	} else if (strcmp(scenario, "hostfn") == 0 && argc == 5) {
+		long n = atol(argv[3]);
+		struct hostfn_call c = { (size_t)atoll(argv[4]), 0,
+					 calloc((size_t)n, sizeof(CUdeviceptr)) };
+		for (long i = 0; i < n; i++) {
+			c.i = i;
+			CUresult r = fam.hostfunc(NULL, hostfn_alloc, &c);
+			printf("hostfn launch %ld %d\n", i, r);
+		}
+		for (long i = 0; i < n; i++)
+			if (c.ptrs[i])
+				cu.free(c.ptrs[i]);
+		free(c.ptrs);
 	} else if (strcmp(scenario, "meminfo") == 0 && argc == 4) {
 		size_t fr = 0, total = 0, bytes = 0;
 		CUdeviceptr d = 0;

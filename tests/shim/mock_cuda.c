@@ -512,6 +512,19 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz
 	return CUDA_SUCCESS;
 }
 
+/* Unlike the real driver, which runs a host function later on a thread of its own, the mock
+ * runs it at once, inside the call and on the caller's thread: a driver calling back into
+ * the application while one of its calls is in flight (the shim's nested policed calls). */
+typedef void (*CUhostFn)(void *);
+CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
+{
+	(void)s;
+	if (!fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	fn(data);
+	return CUDA_SUCCESS;
+}
+
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags,
 			     int *status);
@@ -549,6 +562,7 @@ static const struct entry {
 	{ "cuMipmappedArrayCreate", 5000, 0, (void *)cuMipmappedArrayCreate },
 	{ "cuMipmappedArrayDestroy", 5000, 0, (void *)cuMipmappedArrayDestroy },
 	{ "cuLaunchKernel", 4000, 0, (void *)cuLaunchKernel },
+	{ "cuLaunchHostFunc", 10000, 0, (void *)cuLaunchHostFunc },
 	{ "cuLaunchKernel", 7000, 1, (void *)cuLaunchKernel_ptsz },
 	{ "cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress },
 	{ "cuGetProcAddress", 12000, 0, (void *)cuGetProcAddress_v2 },

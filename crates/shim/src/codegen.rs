@@ -233,12 +233,17 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
     let _ = writeln!(out, "            None => hot::NO_DRIVER,");
     let _ = writeln!(out, "        }};");
     let _ = writeln!(out, "    }};");
-    let _ = writeln!(out, "    let mut c = [0u64; {words}];");
+    // The ctx is one array literal: header, argument slots, launch block, zeros for the
+    // rest (out-values), so that no word is stored twice.
     let _ = writeln!(
         out,
-        "    policed.header(&mut c, {}, {vi}, {flags:#x});",
+        "    let h = policed.header({}, {vi}, {flags:#x});",
         point.id
     );
+    let mut init: Vec<String> = (0..words).map(|_| "0".to_string()).collect();
+    for (i, w) in init.iter_mut().enumerate().take(4) {
+        *w = format!("h[{i}]");
+    }
     // Argument slots, by name in the current variant.
     let slots = point.variant_slots(vi).expect("variant index in range");
     let mut writable = Vec::new();
@@ -246,7 +251,9 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
     for ((name, k, p), slot) in params.iter().zip(&slots) {
         let Some(slot) = slot else { continue };
         let w = word(abi::ARGS_OFFSET) + slot;
-        let _ = writeln!(out, "    c[{w}] = {};", to_slot(*k, name));
+        if let Some(e) = init.get_mut(w) {
+            *e = to_slot(*k, name);
+        }
         let arg_field = point
             .field(&format!("args.{}", p.name))
             .expect("argument field of a matched slot");
@@ -265,15 +272,35 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
             }
         }
     }
+    let mut copy_word = |dst: usize, src: usize| {
+        let e = init.get(src).cloned().expect("argument word in the ctx");
+        if let Some(d) = init.get_mut(dst) {
+            *d = e;
+        }
+    };
     match point.launch_source() {
         Some(LaunchSource::Args) => {
             for (field, param) in LAUNCH_FROM_ARGS {
                 let dst = field_word(point, &format!("launch.{field}")).expect("launch field");
                 if let Some(src) = field_word(point, &format!("args.{param}")) {
-                    let _ = writeln!(out, "    c[{dst}] = c[{src}];");
+                    copy_word(dst, src);
                 }
             }
         }
+        Some(LaunchSource::Config) => {
+            let function = field_word(point, "launch.function").expect("launch field");
+            if let Some(src) = field_word(point, "args.f") {
+                copy_word(function, src);
+            }
+        }
+        None => {}
+    }
+    let _ = writeln!(
+        out,
+        "    let mut c: [u64; {words}] = [{}];",
+        init.join(", ")
+    );
+    match point.launch_source() {
         Some(LaunchSource::Config) => {
             let first = field_word(point, "launch.grid_x").expect("launch field");
             let stream = field_word(point, "launch.stream").expect("launch field");
@@ -290,12 +317,8 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
                 out,
                 "    unsafe {{ hot::launch_from_config({config}, &mut c[{first}..={stream}]) }};"
             );
-            let function = field_word(point, "launch.function").expect("launch field");
-            if let Some(src) = field_word(point, "args.f") {
-                let _ = writeln!(out, "    c[{function}] = c[{src}];");
-            }
         }
-        None => {}
+        Some(LaunchSource::Args) | None => {}
     }
     // The call's stream, for `GPUBPF_CTX_F_CAPTURING` (asked only when a program reads
     // `hdr.flags`; a per-thread variant's NULL stream is the per-thread default stream).

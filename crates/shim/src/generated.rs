@@ -26,10 +26,8 @@ pub unsafe extern "C" fn cuArray3DCreate(pHandle: *mut c_void, pAllocateArray: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 1, 0, 0x4);
-    c[4] = pHandle as u64;
-    c[5] = pAllocateArray as u64;
+    let h = policed.header(1, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -66,10 +64,8 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(pHandle: *mut c_void, pAllocateArray
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 1, 1, 0x0);
-    c[4] = pHandle as u64;
-    c[5] = pAllocateArray as u64;
+    let h = policed.header(1, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -106,10 +102,8 @@ pub unsafe extern "C" fn cuArray3DGetDescriptor(pArrayDescriptor: *mut c_void, h
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 2, 0, 0x4);
-    c[4] = pArrayDescriptor as u64;
-    c[5] = hArray as u64;
+    let h = policed.header(2, 0, 0x4);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -144,10 +138,8 @@ pub unsafe extern "C" fn cuArray3DGetDescriptor_v2(pArrayDescriptor: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 2, 1, 0x0);
-    c[4] = pArrayDescriptor as u64;
-    c[5] = hArray as u64;
+    let h = policed.header(2, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -182,10 +174,8 @@ pub unsafe extern "C" fn cuArrayCreate(pHandle: *mut c_void, pAllocateArray: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 3, 0, 0x4);
-    c[4] = pHandle as u64;
-    c[5] = pAllocateArray as u64;
+    let h = policed.header(3, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -222,10 +212,8 @@ pub unsafe extern "C" fn cuArrayCreate_v2(pHandle: *mut c_void, pAllocateArray: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 3, 1, 0x0);
-    c[4] = pHandle as u64;
-    c[5] = pAllocateArray as u64;
+    let h = policed.header(3, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -262,9 +250,8 @@ pub unsafe extern "C" fn cuArrayDestroy(hArray: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 4, 0, 0x0);
-    c[4] = hArray as u64;
+    let h = policed.header(4, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hArray as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -299,10 +286,8 @@ pub unsafe extern "C" fn cuArrayGetDescriptor(pArrayDescriptor: *mut c_void, hAr
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 5, 0, 0x4);
-    c[4] = pArrayDescriptor as u64;
-    c[5] = hArray as u64;
+    let h = policed.header(5, 0, 0x4);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -337,10 +322,8 @@ pub unsafe extern "C" fn cuArrayGetDescriptor_v2(pArrayDescriptor: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 5, 1, 0x0);
-    c[4] = pArrayDescriptor as u64;
-    c[5] = hArray as u64;
+    let h = policed.header(5, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -375,11 +358,8 @@ pub unsafe extern "C" fn cuArrayGetMemoryRequirements(memoryRequirements: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 6, 0, 0x0);
-    c[4] = memoryRequirements as u64;
-    c[5] = array as u64;
-    c[6] = i64::from(device) as u64;
+    let h = policed.header(6, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], memoryRequirements as u64, array as u64, i64::from(device) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -414,11 +394,8 @@ pub unsafe extern "C" fn cuArrayGetPlane(pPlaneArray: *mut c_void, hArray: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 7, 0, 0x0);
-    c[4] = pPlaneArray as u64;
-    c[5] = hArray as u64;
-    c[6] = u64::from(planeIdx);
+    let h = policed.header(7, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pPlaneArray as u64, hArray as u64, u64::from(planeIdx), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -455,10 +432,8 @@ pub unsafe extern "C" fn cuArrayGetSparseProperties(sparseProperties: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 8, 0, 0x0);
-    c[4] = sparseProperties as u64;
-    c[5] = array as u64;
+    let h = policed.header(8, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], sparseProperties as u64, array as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -493,9 +468,8 @@ pub unsafe extern "C" fn cuCheckpointOperationComplete(handle: *mut c_void) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 9, 0, 0x0);
-    c[4] = handle as u64;
+    let h = policed.header(9, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], handle as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -530,10 +504,8 @@ pub unsafe extern "C" fn cuCheckpointProcessCheckpoint(pid: i32, args: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 10, 0, 0x0);
-    c[4] = i64::from(pid) as u64;
-    c[5] = args as u64;
+    let h = policed.header(10, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -568,10 +540,8 @@ pub unsafe extern "C" fn cuCheckpointProcessGetRestoreThreadId(pid: i32, tid: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 11, 0, 0x0);
-    c[4] = i64::from(pid) as u64;
-    c[5] = tid as u64;
+    let h = policed.header(11, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], i64::from(pid) as u64, tid as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -608,10 +578,8 @@ pub unsafe extern "C" fn cuCheckpointProcessGetState(pid: i32, state: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 12, 0, 0x0);
-    c[4] = i64::from(pid) as u64;
-    c[5] = state as u64;
+    let h = policed.header(12, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], i64::from(pid) as u64, state as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -648,10 +616,8 @@ pub unsafe extern "C" fn cuCheckpointProcessLock(pid: i32, args: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 13, 0, 0x0);
-    c[4] = i64::from(pid) as u64;
-    c[5] = args as u64;
+    let h = policed.header(13, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -686,10 +652,8 @@ pub unsafe extern "C" fn cuCheckpointProcessRestore(pid: i32, args: *mut c_void)
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 14, 0, 0x0);
-    c[4] = i64::from(pid) as u64;
-    c[5] = args as u64;
+    let h = policed.header(14, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -724,10 +688,8 @@ pub unsafe extern "C" fn cuCheckpointProcessUnlock(pid: i32, args: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 15, 0, 0x0);
-    c[4] = i64::from(pid) as u64;
-    c[5] = args as u64;
+    let h = policed.header(15, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -762,9 +724,8 @@ pub unsafe extern "C" fn cuCoredumpDeregisterCompleteCallback(callback: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 16, 0, 0x0);
-    c[4] = callback as u64;
+    let h = policed.header(16, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], callback as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -799,9 +760,8 @@ pub unsafe extern "C" fn cuCoredumpDeregisterStartCallback(callback: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 17, 0, 0x0);
-    c[4] = callback as u64;
+    let h = policed.header(17, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], callback as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -836,11 +796,8 @@ pub unsafe extern "C" fn cuCoredumpGetAttribute(get: u32, value: *mut c_void, si
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 18, 0, 0x0);
-    c[4] = u64::from(get);
-    c[5] = value as u64;
-    c[6] = size as u64;
+    let h = policed.header(18, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], u64::from(get), value as u64, size as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -877,11 +834,8 @@ pub unsafe extern "C" fn cuCoredumpGetAttributeGlobal(get: u32, value: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 19, 0, 0x0);
-    c[4] = u64::from(get);
-    c[5] = value as u64;
-    c[6] = size as u64;
+    let h = policed.header(19, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], u64::from(get), value as u64, size as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -918,11 +872,8 @@ pub unsafe extern "C" fn cuCoredumpRegisterCompleteCallback(callback: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 20, 0, 0x0);
-    c[4] = callback as u64;
-    c[5] = userData as u64;
-    c[6] = callbackOut as u64;
+    let h = policed.header(20, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], callback as u64, userData as u64, callbackOut as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -959,11 +910,8 @@ pub unsafe extern "C" fn cuCoredumpRegisterStartCallback(callback: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 21, 0, 0x0);
-    c[4] = callback as u64;
-    c[5] = userData as u64;
-    c[6] = callbackOut as u64;
+    let h = policed.header(21, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], callback as u64, userData as u64, callbackOut as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1000,11 +948,8 @@ pub unsafe extern "C" fn cuCoredumpSetAttribute(set: u32, value: *mut c_void, si
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 22, 0, 0x0);
-    c[4] = u64::from(set);
-    c[5] = value as u64;
-    c[6] = size as u64;
+    let h = policed.header(22, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], u64::from(set), value as u64, size as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1041,11 +986,8 @@ pub unsafe extern "C" fn cuCoredumpSetAttributeGlobal(set: u32, value: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 23, 0, 0x0);
-    c[4] = u64::from(set);
-    c[5] = value as u64;
-    c[6] = size as u64;
+    let h = policed.header(23, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], u64::from(set), value as u64, size as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1082,10 +1024,8 @@ pub unsafe extern "C" fn cuCtxAttach(pctx: *mut c_void, flags: u32) -> CUresult 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 24, 0, 0x0);
-    c[4] = pctx as u64;
-    c[5] = u64::from(flags);
+    let h = policed.header(24, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pctx as u64, u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1122,11 +1062,8 @@ pub unsafe extern "C" fn cuCtxCreate(pctx: *mut c_void, flags: u32, dev: i32) ->
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 25, 0, 0x4);
-    c[4] = pctx as u64;
-    c[6] = u64::from(flags);
-    c[7] = i64::from(dev) as u64;
+    let h = policed.header(25, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1164,11 +1101,8 @@ pub unsafe extern "C" fn cuCtxCreate_v2(pctx: *mut c_void, flags: u32, dev: i32)
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 25, 1, 0x4);
-    c[4] = pctx as u64;
-    c[6] = u64::from(flags);
-    c[7] = i64::from(dev) as u64;
+    let h = policed.header(25, 1, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1206,11 +1140,8 @@ pub unsafe extern "C" fn cuCtxCreate_v3(pctx: *mut c_void, paramsArray: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 25, 2, 0x4);
-    c[4] = pctx as u64;
-    c[6] = u64::from(flags);
-    c[7] = i64::from(dev) as u64;
+    let h = policed.header(25, 2, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1248,12 +1179,8 @@ pub unsafe extern "C" fn cuCtxCreate_v4(pctx: *mut c_void, ctxCreateParams: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 25, 3, 0x0);
-    c[4] = pctx as u64;
-    c[5] = ctxCreateParams as u64;
-    c[6] = u64::from(flags);
-    c[7] = i64::from(dev) as u64;
+    let h = policed.header(25, 3, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pctx as u64, ctxCreateParams as u64, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1291,9 +1218,8 @@ pub unsafe extern "C" fn cuCtxDestroy(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 26, 0, 0x0);
-    c[4] = ctx as u64;
+    let h = policed.header(26, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], ctx as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1328,9 +1254,8 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 26, 1, 0x0);
-    c[4] = ctx as u64;
+    let h = policed.header(26, 1, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], ctx as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1365,9 +1290,8 @@ pub unsafe extern "C" fn cuCtxDetach(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 27, 0, 0x0);
-    c[4] = ctx as u64;
+    let h = policed.header(27, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], ctx as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1402,9 +1326,8 @@ pub unsafe extern "C" fn cuCtxDisablePeerAccess(peerContext: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 28, 0, 0x0);
-    c[4] = peerContext as u64;
+    let h = policed.header(28, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], peerContext as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1439,10 +1362,8 @@ pub unsafe extern "C" fn cuCtxEnablePeerAccess(peerContext: *mut c_void, Flags: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 29, 0, 0x0);
-    c[4] = peerContext as u64;
-    c[5] = u64::from(Flags);
+    let h = policed.header(29, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], peerContext as u64, u64::from(Flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1477,10 +1398,8 @@ pub unsafe extern "C" fn cuCtxFromGreenCtx(pContext: *mut c_void, hCtx: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 30, 0, 0x0);
-    c[4] = pContext as u64;
-    c[5] = hCtx as u64;
+    let h = policed.header(30, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pContext as u64, hCtx as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1517,10 +1436,8 @@ pub unsafe extern "C" fn cuCtxGetApiVersion(ctx: *mut c_void, version: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 31, 0, 0x0);
-    c[4] = ctx as u64;
-    c[5] = version as u64;
+    let h = policed.header(31, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], ctx as u64, version as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1557,9 +1474,8 @@ pub unsafe extern "C" fn cuCtxGetCacheConfig(pconfig: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 32, 0, 0x0);
-    c[4] = pconfig as u64;
+    let h = policed.header(32, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pconfig as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1596,9 +1512,8 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 33, 0, 0x0);
-    c[4] = pctx as u64;
+    let h = policed.header(33, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pctx as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1635,11 +1550,8 @@ pub unsafe extern "C" fn cuCtxGetDevResource(hCtx: *mut c_void, result: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 34, 0, 0x0);
-    c[4] = hCtx as u64;
-    c[5] = result as u64;
-    c[6] = u64::from(type_);
+    let h = policed.header(34, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hCtx as u64, result as u64, u64::from(type_)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1674,9 +1586,8 @@ pub unsafe extern "C" fn cuCtxGetDevice(device: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 35, 0, 0x4);
-    c[4] = device as u64;
+    let h = policed.header(35, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], device as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1713,10 +1624,8 @@ pub unsafe extern "C" fn cuCtxGetDevice_v2(device: *mut c_void, ctx: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 35, 1, 0x0);
-    c[4] = device as u64;
-    c[5] = ctx as u64;
+    let h = policed.header(35, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], device as u64, ctx as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1753,10 +1662,8 @@ pub unsafe extern "C" fn cuCtxGetExecAffinity(pExecAffinity: *mut c_void, type_:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 36, 0, 0x0);
-    c[4] = pExecAffinity as u64;
-    c[5] = u64::from(type_);
+    let h = policed.header(36, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pExecAffinity as u64, u64::from(type_)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1791,9 +1698,8 @@ pub unsafe extern "C" fn cuCtxGetFlags(flags: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 37, 0, 0x0);
-    c[4] = flags as u64;
+    let h = policed.header(37, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], flags as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1830,10 +1736,8 @@ pub unsafe extern "C" fn cuCtxGetId(ctx: *mut c_void, ctxId: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 38, 0, 0x0);
-    c[4] = ctx as u64;
-    c[5] = ctxId as u64;
+    let h = policed.header(38, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], ctx as u64, ctxId as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1870,10 +1774,8 @@ pub unsafe extern "C" fn cuCtxGetLimit(pvalue: *mut c_void, limit: u32) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 39, 0, 0x0);
-    c[4] = pvalue as u64;
-    c[5] = u64::from(limit);
+    let h = policed.header(39, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pvalue as u64, u64::from(limit), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1915,9 +1817,8 @@ pub unsafe extern "C" fn cuCtxGetSharedMemConfig(pConfig: *mut c_void) -> CUresu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 40, 0, 0x0);
-    c[4] = pConfig as u64;
+    let h = policed.header(40, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pConfig as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1954,10 +1855,8 @@ pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(leastPriority: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 41, 0, 0x0);
-    c[4] = leastPriority as u64;
-    c[5] = greatestPriority as u64;
+    let h = policed.header(41, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], leastPriority as u64, greatestPriority as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -1996,9 +1895,8 @@ pub unsafe extern "C" fn cuCtxPopCurrent(pctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 42, 0, 0x0);
-    c[4] = pctx as u64;
+    let h = policed.header(42, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pctx as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2035,9 +1933,8 @@ pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 42, 1, 0x0);
-    c[4] = pctx as u64;
+    let h = policed.header(42, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pctx as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2074,9 +1971,8 @@ pub unsafe extern "C" fn cuCtxPushCurrent(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 43, 0, 0x0);
-    c[4] = ctx as u64;
+    let h = policed.header(43, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], ctx as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2111,9 +2007,8 @@ pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 43, 1, 0x0);
-    c[4] = ctx as u64;
+    let h = policed.header(43, 1, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], ctx as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2148,10 +2043,8 @@ pub unsafe extern "C" fn cuCtxRecordEvent(hCtx: *mut c_void, hEvent: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 44, 0, 0x0);
-    c[4] = hCtx as u64;
-    c[5] = hEvent as u64;
+    let h = policed.header(44, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hCtx as u64, hEvent as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2186,8 +2079,8 @@ pub unsafe extern "C" fn cuCtxResetPersistingL2Cache() -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 4];
-    policed.header(&mut c, 45, 0, 0x0);
+    let h = policed.header(45, 0, 0x0);
+    let mut c: [u64; 4] = [h[0], h[1], h[2], h[3]];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2222,9 +2115,8 @@ pub unsafe extern "C" fn cuCtxSetCacheConfig(config: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 46, 0, 0x0);
-    c[4] = u64::from(config);
+    let h = policed.header(46, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], u64::from(config)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2259,9 +2151,8 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 47, 0, 0x0);
-    c[4] = ctx as u64;
+    let h = policed.header(47, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], ctx as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2296,9 +2187,8 @@ pub unsafe extern "C" fn cuCtxSetFlags(flags: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 48, 0, 0x0);
-    c[4] = u64::from(flags);
+    let h = policed.header(48, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], u64::from(flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2333,10 +2223,8 @@ pub unsafe extern "C" fn cuCtxSetLimit(limit: u32, value: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 49, 0, 0x0);
-    c[4] = u64::from(limit);
-    c[5] = value;
+    let h = policed.header(49, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], u64::from(limit), value];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2372,9 +2260,8 @@ pub unsafe extern "C" fn cuCtxSetSharedMemConfig(config: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 50, 0, 0x0);
-    c[4] = u64::from(config);
+    let h = policed.header(50, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], u64::from(config)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2409,8 +2296,8 @@ pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 51, 0, 0x4);
+    let h = policed.header(51, 0, 0x4);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2445,9 +2332,8 @@ pub unsafe extern "C" fn cuCtxSynchronize_v2(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 51, 1, 0x0);
-    c[4] = ctx as u64;
+    let h = policed.header(51, 1, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], ctx as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2482,10 +2368,8 @@ pub unsafe extern "C" fn cuCtxWaitEvent(hCtx: *mut c_void, hEvent: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 52, 0, 0x0);
-    c[4] = hCtx as u64;
-    c[5] = hEvent as u64;
+    let h = policed.header(52, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hCtx as u64, hEvent as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2520,9 +2404,8 @@ pub unsafe extern "C" fn cuDestroyExternalMemory(extMem: *mut c_void) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 53, 0, 0x0);
-    c[4] = extMem as u64;
+    let h = policed.header(53, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], extMem as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2557,9 +2440,8 @@ pub unsafe extern "C" fn cuDestroyExternalSemaphore(extSem: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 54, 0, 0x0);
-    c[4] = extSem as u64;
+    let h = policed.header(54, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], extSem as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2594,11 +2476,8 @@ pub unsafe extern "C" fn cuDevResourceGenerateDesc(phDesc: *mut c_void, resource
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 55, 0, 0x0);
-    c[4] = phDesc as u64;
-    c[5] = resources as u64;
-    c[6] = u64::from(nbResources);
+    let h = policed.header(55, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], phDesc as u64, resources as u64, u64::from(nbResources), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2635,14 +2514,8 @@ pub unsafe extern "C" fn cuDevSmResourceSplit(result: *mut c_void, nbGroups: u32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 56, 0, 0x0);
-    c[4] = result as u64;
-    c[5] = u64::from(nbGroups);
-    c[6] = input as u64;
-    c[7] = remainder as u64;
-    c[8] = u64::from(flags);
-    c[9] = groupParams as u64;
+    let h = policed.header(56, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], result as u64, u64::from(nbGroups), input as u64, remainder as u64, u64::from(flags), groupParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2677,14 +2550,8 @@ pub unsafe extern "C" fn cuDevSmResourceSplitByCount(result: *mut c_void, nbGrou
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 57, 0, 0x0);
-    c[4] = result as u64;
-    c[5] = nbGroups as u64;
-    c[6] = input as u64;
-    c[7] = remaining as u64;
-    c[8] = u64::from(useFlags);
-    c[9] = u64::from(minCount);
+    let h = policed.header(57, 0, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], result as u64, nbGroups as u64, input as u64, remaining as u64, u64::from(useFlags), u64::from(minCount), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2721,11 +2588,8 @@ pub unsafe extern "C" fn cuDeviceCanAccessPeer(canAccessPeer: *mut c_void, dev: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 58, 0, 0x0);
-    c[4] = canAccessPeer as u64;
-    c[5] = i64::from(dev) as u64;
-    c[6] = i64::from(peerDev) as u64;
+    let h = policed.header(58, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], canAccessPeer as u64, i64::from(dev) as u64, i64::from(peerDev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2762,11 +2626,8 @@ pub unsafe extern "C" fn cuDeviceComputeCapability(major: *mut c_void, minor: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 59, 0, 0x0);
-    c[4] = major as u64;
-    c[5] = minor as u64;
-    c[6] = i64::from(dev) as u64;
+    let h = policed.header(59, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], major as u64, minor as u64, i64::from(dev) as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2805,10 +2666,8 @@ pub unsafe extern "C" fn cuDeviceGet(device: *mut c_void, ordinal: i32) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 60, 0, 0x0);
-    c[4] = device as u64;
-    c[5] = i64::from(ordinal) as u64;
+    let h = policed.header(60, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], device as u64, i64::from(ordinal) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2845,11 +2704,8 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(pi: *mut c_void, attrib: u32, dev:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 61, 0, 0x0);
-    c[4] = pi as u64;
-    c[5] = u64::from(attrib);
-    c[6] = i64::from(dev) as u64;
+    let h = policed.header(61, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pi as u64, u64::from(attrib), i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2891,10 +2747,8 @@ pub unsafe extern "C" fn cuDeviceGetByPCIBusId(dev: *mut c_void, pciBusId: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 62, 0, 0x0);
-    c[4] = dev as u64;
-    c[5] = pciBusId as u64;
+    let h = policed.header(62, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dev as u64, pciBusId as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2931,10 +2785,8 @@ pub unsafe extern "C" fn cuDeviceGetCliqueCount(count: *mut c_void, dev: i32) ->
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 63, 0, 0x0);
-    c[4] = count as u64;
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(63, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], count as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -2971,11 +2823,8 @@ pub unsafe extern "C" fn cuDeviceGetCliqueInfo(cliqueInfo: *mut c_void, count: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 64, 0, 0x0);
-    c[4] = cliqueInfo as u64;
-    c[5] = count as u64;
-    c[6] = i64::from(dev) as u64;
+    let h = policed.header(64, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], cliqueInfo as u64, count as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3012,9 +2861,8 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 65, 0, 0x0);
-    c[4] = count as u64;
+    let h = policed.header(65, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], count as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3056,10 +2904,8 @@ pub unsafe extern "C" fn cuDeviceGetDefaultMemPool(pool_out: *mut c_void, dev: i
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 66, 0, 0x0);
-    c[4] = pool_out as u64;
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(66, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pool_out as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3096,11 +2942,8 @@ pub unsafe extern "C" fn cuDeviceGetDevResource(dev: i32, result: *mut c_void, t
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 67, 0, 0x0);
-    c[4] = i64::from(dev) as u64;
-    c[5] = result as u64;
-    c[6] = u64::from(type_);
+    let h = policed.header(67, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], i64::from(dev) as u64, result as u64, u64::from(type_)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3135,11 +2978,8 @@ pub unsafe extern "C" fn cuDeviceGetExecAffinitySupport(pi: *mut c_void, type_: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 68, 0, 0x0);
-    c[4] = pi as u64;
-    c[5] = u64::from(type_);
-    c[6] = i64::from(dev) as u64;
+    let h = policed.header(68, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pi as u64, u64::from(type_), i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3176,10 +3016,8 @@ pub unsafe extern "C" fn cuDeviceGetFabricClusterUuid(uuid: *mut c_void, dev: i3
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 69, 0, 0x0);
-    c[4] = uuid as u64;
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(69, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], uuid as u64, i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3214,11 +3052,8 @@ pub unsafe extern "C" fn cuDeviceGetGraphMemAttribute(device: i32, attr: u32, va
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 70, 0, 0x0);
-    c[4] = i64::from(device) as u64;
-    c[5] = u64::from(attr);
-    c[6] = value as u64;
+    let h = policed.header(70, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], i64::from(device) as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3253,12 +3088,8 @@ pub unsafe extern "C" fn cuDeviceGetHostAtomicCapabilities(capabilities: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 71, 0, 0x0);
-    c[4] = capabilities as u64;
-    c[5] = operations as u64;
-    c[6] = u64::from(count);
-    c[7] = i64::from(dev) as u64;
+    let h = policed.header(71, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], capabilities as u64, operations as u64, u64::from(count), i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3293,11 +3124,8 @@ pub unsafe extern "C" fn cuDeviceGetLuid(luid: *mut c_void, deviceNodeMask: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 72, 0, 0x0);
-    c[4] = luid as u64;
-    c[5] = deviceNodeMask as u64;
-    c[6] = i64::from(dev) as u64;
+    let h = policed.header(72, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], luid as u64, deviceNodeMask as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3334,10 +3162,8 @@ pub unsafe extern "C" fn cuDeviceGetMemPool(pool: *mut c_void, dev: i32) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 73, 0, 0x0);
-    c[4] = pool as u64;
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(73, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pool as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3374,11 +3200,8 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_void, len: i32, dev: i32) 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 74, 0, 0x0);
-    c[4] = name as u64;
-    c[5] = i64::from(len) as u64;
-    c[6] = i64::from(dev) as u64;
+    let h = policed.header(74, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], name as u64, i64::from(len) as u64, i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3413,11 +3236,8 @@ pub unsafe extern "C" fn cuDeviceGetNvSciSyncAttributes(nvSciSyncAttrList: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 75, 0, 0x0);
-    c[4] = nvSciSyncAttrList as u64;
-    c[5] = i64::from(dev) as u64;
-    c[6] = i64::from(flags) as u64;
+    let h = policed.header(75, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], nvSciSyncAttrList as u64, i64::from(dev) as u64, i64::from(flags) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3452,13 +3272,8 @@ pub unsafe extern "C" fn cuDeviceGetP2PAtomicCapabilities(capabilities: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 76, 0, 0x0);
-    c[4] = capabilities as u64;
-    c[5] = operations as u64;
-    c[6] = u64::from(count);
-    c[7] = i64::from(srcDevice) as u64;
-    c[8] = i64::from(dstDevice) as u64;
+    let h = policed.header(76, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], capabilities as u64, operations as u64, u64::from(count), i64::from(srcDevice) as u64, i64::from(dstDevice) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3493,12 +3308,8 @@ pub unsafe extern "C" fn cuDeviceGetP2PAttribute(value: *mut c_void, attrib: u32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 77, 0, 0x0);
-    c[4] = value as u64;
-    c[5] = u64::from(attrib);
-    c[6] = i64::from(srcDevice) as u64;
-    c[7] = i64::from(dstDevice) as u64;
+    let h = policed.header(77, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], value as u64, u64::from(attrib), i64::from(srcDevice) as u64, i64::from(dstDevice) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3535,11 +3346,8 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(pciBusId: *mut c_void, len: i32, de
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 78, 0, 0x0);
-    c[4] = pciBusId as u64;
-    c[5] = i64::from(len) as u64;
-    c[6] = i64::from(dev) as u64;
+    let h = policed.header(78, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pciBusId as u64, i64::from(len) as u64, i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3574,10 +3382,8 @@ pub unsafe extern "C" fn cuDeviceGetProperties(prop: *mut c_void, dev: i32) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 79, 0, 0x0);
-    c[4] = prop as u64;
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(79, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], prop as u64, i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3612,12 +3418,8 @@ pub unsafe extern "C" fn cuDeviceGetTexture1DLinearMaxWidth(maxWidthInElements: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 80, 0, 0x0);
-    c[4] = maxWidthInElements as u64;
-    c[5] = u64::from(format);
-    c[6] = u64::from(numChannels);
-    c[7] = i64::from(dev) as u64;
+    let h = policed.header(80, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], maxWidthInElements as u64, u64::from(format), u64::from(numChannels), i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3654,10 +3456,8 @@ pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut c_void, dev: i32) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 81, 0, 0x0);
-    c[4] = uuid as u64;
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(81, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], uuid as u64, i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3692,10 +3492,8 @@ pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut c_void, dev: i32) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 81, 1, 0x0);
-    c[4] = uuid as u64;
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(81, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], uuid as u64, i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3730,9 +3528,8 @@ pub unsafe extern "C" fn cuDeviceGraphMemTrim(device: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 82, 0, 0x0);
-    c[4] = i64::from(device) as u64;
+    let h = policed.header(82, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], i64::from(device) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3767,11 +3564,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(dev: i32, flags: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 83, 0, 0x0);
-    c[4] = i64::from(dev) as u64;
-    c[5] = flags as u64;
-    c[6] = active as u64;
+    let h = policed.header(83, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], i64::from(dev) as u64, flags as u64, active as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3810,9 +3604,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 84, 0, 0x0);
-    c[4] = i64::from(dev) as u64;
+    let h = policed.header(84, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3847,9 +3640,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 84, 1, 0x0);
-    c[4] = i64::from(dev) as u64;
+    let h = policed.header(84, 1, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3884,9 +3676,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 85, 0, 0x0);
-    c[4] = i64::from(dev) as u64;
+    let h = policed.header(85, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3921,9 +3712,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 85, 1, 0x0);
-    c[4] = i64::from(dev) as u64;
+    let h = policed.header(85, 1, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3958,10 +3748,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut c_void, dev: i32) -
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 86, 0, 0x0);
-    c[4] = pctx as u64;
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(86, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pctx as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -3998,10 +3786,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxSetFlags(dev: i32, flags: u32) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 87, 0, 0x0);
-    c[4] = i64::from(dev) as u64;
-    c[5] = u64::from(flags);
+    let h = policed.header(87, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], i64::from(dev) as u64, u64::from(flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4037,10 +3823,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxSetFlags_v2(dev: i32, flags: u32) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 87, 1, 0x0);
-    c[4] = i64::from(dev) as u64;
-    c[5] = u64::from(flags);
+    let h = policed.header(87, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], i64::from(dev) as u64, u64::from(flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4076,12 +3860,8 @@ pub unsafe extern "C" fn cuDeviceRegisterAsyncNotification(device: i32, callback
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 88, 0, 0x0);
-    c[4] = i64::from(device) as u64;
-    c[5] = callbackFunc as u64;
-    c[6] = userData as u64;
-    c[7] = callback as u64;
+    let h = policed.header(88, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], i64::from(device) as u64, callbackFunc as u64, userData as u64, callback as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4118,11 +3898,8 @@ pub unsafe extern "C" fn cuDeviceSetGraphMemAttribute(device: i32, attr: u32, va
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 89, 0, 0x0);
-    c[4] = i64::from(device) as u64;
-    c[5] = u64::from(attr);
-    c[6] = value as u64;
+    let h = policed.header(89, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], i64::from(device) as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4157,10 +3934,8 @@ pub unsafe extern "C" fn cuDeviceSetMemPool(dev: i32, pool: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 90, 0, 0x0);
-    c[4] = i64::from(dev) as u64;
-    c[5] = pool as u64;
+    let h = policed.header(90, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], i64::from(dev) as u64, pool as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4195,10 +3970,8 @@ pub unsafe extern "C" fn cuDeviceTotalMem(bytes: *mut c_void, dev: i32) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 91, 0, 0x4);
-    c[4] = bytes as u64;
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(91, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], bytes as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4240,10 +4013,8 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut c_void, dev: i32) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 91, 1, 0x0);
-    c[4] = bytes as u64;
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(91, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], bytes as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4285,10 +4056,8 @@ pub unsafe extern "C" fn cuDeviceUnregisterAsyncNotification(device: i32, callba
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 92, 0, 0x0);
-    c[4] = i64::from(device) as u64;
-    c[5] = callback as u64;
+    let h = policed.header(92, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], i64::from(device) as u64, callback as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4323,9 +4092,8 @@ pub unsafe extern "C" fn cuDriverGetVersion(driverVersion: *mut c_void) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 93, 0, 0x0);
-    c[4] = driverVersion as u64;
+    let h = policed.header(93, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], driverVersion as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4367,12 +4135,8 @@ pub unsafe extern "C" fn cuEGLStreamConsumerAcquireFrame(conn: *mut c_void, pCud
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 94, 0, 0x0);
-    c[4] = conn as u64;
-    c[5] = pCudaResource as u64;
-    c[6] = pStream as u64;
-    c[7] = u64::from(timeout);
+    let h = policed.header(94, 0, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], conn as u64, pCudaResource as u64, pStream as u64, u64::from(timeout), 0, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4413,10 +4177,8 @@ pub unsafe extern "C" fn cuEGLStreamConsumerConnect(conn: *mut c_void, stream: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 95, 0, 0x0);
-    c[4] = conn as u64;
-    c[5] = stream as u64;
+    let h = policed.header(95, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], conn as u64, stream as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4453,11 +4215,8 @@ pub unsafe extern "C" fn cuEGLStreamConsumerConnectWithFlags(conn: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 96, 0, 0x0);
-    c[4] = conn as u64;
-    c[5] = stream as u64;
-    c[6] = u64::from(flags);
+    let h = policed.header(96, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], conn as u64, stream as u64, u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4494,9 +4253,8 @@ pub unsafe extern "C" fn cuEGLStreamConsumerDisconnect(conn: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 97, 0, 0x0);
-    c[4] = conn as u64;
+    let h = policed.header(97, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], conn as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4533,11 +4291,8 @@ pub unsafe extern "C" fn cuEGLStreamConsumerReleaseFrame(conn: *mut c_void, pCud
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 98, 0, 0x0);
-    c[4] = conn as u64;
-    c[5] = pCudaResource as u64;
-    c[6] = pStream as u64;
+    let h = policed.header(98, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], conn as u64, pCudaResource as u64, pStream as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4576,12 +4331,8 @@ pub unsafe extern "C" fn cuEGLStreamProducerConnect(conn: *mut c_void, stream: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 99, 0, 0x0);
-    c[4] = conn as u64;
-    c[5] = stream as u64;
-    c[6] = i64::from(width) as u64;
-    c[7] = i64::from(height) as u64;
+    let h = policed.header(99, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], conn as u64, stream as u64, i64::from(width) as u64, i64::from(height) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4618,9 +4369,8 @@ pub unsafe extern "C" fn cuEGLStreamProducerDisconnect(conn: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 100, 0, 0x0);
-    c[4] = conn as u64;
+    let h = policed.header(100, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], conn as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4657,11 +4407,8 @@ pub unsafe extern "C" fn cuEGLStreamProducerPresentFrame(conn: *mut c_void, eglf
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 101, 0, 0x0);
-    c[4] = conn as u64;
-    c[5] = core::ptr::addr_of!(eglframe) as u64;
-    c[6] = pStream as u64;
+    let h = policed.header(101, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], conn as u64, core::ptr::addr_of!(eglframe) as u64, pStream as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4700,11 +4447,8 @@ pub unsafe extern "C" fn cuEGLStreamProducerReturnFrame(conn: *mut c_void, eglfr
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 102, 0, 0x0);
-    c[4] = conn as u64;
-    c[5] = eglframe as u64;
-    c[6] = pStream as u64;
+    let h = policed.header(102, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], conn as u64, eglframe as u64, pStream as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4743,10 +4487,8 @@ pub unsafe extern "C" fn cuEventCreate(phEvent: *mut c_void, Flags: u32) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 103, 0, 0x0);
-    c[4] = phEvent as u64;
-    c[5] = u64::from(Flags);
+    let h = policed.header(103, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], phEvent as u64, u64::from(Flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4783,11 +4525,8 @@ pub unsafe extern "C" fn cuEventCreateFromEGLSync(phEvent: *mut c_void, eglSync:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 104, 0, 0x0);
-    c[4] = phEvent as u64;
-    c[5] = eglSync as u64;
-    c[6] = u64::from(flags);
+    let h = policed.header(104, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], phEvent as u64, eglSync as u64, u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4824,9 +4563,8 @@ pub unsafe extern "C" fn cuEventDestroy(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 105, 0, 0x0);
-    c[4] = hEvent as u64;
+    let h = policed.header(105, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hEvent as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4861,9 +4599,8 @@ pub unsafe extern "C" fn cuEventDestroy_v2(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 105, 1, 0x0);
-    c[4] = hEvent as u64;
+    let h = policed.header(105, 1, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hEvent as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4898,11 +4635,8 @@ pub unsafe extern "C" fn cuEventElapsedTime(pMilliseconds: *mut c_void, hStart: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 106, 0, 0x0);
-    c[4] = pMilliseconds as u64;
-    c[5] = hStart as u64;
-    c[6] = hEnd as u64;
+    let h = policed.header(106, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pMilliseconds as u64, hStart as u64, hEnd as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4939,11 +4673,8 @@ pub unsafe extern "C" fn cuEventElapsedTime_v2(pMilliseconds: *mut c_void, hStar
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 106, 1, 0x0);
-    c[4] = pMilliseconds as u64;
-    c[5] = hStart as u64;
-    c[6] = hEnd as u64;
+    let h = policed.header(106, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pMilliseconds as u64, hStart as u64, hEnd as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -4980,9 +4711,8 @@ pub unsafe extern "C" fn cuEventQuery(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 107, 0, 0x0);
-    c[4] = hEvent as u64;
+    let h = policed.header(107, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hEvent as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5017,10 +4747,8 @@ pub unsafe extern "C" fn cuEventRecord(hEvent: *mut c_void, hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 108, 0, 0x0);
-    c[4] = hEvent as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(108, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hEvent as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -5057,10 +4785,8 @@ pub unsafe extern "C" fn cuEventRecord_ptsz(hEvent: *mut c_void, hStream: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 108, 1, 0x2);
-    c[4] = hEvent as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(108, 1, 0x2);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hEvent as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -5097,11 +4823,8 @@ pub unsafe extern "C" fn cuEventRecordWithFlags(hEvent: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 109, 0, 0x0);
-    c[4] = hEvent as u64;
-    c[5] = hStream as u64;
-    c[6] = u64::from(flags);
+    let h = policed.header(109, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hEvent as u64, hStream as u64, u64::from(flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -5138,11 +4861,8 @@ pub unsafe extern "C" fn cuEventRecordWithFlags_ptsz(hEvent: *mut c_void, hStrea
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 109, 1, 0x2);
-    c[4] = hEvent as u64;
-    c[5] = hStream as u64;
-    c[6] = u64::from(flags);
+    let h = policed.header(109, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hEvent as u64, hStream as u64, u64::from(flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -5179,9 +4899,8 @@ pub unsafe extern "C" fn cuEventSynchronize(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 110, 0, 0x0);
-    c[4] = hEvent as u64;
+    let h = policed.header(110, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hEvent as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5216,11 +4935,8 @@ pub unsafe extern "C" fn cuExternalMemoryGetMappedBuffer(devPtr: *mut c_void, ex
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 111, 0, 0x0);
-    c[4] = devPtr as u64;
-    c[5] = extMem as u64;
-    c[6] = bufferDesc as u64;
+    let h = policed.header(111, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], devPtr as u64, extMem as u64, bufferDesc as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5257,11 +4973,8 @@ pub unsafe extern "C" fn cuExternalMemoryGetMappedMipmappedArray(mipmap: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 112, 0, 0x0);
-    c[4] = mipmap as u64;
-    c[5] = extMem as u64;
-    c[6] = mipmapDesc as u64;
+    let h = policed.header(112, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], mipmap as u64, extMem as u64, mipmapDesc as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5298,12 +5011,8 @@ pub unsafe extern "C" fn cuFabricCpyBatchAsync(numOps: u64, opList: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 113, 0, 0x0);
-    c[4] = numOps;
-    c[5] = opList as u64;
-    c[6] = flags;
-    c[7] = hStream as u64;
+    let h = policed.header(113, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], numOps, opList as u64, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -5340,12 +5049,8 @@ pub unsafe extern "C" fn cuFabricCpyBatchAsync_ptsz(numOps: u64, opList: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 113, 1, 0x2);
-    c[4] = numOps;
-    c[5] = opList as u64;
-    c[6] = flags;
-    c[7] = hStream as u64;
+    let h = policed.header(113, 1, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], numOps, opList as u64, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -5382,10 +5087,8 @@ pub unsafe extern "C" fn cuFlushGPUDirectRDMAWrites(target: u32, scope: u32) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 114, 0, 0x0);
-    c[4] = u64::from(target);
-    c[5] = u64::from(scope);
+    let h = policed.header(114, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], u64::from(target), u64::from(scope)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5420,11 +5123,8 @@ pub unsafe extern "C" fn cuFuncGetAttribute(pi: *mut c_void, attrib: u32, hfunc:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 115, 0, 0x0);
-    c[4] = pi as u64;
-    c[5] = u64::from(attrib);
-    c[6] = hfunc as u64;
+    let h = policed.header(115, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pi as u64, u64::from(attrib), hfunc as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5461,10 +5161,8 @@ pub unsafe extern "C" fn cuFuncGetModule(hmod: *mut c_void, hfunc: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 116, 0, 0x0);
-    c[4] = hmod as u64;
-    c[5] = hfunc as u64;
+    let h = policed.header(116, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hmod as u64, hfunc as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5501,10 +5199,8 @@ pub unsafe extern "C" fn cuFuncGetName(name: *mut c_void, hfunc: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 117, 0, 0x0);
-    c[4] = name as u64;
-    c[5] = hfunc as u64;
+    let h = policed.header(117, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], name as u64, hfunc as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5539,10 +5235,8 @@ pub unsafe extern "C" fn cuFuncGetParamCount(func: *mut c_void, paramCount: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 118, 0, 0x0);
-    c[4] = func as u64;
-    c[5] = paramCount as u64;
+    let h = policed.header(118, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], func as u64, paramCount as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5579,12 +5273,8 @@ pub unsafe extern "C" fn cuFuncGetParamInfo(func: *mut c_void, paramIndex: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 119, 0, 0x0);
-    c[4] = func as u64;
-    c[5] = paramIndex;
-    c[6] = paramOffset as u64;
-    c[7] = paramSize as u64;
+    let h = policed.header(119, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], func as u64, paramIndex, paramOffset as u64, paramSize as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5623,10 +5313,8 @@ pub unsafe extern "C" fn cuFuncIsLoaded(state: *mut c_void, hfunc: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 120, 0, 0x0);
-    c[4] = state as u64;
-    c[5] = hfunc as u64;
+    let h = policed.header(120, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], state as u64, hfunc as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5663,9 +5351,8 @@ pub unsafe extern "C" fn cuFuncLoad(hfunc: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 121, 0, 0x0);
-    c[4] = hfunc as u64;
+    let h = policed.header(121, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hfunc as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5700,11 +5387,8 @@ pub unsafe extern "C" fn cuFuncSetAttribute(hfunc: *mut c_void, attrib: u32, val
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 122, 0, 0x0);
-    c[4] = hfunc as u64;
-    c[5] = u64::from(attrib);
-    c[6] = i64::from(value) as u64;
+    let h = policed.header(122, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hfunc as u64, u64::from(attrib), i64::from(value) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5739,12 +5423,8 @@ pub unsafe extern "C" fn cuFuncSetBlockShape(hfunc: *mut c_void, x: i32, y: i32,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 123, 0, 0x0);
-    c[4] = hfunc as u64;
-    c[5] = i64::from(x) as u64;
-    c[6] = i64::from(y) as u64;
-    c[7] = i64::from(z) as u64;
+    let h = policed.header(123, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hfunc as u64, i64::from(x) as u64, i64::from(y) as u64, i64::from(z) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5779,10 +5459,8 @@ pub unsafe extern "C" fn cuFuncSetCacheConfig(hfunc: *mut c_void, config: u32) -
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 124, 0, 0x0);
-    c[4] = hfunc as u64;
-    c[5] = u64::from(config);
+    let h = policed.header(124, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hfunc as u64, u64::from(config)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5817,10 +5495,8 @@ pub unsafe extern "C" fn cuFuncSetSharedMemConfig(hfunc: *mut c_void, config: u3
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 125, 0, 0x0);
-    c[4] = hfunc as u64;
-    c[5] = u64::from(config);
+    let h = policed.header(125, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hfunc as u64, u64::from(config)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5855,10 +5531,8 @@ pub unsafe extern "C" fn cuFuncSetSharedSize(hfunc: *mut c_void, bytes: u32) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 126, 0, 0x0);
-    c[4] = hfunc as u64;
-    c[5] = u64::from(bytes);
+    let h = policed.header(126, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hfunc as u64, u64::from(bytes)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5893,11 +5567,8 @@ pub unsafe extern "C" fn cuGLCtxCreate(pCtx: *mut c_void, Flags: u32, device: i3
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 127, 0, 0x0);
-    c[4] = pCtx as u64;
-    c[5] = u64::from(Flags);
-    c[6] = i64::from(device) as u64;
+    let h = policed.header(127, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pCtx as u64, u64::from(Flags), i64::from(device) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5934,11 +5605,8 @@ pub unsafe extern "C" fn cuGLCtxCreate_v2(pCtx: *mut c_void, Flags: u32, device:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 127, 1, 0x0);
-    c[4] = pCtx as u64;
-    c[5] = u64::from(Flags);
-    c[6] = i64::from(device) as u64;
+    let h = policed.header(127, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pCtx as u64, u64::from(Flags), i64::from(device) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -5975,12 +5643,8 @@ pub unsafe extern "C" fn cuGLGetDevices(pCudaDeviceCount: *mut c_void, pCudaDevi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 128, 0, 0x0);
-    c[4] = pCudaDeviceCount as u64;
-    c[5] = pCudaDevices as u64;
-    c[6] = u64::from(cudaDeviceCount);
-    c[7] = u64::from(deviceList);
+    let h = policed.header(128, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], pCudaDeviceCount as u64, pCudaDevices as u64, u64::from(cudaDeviceCount), u64::from(deviceList), 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6019,12 +5683,8 @@ pub unsafe extern "C" fn cuGLGetDevices_v2(pCudaDeviceCount: *mut c_void, pCudaD
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 128, 1, 0x0);
-    c[4] = pCudaDeviceCount as u64;
-    c[5] = pCudaDevices as u64;
-    c[6] = u64::from(cudaDeviceCount);
-    c[7] = u64::from(deviceList);
+    let h = policed.header(128, 1, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], pCudaDeviceCount as u64, pCudaDevices as u64, u64::from(cudaDeviceCount), u64::from(deviceList), 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6063,8 +5723,8 @@ pub unsafe extern "C" fn cuGLInit() -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 4];
-    policed.header(&mut c, 129, 0, 0x0);
+    let h = policed.header(129, 0, 0x0);
+    let mut c: [u64; 4] = [h[0], h[1], h[2], h[3]];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6099,11 +5759,8 @@ pub unsafe extern "C" fn cuGLMapBufferObject(dptr: *mut c_void, size: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 130, 0, 0x4);
-    c[4] = dptr as u64;
-    c[5] = size as u64;
-    c[6] = u64::from(buffer);
+    let h = policed.header(130, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dptr as u64, size as u64, u64::from(buffer), 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6142,11 +5799,8 @@ pub unsafe extern "C" fn cuGLMapBufferObject_v2(dptr: *mut c_void, size: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 130, 1, 0x0);
-    c[4] = dptr as u64;
-    c[5] = size as u64;
-    c[6] = u64::from(buffer);
+    let h = policed.header(130, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dptr as u64, size as u64, u64::from(buffer), 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6185,11 +5839,8 @@ pub unsafe extern "C" fn cuGLMapBufferObject_v2_ptds(dptr: *mut c_void, size: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 130, 2, 0x2);
-    c[4] = dptr as u64;
-    c[5] = size as u64;
-    c[6] = u64::from(buffer);
+    let h = policed.header(130, 2, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dptr as u64, size as u64, u64::from(buffer), 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6228,12 +5879,8 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync(dptr: *mut c_void, size: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 131, 0, 0x4);
-    c[4] = dptr as u64;
-    c[5] = size as u64;
-    c[6] = u64::from(buffer);
-    c[7] = hStream as u64;
+    let h = policed.header(131, 0, 0x4);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -6274,12 +5921,8 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync_v2(dptr: *mut c_void, size: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 131, 1, 0x0);
-    c[4] = dptr as u64;
-    c[5] = size as u64;
-    c[6] = u64::from(buffer);
-    c[7] = hStream as u64;
+    let h = policed.header(131, 1, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -6320,12 +5963,8 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync_v2_ptsz(dptr: *mut c_void, siz
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 131, 2, 0x2);
-    c[4] = dptr as u64;
-    c[5] = size as u64;
-    c[6] = u64::from(buffer);
-    c[7] = hStream as u64;
+    let h = policed.header(131, 2, 0x2);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -6366,9 +6005,8 @@ pub unsafe extern "C" fn cuGLRegisterBufferObject(buffer: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 132, 0, 0x0);
-    c[4] = u64::from(buffer);
+    let h = policed.header(132, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], u64::from(buffer)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6403,10 +6041,8 @@ pub unsafe extern "C" fn cuGLSetBufferObjectMapFlags(buffer: u32, Flags: u32) ->
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 133, 0, 0x0);
-    c[4] = u64::from(buffer);
-    c[5] = u64::from(Flags);
+    let h = policed.header(133, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], u64::from(buffer), u64::from(Flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6441,9 +6077,8 @@ pub unsafe extern "C" fn cuGLUnmapBufferObject(buffer: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 134, 0, 0x0);
-    c[4] = u64::from(buffer);
+    let h = policed.header(134, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], u64::from(buffer)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6478,10 +6113,8 @@ pub unsafe extern "C" fn cuGLUnmapBufferObjectAsync(buffer: u32, hStream: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 135, 0, 0x0);
-    c[4] = u64::from(buffer);
-    c[5] = hStream as u64;
+    let h = policed.header(135, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], u64::from(buffer), hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -6518,9 +6151,8 @@ pub unsafe extern "C" fn cuGLUnregisterBufferObject(buffer: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 136, 0, 0x0);
-    c[4] = u64::from(buffer);
+    let h = policed.header(136, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], u64::from(buffer)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6555,10 +6187,8 @@ pub unsafe extern "C" fn cuGetErrorName(error: u32, pStr: *mut c_void) -> CUresu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 137, 0, 0x0);
-    c[4] = u64::from(error);
-    c[5] = pStr as u64;
+    let h = policed.header(137, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], u64::from(error), pStr as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6593,10 +6223,8 @@ pub unsafe extern "C" fn cuGetErrorString(error: u32, pStr: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 138, 0, 0x0);
-    c[4] = u64::from(error);
-    c[5] = pStr as u64;
+    let h = policed.header(138, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], u64::from(error), pStr as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6631,10 +6259,8 @@ pub unsafe extern "C" fn cuGetExportTable(ppExportTable: *mut c_void, pExportTab
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 139, 0, 0x0);
-    c[4] = ppExportTable as u64;
-    c[5] = pExportTableId as u64;
+    let h = policed.header(139, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], ppExportTable as u64, pExportTableId as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6668,12 +6294,8 @@ pub unsafe extern "C" fn cuGetProcAddress(symbol: *mut c_void, pfn: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 140, 0, 0x4);
-    c[4] = symbol as u64;
-    c[5] = pfn as u64;
-    c[6] = i64::from(driverVersion) as u64;
-    c[7] = flags;
+    let h = policed.header(140, 0, 0x4);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], symbol as u64, pfn as u64, i64::from(driverVersion) as u64, flags, 0, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6709,13 +6331,8 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *mut c_void, pfn: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 140, 1, 0x0);
-    c[4] = symbol as u64;
-    c[5] = pfn as u64;
-    c[6] = i64::from(driverVersion) as u64;
-    c[7] = flags;
-    c[8] = symbolFound as u64;
+    let h = policed.header(140, 1, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], symbol as u64, pfn as u64, i64::from(driverVersion) as u64, flags, symbolFound as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6754,13 +6371,8 @@ pub unsafe extern "C" fn cuGraphAddBatchMemOpNode(phGraphNode: *mut c_void, hGra
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 141, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = nodeParams as u64;
+    let h = policed.header(141, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6797,13 +6409,8 @@ pub unsafe extern "C" fn cuGraphAddChildGraphNode(phGraphNode: *mut c_void, hGra
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 142, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = childGraph as u64;
+    let h = policed.header(142, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, childGraph as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6840,12 +6447,8 @@ pub unsafe extern "C" fn cuGraphAddDependencies(hGraph: *mut c_void, from: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 143, 0, 0x4);
-    c[4] = hGraph as u64;
-    c[5] = from as u64;
-    c[6] = to as u64;
-    c[8] = numDependencies;
+    let h = policed.header(143, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hGraph as u64, from as u64, to as u64, 0, numDependencies];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6880,13 +6483,8 @@ pub unsafe extern "C" fn cuGraphAddDependencies_v2(hGraph: *mut c_void, from: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 143, 1, 0x0);
-    c[4] = hGraph as u64;
-    c[5] = from as u64;
-    c[6] = to as u64;
-    c[7] = edgeData as u64;
-    c[8] = numDependencies;
+    let h = policed.header(143, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hGraph as u64, from as u64, to as u64, edgeData as u64, numDependencies];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6921,12 +6519,8 @@ pub unsafe extern "C" fn cuGraphAddEmptyNode(phGraphNode: *mut c_void, hGraph: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 144, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
+    let h = policed.header(144, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -6963,13 +6557,8 @@ pub unsafe extern "C" fn cuGraphAddEventRecordNode(phGraphNode: *mut c_void, hGr
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 145, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = event as u64;
+    let h = policed.header(145, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, event as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7006,13 +6595,8 @@ pub unsafe extern "C" fn cuGraphAddEventWaitNode(phGraphNode: *mut c_void, hGrap
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 146, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = event as u64;
+    let h = policed.header(146, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, event as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7049,13 +6633,8 @@ pub unsafe extern "C" fn cuGraphAddExternalSemaphoresSignalNode(phGraphNode: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 147, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = nodeParams as u64;
+    let h = policed.header(147, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7092,13 +6671,8 @@ pub unsafe extern "C" fn cuGraphAddExternalSemaphoresWaitNode(phGraphNode: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 148, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = nodeParams as u64;
+    let h = policed.header(148, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7135,13 +6709,8 @@ pub unsafe extern "C" fn cuGraphAddHostNode(phGraphNode: *mut c_void, hGraph: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 149, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = nodeParams as u64;
+    let h = policed.header(149, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7178,13 +6747,8 @@ pub unsafe extern "C" fn cuGraphAddKernelNode(phGraphNode: *mut c_void, hGraph: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 150, 0, 0x4);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = nodeParams as u64;
+    let h = policed.header(150, 0, 0x4);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7221,13 +6785,8 @@ pub unsafe extern "C" fn cuGraphAddKernelNode_v2(phGraphNode: *mut c_void, hGrap
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 150, 1, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = nodeParams as u64;
+    let h = policed.header(150, 1, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7264,13 +6823,8 @@ pub unsafe extern "C" fn cuGraphAddMemAllocNode(phGraphNode: *mut c_void, hGraph
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 151, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = nodeParams as u64;
+    let h = policed.header(151, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7307,13 +6861,8 @@ pub unsafe extern "C" fn cuGraphAddMemFreeNode(phGraphNode: *mut c_void, hGraph:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 152, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = dptr;
+    let h = policed.header(152, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, dptr, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7350,14 +6899,8 @@ pub unsafe extern "C" fn cuGraphAddMemcpyNode(phGraphNode: *mut c_void, hGraph: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 153, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = copyParams as u64;
-    c[9] = ctx as u64;
+    let h = policed.header(153, 0, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, copyParams as u64, ctx as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7394,14 +6937,8 @@ pub unsafe extern "C" fn cuGraphAddMemsetNode(phGraphNode: *mut c_void, hGraph: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 154, 0, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = memsetParams as u64;
-    c[9] = ctx as u64;
+    let h = policed.header(154, 0, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, memsetParams as u64, ctx as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7438,13 +6975,8 @@ pub unsafe extern "C" fn cuGraphAddNode(phGraphNode: *mut c_void, hGraph: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 155, 0, 0x4);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[8] = numDependencies;
-    c[9] = nodeParams as u64;
+    let h = policed.header(155, 0, 0x4);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, 0, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7481,14 +7013,8 @@ pub unsafe extern "C" fn cuGraphAddNode_v2(phGraphNode: *mut c_void, hGraph: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 155, 1, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = dependencyData as u64;
-    c[8] = numDependencies;
-    c[9] = nodeParams as u64;
+    let h = policed.header(155, 1, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7525,14 +7051,8 @@ pub unsafe extern "C" fn cuGraphAddNode_v3(phGraphNode: *mut c_void, hGraph: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 155, 2, 0x0);
-    c[4] = phGraphNode as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = dependencyData as u64;
-    c[8] = numDependencies;
-    c[9] = nodeParams as u64;
+    let h = policed.header(155, 2, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], phGraphNode as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7569,10 +7089,8 @@ pub unsafe extern "C" fn cuGraphBatchMemOpNodeGetParams(hNode: *mut c_void, node
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 156, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams_out as u64;
+    let h = policed.header(156, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams_out as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7607,10 +7125,8 @@ pub unsafe extern "C" fn cuGraphBatchMemOpNodeSetParams(hNode: *mut c_void, node
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 157, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(157, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7645,10 +7161,8 @@ pub unsafe extern "C" fn cuGraphChildGraphNodeGetGraph(hNode: *mut c_void, phGra
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 158, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = phGraph as u64;
+    let h = policed.header(158, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hNode as u64, phGraph as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7685,10 +7199,8 @@ pub unsafe extern "C" fn cuGraphClone(phGraphClone: *mut c_void, originalGraph: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 159, 0, 0x0);
-    c[4] = phGraphClone as u64;
-    c[5] = originalGraph as u64;
+    let h = policed.header(159, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], phGraphClone as u64, originalGraph as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7725,13 +7237,8 @@ pub unsafe extern "C" fn cuGraphConditionalHandleCreate(pHandle_out: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 160, 0, 0x0);
-    c[4] = pHandle_out as u64;
-    c[5] = hGraph as u64;
-    c[6] = ctx as u64;
-    c[7] = u64::from(defaultLaunchValue);
-    c[8] = u64::from(flags);
+    let h = policed.header(160, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], pHandle_out as u64, hGraph as u64, ctx as u64, u64::from(defaultLaunchValue), u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7768,10 +7275,8 @@ pub unsafe extern "C" fn cuGraphCreate(phGraph: *mut c_void, flags: u32) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 161, 0, 0x0);
-    c[4] = phGraph as u64;
-    c[5] = u64::from(flags);
+    let h = policed.header(161, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], phGraph as u64, u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7808,11 +7313,8 @@ pub unsafe extern "C" fn cuGraphDebugDotPrint(hGraph: *mut c_void, path: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 162, 0, 0x0);
-    c[4] = hGraph as u64;
-    c[5] = path as u64;
-    c[6] = u64::from(flags);
+    let h = policed.header(162, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraph as u64, path as u64, u64::from(flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7847,9 +7349,8 @@ pub unsafe extern "C" fn cuGraphDestroy(hGraph: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 163, 0, 0x0);
-    c[4] = hGraph as u64;
+    let h = policed.header(163, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hGraph as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7884,9 +7385,8 @@ pub unsafe extern "C" fn cuGraphDestroyNode(hNode: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 164, 0, 0x0);
-    c[4] = hNode as u64;
+    let h = policed.header(164, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hNode as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7921,10 +7421,8 @@ pub unsafe extern "C" fn cuGraphEventRecordNodeGetEvent(hNode: *mut c_void, even
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 165, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = event_out as u64;
+    let h = policed.header(165, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hNode as u64, event_out as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7961,10 +7459,8 @@ pub unsafe extern "C" fn cuGraphEventRecordNodeSetEvent(hNode: *mut c_void, even
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 166, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = event as u64;
+    let h = policed.header(166, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, event as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -7999,10 +7495,8 @@ pub unsafe extern "C" fn cuGraphEventWaitNodeGetEvent(hNode: *mut c_void, event_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 167, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = event_out as u64;
+    let h = policed.header(167, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hNode as u64, event_out as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8039,10 +7533,8 @@ pub unsafe extern "C" fn cuGraphEventWaitNodeSetEvent(hNode: *mut c_void, event:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 168, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = event as u64;
+    let h = policed.header(168, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, event as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8077,11 +7569,8 @@ pub unsafe extern "C" fn cuGraphExecBatchMemOpNodeSetParams(graphExec: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 169, 0, 0x0);
-    c[4] = graphExec as u64;
-    c[5] = node as u64;
-    c[6] = nodeParams as u64;
+    let h = policed.header(169, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], graphExec as u64, node as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8116,11 +7605,8 @@ pub unsafe extern "C" fn cuGraphExecChildGraphNodeSetParams(hGraphExec: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 170, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = childGraph as u64;
+    let h = policed.header(170, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, childGraph as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8155,9 +7641,8 @@ pub unsafe extern "C" fn cuGraphExecDestroy(hGraphExec: *mut c_void) -> CUresult
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 171, 0, 0x0);
-    c[4] = hGraphExec as u64;
+    let h = policed.header(171, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hGraphExec as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8192,11 +7677,8 @@ pub unsafe extern "C" fn cuGraphExecEventRecordNodeSetEvent(hGraphExec: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 172, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = event as u64;
+    let h = policed.header(172, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, event as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8231,11 +7713,8 @@ pub unsafe extern "C" fn cuGraphExecEventWaitNodeSetEvent(hGraphExec: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 173, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = event as u64;
+    let h = policed.header(173, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, event as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8270,11 +7749,8 @@ pub unsafe extern "C" fn cuGraphExecExternalSemaphoresSignalNodeSetParams(hGraph
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 174, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = nodeParams as u64;
+    let h = policed.header(174, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8309,11 +7785,8 @@ pub unsafe extern "C" fn cuGraphExecExternalSemaphoresWaitNodeSetParams(hGraphEx
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 175, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = nodeParams as u64;
+    let h = policed.header(175, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8348,10 +7821,8 @@ pub unsafe extern "C" fn cuGraphExecGetFlags(hGraphExec: *mut c_void, flags: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 176, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = flags as u64;
+    let h = policed.header(176, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, flags as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8388,10 +7859,8 @@ pub unsafe extern "C" fn cuGraphExecGetId(hGraphExec: *mut c_void, graphId: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 177, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = graphId as u64;
+    let h = policed.header(177, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, graphId as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8428,11 +7897,8 @@ pub unsafe extern "C" fn cuGraphExecHostNodeSetParams(hGraphExec: *mut c_void, h
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 178, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = nodeParams as u64;
+    let h = policed.header(178, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8467,11 +7933,8 @@ pub unsafe extern "C" fn cuGraphExecKernelNodeSetParams(hGraphExec: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 179, 0, 0x4);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = nodeParams as u64;
+    let h = policed.header(179, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8506,11 +7969,8 @@ pub unsafe extern "C" fn cuGraphExecKernelNodeSetParams_v2(hGraphExec: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 179, 1, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = nodeParams as u64;
+    let h = policed.header(179, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8545,12 +8005,8 @@ pub unsafe extern "C" fn cuGraphExecMemcpyNodeSetParams(hGraphExec: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 180, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = copyParams as u64;
-    c[7] = ctx as u64;
+    let h = policed.header(180, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, copyParams as u64, ctx as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8585,12 +8041,8 @@ pub unsafe extern "C" fn cuGraphExecMemsetNodeSetParams(hGraphExec: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 181, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = memsetParams as u64;
-    c[7] = ctx as u64;
+    let h = policed.header(181, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, memsetParams as u64, ctx as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8625,11 +8077,8 @@ pub unsafe extern "C" fn cuGraphExecNodeSetParams(hGraphExec: *mut c_void, hNode
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 182, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = nodeParams as u64;
+    let h = policed.header(182, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8664,10 +8113,8 @@ pub unsafe extern "C" fn cuGraphExecUpdate(hGraphExec: *mut c_void, hGraph: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 183, 0, 0x4);
-    c[4] = hGraphExec as u64;
-    c[5] = hGraph as u64;
+    let h = policed.header(183, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hGraph as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8702,11 +8149,8 @@ pub unsafe extern "C" fn cuGraphExecUpdate_v2(hGraphExec: *mut c_void, hGraph: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 183, 1, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hGraph as u64;
-    c[6] = resultInfo as u64;
+    let h = policed.header(183, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hGraph as u64, resultInfo as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8741,10 +8185,8 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresSignalNodeGetParams(hNode: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 184, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = params_out as u64;
+    let h = policed.header(184, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, params_out as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8779,10 +8221,8 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresSignalNodeSetParams(hNode: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 185, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(185, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8817,10 +8257,8 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresWaitNodeGetParams(hNode: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 186, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = params_out as u64;
+    let h = policed.header(186, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, params_out as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8855,10 +8293,8 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresWaitNodeSetParams(hNode: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 187, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(187, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8893,12 +8329,8 @@ pub unsafe extern "C" fn cuGraphGetEdges(hGraph: *mut c_void, from: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 188, 0, 0x4);
-    c[4] = hGraph as u64;
-    c[5] = from as u64;
-    c[6] = to as u64;
-    c[8] = numEdges as u64;
+    let h = policed.header(188, 0, 0x4);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], hGraph as u64, from as u64, to as u64, 0, numEdges as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8935,13 +8367,8 @@ pub unsafe extern "C" fn cuGraphGetEdges_v2(hGraph: *mut c_void, from: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 188, 1, 0x0);
-    c[4] = hGraph as u64;
-    c[5] = from as u64;
-    c[6] = to as u64;
-    c[7] = edgeData as u64;
-    c[8] = numEdges as u64;
+    let h = policed.header(188, 1, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], hGraph as u64, from as u64, to as u64, edgeData as u64, numEdges as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -8978,10 +8405,8 @@ pub unsafe extern "C" fn cuGraphGetId(hGraph: *mut c_void, graphId: *mut c_void)
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 189, 0, 0x0);
-    c[4] = hGraph as u64;
-    c[5] = graphId as u64;
+    let h = policed.header(189, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraph as u64, graphId as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9018,11 +8443,8 @@ pub unsafe extern "C" fn cuGraphGetNodes(hGraph: *mut c_void, nodes: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 190, 0, 0x0);
-    c[4] = hGraph as u64;
-    c[5] = nodes as u64;
-    c[6] = numNodes as u64;
+    let h = policed.header(190, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hGraph as u64, nodes as u64, numNodes as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9059,11 +8481,8 @@ pub unsafe extern "C" fn cuGraphGetRootNodes(hGraph: *mut c_void, rootNodes: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 191, 0, 0x0);
-    c[4] = hGraph as u64;
-    c[5] = rootNodes as u64;
-    c[6] = numRootNodes as u64;
+    let h = policed.header(191, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hGraph as u64, rootNodes as u64, numRootNodes as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9100,10 +8519,8 @@ pub unsafe extern "C" fn cuGraphHostNodeGetParams(hNode: *mut c_void, nodeParams
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 192, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(192, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9138,10 +8555,8 @@ pub unsafe extern "C" fn cuGraphHostNodeSetParams(hNode: *mut c_void, nodeParams
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 193, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(193, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9176,13 +8591,8 @@ pub unsafe extern "C" fn cuGraphInstantiate(phGraphExec: *mut c_void, hGraph: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 194, 0, 0x0);
-    c[4] = phGraphExec as u64;
-    c[5] = hGraph as u64;
-    c[6] = phErrorNode as u64;
-    c[7] = logBuffer as u64;
-    c[8] = bufferSize;
+    let h = policed.header(194, 0, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], phGraphExec as u64, hGraph as u64, phErrorNode as u64, logBuffer as u64, bufferSize, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9221,13 +8631,8 @@ pub unsafe extern "C" fn cuGraphInstantiate_v2(phGraphExec: *mut c_void, hGraph:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 194, 1, 0x0);
-    c[4] = phGraphExec as u64;
-    c[5] = hGraph as u64;
-    c[6] = phErrorNode as u64;
-    c[7] = logBuffer as u64;
-    c[8] = bufferSize;
+    let h = policed.header(194, 1, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], phGraphExec as u64, hGraph as u64, phErrorNode as u64, logBuffer as u64, bufferSize, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9266,11 +8671,8 @@ pub unsafe extern "C" fn cuGraphInstantiateWithFlags(phGraphExec: *mut c_void, h
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 195, 0, 0x0);
-    c[4] = phGraphExec as u64;
-    c[5] = hGraph as u64;
-    c[6] = flags;
+    let h = policed.header(195, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], phGraphExec as u64, hGraph as u64, flags, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9307,11 +8709,8 @@ pub unsafe extern "C" fn cuGraphInstantiateWithParams(phGraphExec: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 196, 0, 0x0);
-    c[4] = phGraphExec as u64;
-    c[5] = hGraph as u64;
-    c[6] = instantiateParams as u64;
+    let h = policed.header(196, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], phGraphExec as u64, hGraph as u64, instantiateParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9348,11 +8747,8 @@ pub unsafe extern "C" fn cuGraphInstantiateWithParams_ptsz(phGraphExec: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 196, 1, 0x2);
-    c[4] = phGraphExec as u64;
-    c[5] = hGraph as u64;
-    c[6] = instantiateParams as u64;
+    let h = policed.header(196, 1, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], phGraphExec as u64, hGraph as u64, instantiateParams as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9389,10 +8785,8 @@ pub unsafe extern "C" fn cuGraphKernelNodeCopyAttributes(dst: *mut c_void, src: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 197, 0, 0x0);
-    c[4] = dst as u64;
-    c[5] = src as u64;
+    let h = policed.header(197, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], dst as u64, src as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9427,11 +8821,8 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetAttribute(hNode: *mut c_void, attr:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 198, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = u64::from(attr);
-    c[6] = value_out as u64;
+    let h = policed.header(198, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hNode as u64, u64::from(attr), value_out as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9466,10 +8857,8 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 199, 0, 0x4);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(199, 0, 0x4);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9504,10 +8893,8 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetParams_v2(hNode: *mut c_void, nodeP
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 199, 1, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(199, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9542,11 +8929,8 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetAttribute(hNode: *mut c_void, attr:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 200, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = u64::from(attr);
-    c[6] = value as u64;
+    let h = policed.header(200, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hNode as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9581,10 +8965,8 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 201, 0, 0x4);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(201, 0, 0x4);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9619,10 +9001,8 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetParams_v2(hNode: *mut c_void, nodeP
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 201, 1, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(201, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9657,10 +9037,8 @@ pub unsafe extern "C" fn cuGraphLaunch(hGraph: *mut c_void, hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 202, 0, 0x0);
-    c[4] = hGraph as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(202, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hGraph as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -9697,9 +9075,8 @@ pub unsafe extern "C" fn cuGraphLaunch_ptsz(hGraphExec: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 202, 1, 0x6);
-    c[5] = hStream as u64;
+    let h = policed.header(202, 1, 0x6);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], 0, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -9736,10 +9113,8 @@ pub unsafe extern "C" fn cuGraphMemAllocNodeGetParams(hNode: *mut c_void, params
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 203, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = params_out as u64;
+    let h = policed.header(203, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, params_out as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9774,10 +9149,8 @@ pub unsafe extern "C" fn cuGraphMemFreeNodeGetParams(hNode: *mut c_void, dptr_ou
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 204, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = dptr_out as u64;
+    let h = policed.header(204, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hNode as u64, dptr_out as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9814,10 +9187,8 @@ pub unsafe extern "C" fn cuGraphMemcpyNodeGetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 205, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(205, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9852,10 +9223,8 @@ pub unsafe extern "C" fn cuGraphMemcpyNodeSetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 206, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(206, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9890,10 +9259,8 @@ pub unsafe extern "C" fn cuGraphMemsetNodeGetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 207, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(207, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9928,10 +9295,8 @@ pub unsafe extern "C" fn cuGraphMemsetNodeSetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 208, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(208, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -9966,11 +9331,8 @@ pub unsafe extern "C" fn cuGraphNodeFindInClone(phNode: *mut c_void, hOriginalNo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 209, 0, 0x0);
-    c[4] = phNode as u64;
-    c[5] = hOriginalNode as u64;
-    c[6] = hClonedGraph as u64;
+    let h = policed.header(209, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], phNode as u64, hOriginalNode as u64, hClonedGraph as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10007,10 +9369,8 @@ pub unsafe extern "C" fn cuGraphNodeGetContainingGraph(hNode: *mut c_void, phGra
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 210, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = phGraph as u64;
+    let h = policed.header(210, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hNode as u64, phGraph as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10047,11 +9407,8 @@ pub unsafe extern "C" fn cuGraphNodeGetDependencies(hNode: *mut c_void, dependen
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 211, 0, 0x4);
-    c[4] = hNode as u64;
-    c[5] = dependencies as u64;
-    c[7] = numDependencies as u64;
+    let h = policed.header(211, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hNode as u64, dependencies as u64, 0, numDependencies as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10088,12 +9445,8 @@ pub unsafe extern "C" fn cuGraphNodeGetDependencies_v2(hNode: *mut c_void, depen
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 211, 1, 0x0);
-    c[4] = hNode as u64;
-    c[5] = dependencies as u64;
-    c[6] = edgeData as u64;
-    c[7] = numDependencies as u64;
+    let h = policed.header(211, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hNode as u64, dependencies as u64, edgeData as u64, numDependencies as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10130,11 +9483,8 @@ pub unsafe extern "C" fn cuGraphNodeGetDependentNodes(hNode: *mut c_void, depend
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 212, 0, 0x4);
-    c[4] = hNode as u64;
-    c[5] = dependentNodes as u64;
-    c[7] = numDependentNodes as u64;
+    let h = policed.header(212, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hNode as u64, dependentNodes as u64, 0, numDependentNodes as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10171,12 +9521,8 @@ pub unsafe extern "C" fn cuGraphNodeGetDependentNodes_v2(hNode: *mut c_void, dep
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 212, 1, 0x0);
-    c[4] = hNode as u64;
-    c[5] = dependentNodes as u64;
-    c[6] = edgeData as u64;
-    c[7] = numDependentNodes as u64;
+    let h = policed.header(212, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hNode as u64, dependentNodes as u64, edgeData as u64, numDependentNodes as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10213,11 +9559,8 @@ pub unsafe extern "C" fn cuGraphNodeGetEnabled(hGraphExec: *mut c_void, hNode: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 213, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = isEnabled as u64;
+    let h = policed.header(213, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, isEnabled as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10254,10 +9597,8 @@ pub unsafe extern "C" fn cuGraphNodeGetLocalId(hNode: *mut c_void, nodeId: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 214, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeId as u64;
+    let h = policed.header(214, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hNode as u64, nodeId as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10294,10 +9635,8 @@ pub unsafe extern "C" fn cuGraphNodeGetParams(hNode: *mut c_void, nodeParams: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 215, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(215, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10332,10 +9671,8 @@ pub unsafe extern "C" fn cuGraphNodeGetToolsId(hNode: *mut c_void, nodeId: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 216, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeId as u64;
+    let h = policed.header(216, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hNode as u64, nodeId as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10372,10 +9709,8 @@ pub unsafe extern "C" fn cuGraphNodeGetType(hNode: *mut c_void, type_: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 217, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = type_ as u64;
+    let h = policed.header(217, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hNode as u64, type_ as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10412,11 +9747,8 @@ pub unsafe extern "C" fn cuGraphNodeSetEnabled(hGraphExec: *mut c_void, hNode: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 218, 0, 0x0);
-    c[4] = hGraphExec as u64;
-    c[5] = hNode as u64;
-    c[6] = u64::from(isEnabled);
+    let h = policed.header(218, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hGraphExec as u64, hNode as u64, u64::from(isEnabled)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10451,10 +9783,8 @@ pub unsafe extern "C" fn cuGraphNodeSetParams(hNode: *mut c_void, nodeParams: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 219, 0, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(219, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10489,10 +9819,8 @@ pub unsafe extern "C" fn cuGraphNodeSetParams_v2(hNode: *mut c_void, nodeParams:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 219, 1, 0x0);
-    c[4] = hNode as u64;
-    c[5] = nodeParams as u64;
+    let h = policed.header(219, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hNode as u64, nodeParams as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10527,11 +9855,8 @@ pub unsafe extern "C" fn cuGraphReleaseUserObject(graph: *mut c_void, object: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 220, 0, 0x0);
-    c[4] = graph as u64;
-    c[5] = object as u64;
-    c[6] = u64::from(count);
+    let h = policed.header(220, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], graph as u64, object as u64, u64::from(count)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10566,12 +9891,8 @@ pub unsafe extern "C" fn cuGraphRemoveDependencies(hGraph: *mut c_void, from: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 221, 0, 0x4);
-    c[4] = hGraph as u64;
-    c[5] = from as u64;
-    c[6] = to as u64;
-    c[8] = numDependencies;
+    let h = policed.header(221, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hGraph as u64, from as u64, to as u64, 0, numDependencies];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10606,13 +9927,8 @@ pub unsafe extern "C" fn cuGraphRemoveDependencies_v2(hGraph: *mut c_void, from:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 221, 1, 0x0);
-    c[4] = hGraph as u64;
-    c[5] = from as u64;
-    c[6] = to as u64;
-    c[7] = edgeData as u64;
-    c[8] = numDependencies;
+    let h = policed.header(221, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hGraph as u64, from as u64, to as u64, edgeData as u64, numDependencies];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10647,12 +9963,8 @@ pub unsafe extern "C" fn cuGraphRetainUserObject(graph: *mut c_void, object: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 222, 0, 0x0);
-    c[4] = graph as u64;
-    c[5] = object as u64;
-    c[6] = u64::from(count);
-    c[7] = u64::from(flags);
+    let h = policed.header(222, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], graph as u64, object as u64, u64::from(count), u64::from(flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10687,10 +9999,8 @@ pub unsafe extern "C" fn cuGraphUpload(hGraph: *mut c_void, hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 223, 0, 0x0);
-    c[4] = hGraph as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(223, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hGraph as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -10727,9 +10037,8 @@ pub unsafe extern "C" fn cuGraphUpload_ptsz(hGraphExec: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 223, 1, 0x6);
-    c[5] = hStream as u64;
+    let h = policed.header(223, 1, 0x6);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], 0, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -10766,11 +10075,8 @@ pub unsafe extern "C" fn cuGraphicsEGLRegisterImage(pCudaResource: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 224, 0, 0x0);
-    c[4] = pCudaResource as u64;
-    c[5] = image as u64;
-    c[6] = u64::from(flags);
+    let h = policed.header(224, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pCudaResource as u64, image as u64, u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10807,11 +10113,8 @@ pub unsafe extern "C" fn cuGraphicsGLRegisterBuffer(pCudaResource: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 225, 0, 0x0);
-    c[4] = pCudaResource as u64;
-    c[5] = u64::from(buffer);
-    c[6] = u64::from(Flags);
+    let h = policed.header(225, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pCudaResource as u64, u64::from(buffer), u64::from(Flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10848,12 +10151,8 @@ pub unsafe extern "C" fn cuGraphicsGLRegisterImage(pCudaResource: *mut c_void, i
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 226, 0, 0x0);
-    c[4] = pCudaResource as u64;
-    c[5] = u64::from(image);
-    c[6] = u64::from(target);
-    c[7] = u64::from(Flags);
+    let h = policed.header(226, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pCudaResource as u64, u64::from(image), u64::from(target), u64::from(Flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -10890,11 +10189,8 @@ pub unsafe extern "C" fn cuGraphicsMapResources(count: u32, resources: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 227, 0, 0x0);
-    c[4] = u64::from(count);
-    c[5] = resources as u64;
-    c[6] = hStream as u64;
+    let h = policed.header(227, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -10931,11 +10227,8 @@ pub unsafe extern "C" fn cuGraphicsMapResources_ptsz(count: u32, resources: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 227, 1, 0x2);
-    c[4] = u64::from(count);
-    c[5] = resources as u64;
-    c[6] = hStream as u64;
+    let h = policed.header(227, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -10972,12 +10265,8 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedEglFrame(eglFrame: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 228, 0, 0x0);
-    c[4] = eglFrame as u64;
-    c[5] = resource as u64;
-    c[6] = u64::from(index);
-    c[7] = u64::from(mipLevel);
+    let h = policed.header(228, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], eglFrame as u64, resource as u64, u64::from(index), u64::from(mipLevel)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11012,10 +10301,8 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedMipmappedArray(pMipmappedArr
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 229, 0, 0x0);
-    c[4] = pMipmappedArray as u64;
-    c[5] = resource as u64;
+    let h = policed.header(229, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pMipmappedArray as u64, resource as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11052,11 +10339,8 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedPointer(pDevPtr: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 230, 0, 0x4);
-    c[4] = pDevPtr as u64;
-    c[5] = pSize as u64;
-    c[6] = resource as u64;
+    let h = policed.header(230, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pDevPtr as u64, pSize as u64, resource as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11095,11 +10379,8 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedPointer_v2(pDevPtr: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 230, 1, 0x0);
-    c[4] = pDevPtr as u64;
-    c[5] = pSize as u64;
-    c[6] = resource as u64;
+    let h = policed.header(230, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pDevPtr as u64, pSize as u64, resource as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11138,10 +10419,8 @@ pub unsafe extern "C" fn cuGraphicsResourceSetMapFlags(resource: *mut c_void, fl
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 231, 0, 0x0);
-    c[4] = resource as u64;
-    c[5] = u64::from(flags);
+    let h = policed.header(231, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], resource as u64, u64::from(flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11176,10 +10455,8 @@ pub unsafe extern "C" fn cuGraphicsResourceSetMapFlags_v2(resource: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 231, 1, 0x0);
-    c[4] = resource as u64;
-    c[5] = u64::from(flags);
+    let h = policed.header(231, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], resource as u64, u64::from(flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11214,12 +10491,8 @@ pub unsafe extern "C" fn cuGraphicsSubResourceGetMappedArray(pArray: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 232, 0, 0x0);
-    c[4] = pArray as u64;
-    c[5] = resource as u64;
-    c[6] = u64::from(arrayIndex);
-    c[7] = u64::from(mipLevel);
+    let h = policed.header(232, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pArray as u64, resource as u64, u64::from(arrayIndex), u64::from(mipLevel), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11256,11 +10529,8 @@ pub unsafe extern "C" fn cuGraphicsUnmapResources(count: u32, resources: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 233, 0, 0x0);
-    c[4] = u64::from(count);
-    c[5] = resources as u64;
-    c[6] = hStream as u64;
+    let h = policed.header(233, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -11297,11 +10567,8 @@ pub unsafe extern "C" fn cuGraphicsUnmapResources_ptsz(count: u32, resources: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 233, 1, 0x2);
-    c[4] = u64::from(count);
-    c[5] = resources as u64;
-    c[6] = hStream as u64;
+    let h = policed.header(233, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -11338,9 +10605,8 @@ pub unsafe extern "C" fn cuGraphicsUnregisterResource(resource: *mut c_void) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 234, 0, 0x0);
-    c[4] = resource as u64;
+    let h = policed.header(234, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], resource as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11375,11 +10641,8 @@ pub unsafe extern "C" fn cuGraphicsVDPAURegisterOutputSurface(pCudaResource: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 235, 0, 0x0);
-    c[4] = pCudaResource as u64;
-    c[5] = u64::from(vdpSurface);
-    c[6] = u64::from(flags);
+    let h = policed.header(235, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pCudaResource as u64, u64::from(vdpSurface), u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11416,11 +10679,8 @@ pub unsafe extern "C" fn cuGraphicsVDPAURegisterVideoSurface(pCudaResource: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 236, 0, 0x0);
-    c[4] = pCudaResource as u64;
-    c[5] = u64::from(vdpSurface);
-    c[6] = u64::from(flags);
+    let h = policed.header(236, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pCudaResource as u64, u64::from(vdpSurface), u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11457,12 +10717,8 @@ pub unsafe extern "C" fn cuGreenCtxCreate(phCtx: *mut c_void, desc: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 237, 0, 0x0);
-    c[4] = phCtx as u64;
-    c[5] = desc as u64;
-    c[6] = i64::from(dev) as u64;
-    c[7] = u64::from(flags);
+    let h = policed.header(237, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], phCtx as u64, desc as u64, i64::from(dev) as u64, u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11499,9 +10755,8 @@ pub unsafe extern "C" fn cuGreenCtxDestroy(hCtx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 238, 0, 0x0);
-    c[4] = hCtx as u64;
+    let h = policed.header(238, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hCtx as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11536,11 +10791,8 @@ pub unsafe extern "C" fn cuGreenCtxGetDevResource(hCtx: *mut c_void, result: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 239, 0, 0x0);
-    c[4] = hCtx as u64;
-    c[5] = result as u64;
-    c[6] = u64::from(type_);
+    let h = policed.header(239, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hCtx as u64, result as u64, u64::from(type_)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11575,10 +10827,8 @@ pub unsafe extern "C" fn cuGreenCtxGetId(greenCtx: *mut c_void, greenCtxId: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 240, 0, 0x0);
-    c[4] = greenCtx as u64;
-    c[5] = greenCtxId as u64;
+    let h = policed.header(240, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], greenCtx as u64, greenCtxId as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11615,10 +10865,8 @@ pub unsafe extern "C" fn cuGreenCtxRecordEvent(hCtx: *mut c_void, hEvent: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 241, 0, 0x0);
-    c[4] = hCtx as u64;
-    c[5] = hEvent as u64;
+    let h = policed.header(241, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hCtx as u64, hEvent as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11653,12 +10901,8 @@ pub unsafe extern "C" fn cuGreenCtxStreamCreate(phStream: *mut c_void, greenCtx:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 242, 0, 0x0);
-    c[4] = phStream as u64;
-    c[5] = greenCtx as u64;
-    c[6] = u64::from(flags);
-    c[7] = i64::from(priority) as u64;
+    let h = policed.header(242, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], phStream as u64, greenCtx as u64, u64::from(flags), i64::from(priority) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11695,10 +10939,8 @@ pub unsafe extern "C" fn cuGreenCtxWaitEvent(hCtx: *mut c_void, hEvent: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 243, 0, 0x0);
-    c[4] = hCtx as u64;
-    c[5] = hEvent as u64;
+    let h = policed.header(243, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hCtx as u64, hEvent as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11733,10 +10975,8 @@ pub unsafe extern "C" fn cuImportExternalMemory(extMem_out: *mut c_void, memHand
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 244, 0, 0x0);
-    c[4] = extMem_out as u64;
-    c[5] = memHandleDesc as u64;
+    let h = policed.header(244, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], extMem_out as u64, memHandleDesc as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11773,10 +11013,8 @@ pub unsafe extern "C" fn cuImportExternalSemaphore(extSem_out: *mut c_void, semH
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 245, 0, 0x0);
-    c[4] = extSem_out as u64;
-    c[5] = semHandleDesc as u64;
+    let h = policed.header(245, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], extSem_out as u64, semHandleDesc as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11813,9 +11051,8 @@ pub unsafe extern "C" fn cuInit(Flags: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 246, 0, 0x0);
-    c[4] = u64::from(Flags);
+    let h = policed.header(246, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], u64::from(Flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11850,9 +11087,8 @@ pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 247, 0, 0x0);
-    c[4] = dptr;
+    let h = policed.header(247, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], dptr];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11887,10 +11123,8 @@ pub unsafe extern "C" fn cuIpcGetEventHandle(pHandle: *mut c_void, event: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 248, 0, 0x0);
-    c[4] = pHandle as u64;
-    c[5] = event as u64;
+    let h = policed.header(248, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pHandle as u64, event as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11925,10 +11159,8 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(pHandle: *mut c_void, dptr: u64) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 249, 0, 0x0);
-    c[4] = pHandle as u64;
-    c[5] = dptr;
+    let h = policed.header(249, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pHandle as u64, dptr];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -11963,10 +11195,8 @@ pub unsafe extern "C" fn cuIpcOpenEventHandle(phEvent: *mut c_void, handle: CUip
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 250, 0, 0x0);
-    c[4] = phEvent as u64;
-    c[5] = core::ptr::addr_of!(handle) as u64;
+    let h = policed.header(250, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], phEvent as u64, core::ptr::addr_of!(handle) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12003,11 +11233,8 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle(pdptr: *mut c_void, handle: CUipcMem
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 251, 0, 0x0);
-    c[4] = pdptr as u64;
-    c[5] = core::ptr::addr_of!(handle) as u64;
-    c[6] = u64::from(Flags);
+    let h = policed.header(251, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pdptr as u64, core::ptr::addr_of!(handle) as u64, u64::from(Flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12044,11 +11271,8 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(pdptr: *mut c_void, handle: CUipc
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 251, 1, 0x0);
-    c[4] = pdptr as u64;
-    c[5] = core::ptr::addr_of!(handle) as u64;
-    c[6] = u64::from(Flags);
+    let h = policed.header(251, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pdptr as u64, core::ptr::addr_of!(handle) as u64, u64::from(Flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12085,12 +11309,8 @@ pub unsafe extern "C" fn cuKernelGetAttribute(pi: *mut c_void, attrib: u32, kern
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 252, 0, 0x0);
-    c[4] = pi as u64;
-    c[5] = u64::from(attrib);
-    c[6] = kernel as u64;
-    c[7] = i64::from(dev) as u64;
+    let h = policed.header(252, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pi as u64, u64::from(attrib), kernel as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12127,10 +11347,8 @@ pub unsafe extern "C" fn cuKernelGetFunction(pFunc: *mut c_void, kernel: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 253, 0, 0x0);
-    c[4] = pFunc as u64;
-    c[5] = kernel as u64;
+    let h = policed.header(253, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pFunc as u64, kernel as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12167,10 +11385,8 @@ pub unsafe extern "C" fn cuKernelGetLibrary(pLib: *mut c_void, kernel: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 254, 0, 0x0);
-    c[4] = pLib as u64;
-    c[5] = kernel as u64;
+    let h = policed.header(254, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pLib as u64, kernel as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12207,10 +11423,8 @@ pub unsafe extern "C" fn cuKernelGetName(name: *mut c_void, hfunc: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 255, 0, 0x0);
-    c[4] = name as u64;
-    c[5] = hfunc as u64;
+    let h = policed.header(255, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], name as u64, hfunc as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12245,10 +11459,8 @@ pub unsafe extern "C" fn cuKernelGetParamCount(kernel: *mut c_void, paramCount: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 256, 0, 0x0);
-    c[4] = kernel as u64;
-    c[5] = paramCount as u64;
+    let h = policed.header(256, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], kernel as u64, paramCount as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12285,12 +11497,8 @@ pub unsafe extern "C" fn cuKernelGetParamInfo(kernel: *mut c_void, paramIndex: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 257, 0, 0x0);
-    c[4] = kernel as u64;
-    c[5] = paramIndex;
-    c[6] = paramOffset as u64;
-    c[7] = paramSize as u64;
+    let h = policed.header(257, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], kernel as u64, paramIndex, paramOffset as u64, paramSize as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12329,12 +11537,8 @@ pub unsafe extern "C" fn cuKernelSetAttribute(attrib: u32, val: i32, kernel: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 258, 0, 0x0);
-    c[4] = u64::from(attrib);
-    c[5] = i64::from(val) as u64;
-    c[6] = kernel as u64;
-    c[7] = i64::from(dev) as u64;
+    let h = policed.header(258, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], u64::from(attrib), i64::from(val) as u64, kernel as u64, i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12369,11 +11573,8 @@ pub unsafe extern "C" fn cuKernelSetCacheConfig(kernel: *mut c_void, config: u32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 259, 0, 0x0);
-    c[4] = kernel as u64;
-    c[5] = u64::from(config);
-    c[6] = i64::from(dev) as u64;
+    let h = policed.header(259, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], kernel as u64, u64::from(config), i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12408,9 +11609,8 @@ pub unsafe extern "C" fn cuLaunch(f: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 260, 0, 0x0);
-    c[4] = f as u64;
+    let h = policed.header(260, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], f as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12445,27 +11645,8 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel(f: *mut c_void, gridDimX: u32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 23];
-    policed.header(&mut c, 261, 0, 0x0);
-    c[4] = f as u64;
-    c[5] = u64::from(gridDimX);
-    c[6] = u64::from(gridDimY);
-    c[7] = u64::from(gridDimZ);
-    c[8] = u64::from(blockDimX);
-    c[9] = u64::from(blockDimY);
-    c[10] = u64::from(blockDimZ);
-    c[11] = u64::from(sharedMemBytes);
-    c[12] = hStream as u64;
-    c[13] = kernelParams as u64;
-    c[14] = c[5];
-    c[15] = c[6];
-    c[16] = c[7];
-    c[17] = c[8];
-    c[18] = c[9];
-    c[19] = c[10];
-    c[20] = c[11];
-    c[21] = c[12];
-    c[22] = c[4];
+    let h = policed.header(261, 0, 0x0);
+    let mut c: [u64; 23] = [h[0], h[1], h[2], h[3], f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -12502,27 +11683,8 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel_ptsz(f: *mut c_void, gridDimX
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 23];
-    policed.header(&mut c, 261, 1, 0x2);
-    c[4] = f as u64;
-    c[5] = u64::from(gridDimX);
-    c[6] = u64::from(gridDimY);
-    c[7] = u64::from(gridDimZ);
-    c[8] = u64::from(blockDimX);
-    c[9] = u64::from(blockDimY);
-    c[10] = u64::from(blockDimZ);
-    c[11] = u64::from(sharedMemBytes);
-    c[12] = hStream as u64;
-    c[13] = kernelParams as u64;
-    c[14] = c[5];
-    c[15] = c[6];
-    c[16] = c[7];
-    c[17] = c[8];
-    c[18] = c[9];
-    c[19] = c[10];
-    c[20] = c[11];
-    c[21] = c[12];
-    c[22] = c[4];
+    let h = policed.header(261, 1, 0x2);
+    let mut c: [u64; 23] = [h[0], h[1], h[2], h[3], f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -12559,11 +11721,8 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernelMultiDevice(launchParamsList: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 262, 0, 0x0);
-    c[4] = launchParamsList as u64;
-    c[5] = u64::from(numDevices);
-    c[6] = u64::from(flags);
+    let h = policed.header(262, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], launchParamsList as u64, u64::from(numDevices), u64::from(flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12598,11 +11757,8 @@ pub unsafe extern "C" fn cuLaunchGrid(f: *mut c_void, grid_width: i32, grid_heig
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 263, 0, 0x0);
-    c[4] = f as u64;
-    c[5] = i64::from(grid_width) as u64;
-    c[6] = i64::from(grid_height) as u64;
+    let h = policed.header(263, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], f as u64, i64::from(grid_width) as u64, i64::from(grid_height) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -12637,12 +11793,8 @@ pub unsafe extern "C" fn cuLaunchGridAsync(f: *mut c_void, grid_width: i32, grid
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 264, 0, 0x0);
-    c[4] = f as u64;
-    c[5] = i64::from(grid_width) as u64;
-    c[6] = i64::from(grid_height) as u64;
-    c[7] = hStream as u64;
+    let h = policed.header(264, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], f as u64, i64::from(grid_width) as u64, i64::from(grid_height) as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -12679,11 +11831,8 @@ pub unsafe extern "C" fn cuLaunchHostFunc(hStream: *mut c_void, fn_: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 265, 0, 0x4);
-    c[4] = hStream as u64;
-    c[5] = fn_ as u64;
-    c[6] = userData as u64;
+    let h = policed.header(265, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hStream as u64, fn_ as u64, userData as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -12720,12 +11869,8 @@ pub unsafe extern "C" fn cuLaunchHostFunc_v2(hStream: *mut c_void, fn_: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 265, 1, 0x0);
-    c[4] = hStream as u64;
-    c[5] = fn_ as u64;
-    c[6] = userData as u64;
-    c[7] = u64::from(syncMode);
+    let h = policed.header(265, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hStream as u64, fn_ as u64, userData as u64, u64::from(syncMode)];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -12762,11 +11907,8 @@ pub unsafe extern "C" fn cuLaunchHostFunc_ptsz(hStream: *mut c_void, fn_: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 265, 2, 0x6);
-    c[4] = hStream as u64;
-    c[5] = fn_ as u64;
-    c[6] = userData as u64;
+    let h = policed.header(265, 2, 0x6);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hStream as u64, fn_ as u64, userData as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -12803,12 +11945,8 @@ pub unsafe extern "C" fn cuLaunchHostFunc_v2_ptsz(hStream: *mut c_void, fn_: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 265, 3, 0x2);
-    c[4] = hStream as u64;
-    c[5] = fn_ as u64;
-    c[6] = userData as u64;
-    c[7] = u64::from(syncMode);
+    let h = policed.header(265, 3, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hStream as u64, fn_ as u64, userData as u64, u64::from(syncMode)];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -12845,28 +11983,8 @@ pub unsafe extern "C" fn cuLaunchKernel(f: *mut c_void, gridDimX: u32, gridDimY:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 24];
-    policed.header(&mut c, 266, 0, 0x0);
-    c[4] = f as u64;
-    c[5] = u64::from(gridDimX);
-    c[6] = u64::from(gridDimY);
-    c[7] = u64::from(gridDimZ);
-    c[8] = u64::from(blockDimX);
-    c[9] = u64::from(blockDimY);
-    c[10] = u64::from(blockDimZ);
-    c[11] = u64::from(sharedMemBytes);
-    c[12] = hStream as u64;
-    c[13] = kernelParams as u64;
-    c[14] = extra as u64;
-    c[15] = c[5];
-    c[16] = c[6];
-    c[17] = c[7];
-    c[18] = c[8];
-    c[19] = c[9];
-    c[20] = c[10];
-    c[21] = c[11];
-    c[22] = c[12];
-    c[23] = c[4];
+    let h = policed.header(266, 0, 0x0);
+    let mut c: [u64; 24] = [h[0], h[1], h[2], h[3], f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, extra as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -12903,28 +12021,8 @@ pub unsafe extern "C" fn cuLaunchKernel_ptsz(f: *mut c_void, gridDimX: u32, grid
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 24];
-    policed.header(&mut c, 266, 1, 0x2);
-    c[4] = f as u64;
-    c[5] = u64::from(gridDimX);
-    c[6] = u64::from(gridDimY);
-    c[7] = u64::from(gridDimZ);
-    c[8] = u64::from(blockDimX);
-    c[9] = u64::from(blockDimY);
-    c[10] = u64::from(blockDimZ);
-    c[11] = u64::from(sharedMemBytes);
-    c[12] = hStream as u64;
-    c[13] = kernelParams as u64;
-    c[14] = extra as u64;
-    c[15] = c[5];
-    c[16] = c[6];
-    c[17] = c[7];
-    c[18] = c[8];
-    c[19] = c[9];
-    c[20] = c[10];
-    c[21] = c[11];
-    c[22] = c[12];
-    c[23] = c[4];
+    let h = policed.header(266, 1, 0x2);
+    let mut c: [u64; 24] = [h[0], h[1], h[2], h[3], f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, extra as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -12961,15 +12059,10 @@ pub unsafe extern "C" fn cuLaunchKernelEx(config: *mut c_void, f: *mut c_void, k
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 17];
-    policed.header(&mut c, 267, 0, 0x0);
-    c[4] = config as u64;
-    c[5] = f as u64;
-    c[6] = kernelParams as u64;
-    c[7] = extra as u64;
+    let h = policed.header(267, 0, 0x0);
+    let mut c: [u64; 17] = [h[0], h[1], h[2], h[3], config as u64, f as u64, kernelParams as u64, extra as u64, 0, 0, 0, 0, 0, 0, 0, 0, f as u64];
     // SAFETY: `config` is the caller's launch configuration or NULL.
     unsafe { hot::launch_from_config(config, &mut c[8..=15]) };
-    c[16] = c[5];
     let stream = c[15] as *mut c_void;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -13006,15 +12099,10 @@ pub unsafe extern "C" fn cuLaunchKernelEx_ptsz(config: *mut c_void, f: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 17];
-    policed.header(&mut c, 267, 1, 0x2);
-    c[4] = config as u64;
-    c[5] = f as u64;
-    c[6] = kernelParams as u64;
-    c[7] = extra as u64;
+    let h = policed.header(267, 1, 0x2);
+    let mut c: [u64; 17] = [h[0], h[1], h[2], h[3], config as u64, f as u64, kernelParams as u64, extra as u64, 0, 0, 0, 0, 0, 0, 0, 0, f as u64];
     // SAFETY: `config` is the caller's launch configuration or NULL.
     unsafe { hot::launch_from_config(config, &mut c[8..=15]) };
-    c[16] = c[5];
     let stream = c[15] as *mut c_void;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -13051,11 +12139,8 @@ pub unsafe extern "C" fn cuLibraryEnumerateKernels(kernels: *mut c_void, numKern
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 268, 0, 0x0);
-    c[4] = kernels as u64;
-    c[5] = u64::from(numKernels);
-    c[6] = lib as u64;
+    let h = policed.header(268, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], kernels as u64, u64::from(numKernels), lib as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13090,12 +12175,8 @@ pub unsafe extern "C" fn cuLibraryGetGlobal(dptr: *mut c_void, bytes: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 269, 0, 0x0);
-    c[4] = dptr as u64;
-    c[5] = bytes as u64;
-    c[6] = library as u64;
-    c[7] = name as u64;
+    let h = policed.header(269, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dptr as u64, bytes as u64, library as u64, name as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13134,11 +12215,8 @@ pub unsafe extern "C" fn cuLibraryGetKernel(pKernel: *mut c_void, library: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 270, 0, 0x0);
-    c[4] = pKernel as u64;
-    c[5] = library as u64;
-    c[6] = name as u64;
+    let h = policed.header(270, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pKernel as u64, library as u64, name as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13175,10 +12253,8 @@ pub unsafe extern "C" fn cuLibraryGetKernelCount(count: *mut c_void, lib: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 271, 0, 0x0);
-    c[4] = count as u64;
-    c[5] = lib as u64;
+    let h = policed.header(271, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], count as u64, lib as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13215,12 +12291,8 @@ pub unsafe extern "C" fn cuLibraryGetManaged(dptr: *mut c_void, bytes: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 272, 0, 0x0);
-    c[4] = dptr as u64;
-    c[5] = bytes as u64;
-    c[6] = library as u64;
-    c[7] = name as u64;
+    let h = policed.header(272, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dptr as u64, bytes as u64, library as u64, name as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13259,10 +12331,8 @@ pub unsafe extern "C" fn cuLibraryGetModule(pMod: *mut c_void, library: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 273, 0, 0x0);
-    c[4] = pMod as u64;
-    c[5] = library as u64;
+    let h = policed.header(273, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pMod as u64, library as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13299,11 +12369,8 @@ pub unsafe extern "C" fn cuLibraryGetUnifiedFunction(fptr: *mut c_void, library:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 274, 0, 0x0);
-    c[4] = fptr as u64;
-    c[5] = library as u64;
-    c[6] = symbol as u64;
+    let h = policed.header(274, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], fptr as u64, library as u64, symbol as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13340,16 +12407,8 @@ pub unsafe extern "C" fn cuLibraryLoadData(library: *mut c_void, code: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 13];
-    policed.header(&mut c, 275, 0, 0x0);
-    c[4] = library as u64;
-    c[5] = code as u64;
-    c[6] = jitOptions as u64;
-    c[7] = jitOptionsValues as u64;
-    c[8] = u64::from(numJitOptions);
-    c[9] = libraryOptions as u64;
-    c[10] = libraryOptionValues as u64;
-    c[11] = u64::from(numLibraryOptions);
+    let h = policed.header(275, 0, 0x0);
+    let mut c: [u64; 13] = [h[0], h[1], h[2], h[3], library as u64, code as u64, jitOptions as u64, jitOptionsValues as u64, u64::from(numJitOptions), libraryOptions as u64, libraryOptionValues as u64, u64::from(numLibraryOptions), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13386,16 +12445,8 @@ pub unsafe extern "C" fn cuLibraryLoadFromFile(library: *mut c_void, fileName: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 13];
-    policed.header(&mut c, 276, 0, 0x0);
-    c[4] = library as u64;
-    c[5] = fileName as u64;
-    c[6] = jitOptions as u64;
-    c[7] = jitOptionsValues as u64;
-    c[8] = u64::from(numJitOptions);
-    c[9] = libraryOptions as u64;
-    c[10] = libraryOptionValues as u64;
-    c[11] = u64::from(numLibraryOptions);
+    let h = policed.header(276, 0, 0x0);
+    let mut c: [u64; 13] = [h[0], h[1], h[2], h[3], library as u64, fileName as u64, jitOptions as u64, jitOptionsValues as u64, u64::from(numJitOptions), libraryOptions as u64, libraryOptionValues as u64, u64::from(numLibraryOptions), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13432,9 +12483,8 @@ pub unsafe extern "C" fn cuLibraryUnload(library: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 277, 0, 0x0);
-    c[4] = library as u64;
+    let h = policed.header(277, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], library as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13469,16 +12519,8 @@ pub unsafe extern "C" fn cuLinkAddData(state: *mut c_void, type_: u32, data: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 12];
-    policed.header(&mut c, 278, 0, 0x0);
-    c[4] = state as u64;
-    c[5] = u64::from(type_);
-    c[6] = data as u64;
-    c[7] = size;
-    c[8] = name as u64;
-    c[9] = u64::from(numOptions);
-    c[10] = options as u64;
-    c[11] = optionValues as u64;
+    let h = policed.header(278, 0, 0x0);
+    let mut c: [u64; 12] = [h[0], h[1], h[2], h[3], state as u64, u64::from(type_), data as u64, size, name as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13513,16 +12555,8 @@ pub unsafe extern "C" fn cuLinkAddData_v2(state: *mut c_void, type_: u32, data: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 12];
-    policed.header(&mut c, 278, 1, 0x0);
-    c[4] = state as u64;
-    c[5] = u64::from(type_);
-    c[6] = data as u64;
-    c[7] = size;
-    c[8] = name as u64;
-    c[9] = u64::from(numOptions);
-    c[10] = options as u64;
-    c[11] = optionValues as u64;
+    let h = policed.header(278, 1, 0x0);
+    let mut c: [u64; 12] = [h[0], h[1], h[2], h[3], state as u64, u64::from(type_), data as u64, size, name as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13557,14 +12591,8 @@ pub unsafe extern "C" fn cuLinkAddFile(state: *mut c_void, type_: u32, path: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 279, 0, 0x0);
-    c[4] = state as u64;
-    c[5] = u64::from(type_);
-    c[6] = path as u64;
-    c[7] = u64::from(numOptions);
-    c[8] = options as u64;
-    c[9] = optionValues as u64;
+    let h = policed.header(279, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], state as u64, u64::from(type_), path as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13599,14 +12627,8 @@ pub unsafe extern "C" fn cuLinkAddFile_v2(state: *mut c_void, type_: u32, path: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 279, 1, 0x0);
-    c[4] = state as u64;
-    c[5] = u64::from(type_);
-    c[6] = path as u64;
-    c[7] = u64::from(numOptions);
-    c[8] = options as u64;
-    c[9] = optionValues as u64;
+    let h = policed.header(279, 1, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], state as u64, u64::from(type_), path as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13641,11 +12663,8 @@ pub unsafe extern "C" fn cuLinkComplete(state: *mut c_void, cubinOut: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 280, 0, 0x0);
-    c[4] = state as u64;
-    c[5] = cubinOut as u64;
-    c[6] = sizeOut as u64;
+    let h = policed.header(280, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], state as u64, cubinOut as u64, sizeOut as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13684,12 +12703,8 @@ pub unsafe extern "C" fn cuLinkCreate(numOptions: u32, options: *mut c_void, opt
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 281, 0, 0x0);
-    c[4] = u64::from(numOptions);
-    c[5] = options as u64;
-    c[6] = optionValues as u64;
-    c[7] = stateOut as u64;
+    let h = policed.header(281, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], u64::from(numOptions), options as u64, optionValues as u64, stateOut as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13726,12 +12741,8 @@ pub unsafe extern "C" fn cuLinkCreate_v2(numOptions: u32, options: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 281, 1, 0x0);
-    c[4] = u64::from(numOptions);
-    c[5] = options as u64;
-    c[6] = optionValues as u64;
-    c[7] = stateOut as u64;
+    let h = policed.header(281, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], u64::from(numOptions), options as u64, optionValues as u64, stateOut as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13768,9 +12779,8 @@ pub unsafe extern "C" fn cuLinkDestroy(state: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 282, 0, 0x0);
-    c[4] = state as u64;
+    let h = policed.header(282, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], state as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13805,10 +12815,8 @@ pub unsafe extern "C" fn cuLogicalEndpointAddDevice(leId: u32, dev: i32) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 283, 0, 0x0);
-    c[4] = u64::from(leId);
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(283, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], u64::from(leId), i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13843,14 +12851,8 @@ pub unsafe extern "C" fn cuLogicalEndpointBindAddr(leId: u32, dev: i32, offset: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 284, 0, 0x0);
-    c[4] = u64::from(leId);
-    c[5] = i64::from(dev) as u64;
-    c[6] = offset;
-    c[7] = ptr as u64;
-    c[8] = size;
-    c[9] = flags;
+    let h = policed.header(284, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], u64::from(leId), i64::from(dev) as u64, offset, ptr as u64, size, flags];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13885,15 +12887,8 @@ pub unsafe extern "C" fn cuLogicalEndpointBindMem(leId: u32, dev: i32, offset: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 285, 0, 0x0);
-    c[4] = u64::from(leId);
-    c[5] = i64::from(dev) as u64;
-    c[6] = offset;
-    c[7] = memHandle;
-    c[8] = memOffset;
-    c[9] = size;
-    c[10] = flags;
+    let h = policed.header(285, 0, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], u64::from(leId), i64::from(dev) as u64, offset, memHandle, memOffset, size, flags];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13928,10 +12923,8 @@ pub unsafe extern "C" fn cuLogicalEndpointCreate(leId: u32, prop: *mut c_void) -
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 286, 0, 0x0);
-    c[4] = u64::from(leId);
-    c[5] = prop as u64;
+    let h = policed.header(286, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], u64::from(leId), prop as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -13966,9 +12959,8 @@ pub unsafe extern "C" fn cuLogicalEndpointDestroy(leId: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 287, 0, 0x0);
-    c[4] = u64::from(leId);
+    let h = policed.header(287, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], u64::from(leId)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14003,11 +12995,8 @@ pub unsafe extern "C" fn cuLogicalEndpointExport(handle: *mut c_void, leId: u32,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 288, 0, 0x0);
-    c[4] = handle as u64;
-    c[5] = u64::from(leId);
-    c[6] = u64::from(handleType);
+    let h = policed.header(288, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], handle as u64, u64::from(leId), u64::from(handleType)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14042,11 +13031,8 @@ pub unsafe extern "C" fn cuLogicalEndpointGetLimits(bindAlignment: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 289, 0, 0x0);
-    c[4] = bindAlignment as u64;
-    c[5] = maxSize as u64;
-    c[6] = prop as u64;
+    let h = policed.header(289, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], bindAlignment as u64, maxSize as u64, prop as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14085,10 +13071,8 @@ pub unsafe extern "C" fn cuLogicalEndpointIdRelease(leId: u32, count: u32) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 290, 0, 0x0);
-    c[4] = u64::from(leId);
-    c[5] = u64::from(count);
+    let h = policed.header(290, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], u64::from(leId), u64::from(count)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14123,10 +13107,8 @@ pub unsafe extern "C" fn cuLogicalEndpointIdReserve(leId: *mut c_void, count: u3
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 291, 0, 0x0);
-    c[4] = leId as u64;
-    c[5] = u64::from(count);
+    let h = policed.header(291, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], leId as u64, u64::from(count), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14163,11 +13145,8 @@ pub unsafe extern "C" fn cuLogicalEndpointImport(leId: u32, handle: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 292, 0, 0x0);
-    c[4] = u64::from(leId);
-    c[5] = handle as u64;
-    c[6] = u64::from(handleType);
+    let h = policed.header(292, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], u64::from(leId), handle as u64, u64::from(handleType)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14202,11 +13181,8 @@ pub unsafe extern "C" fn cuLogicalEndpointQuery(leId: u32, count: u32, queryStat
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 293, 0, 0x0);
-    c[4] = u64::from(leId);
-    c[5] = u64::from(count);
-    c[6] = queryStatus as u64;
+    let h = policed.header(293, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], u64::from(leId), u64::from(count), queryStatus as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14243,12 +13219,8 @@ pub unsafe extern "C" fn cuLogicalEndpointUnbind(leId: u32, dev: i32, offset: u6
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 294, 0, 0x0);
-    c[4] = u64::from(leId);
-    c[5] = i64::from(dev) as u64;
-    c[6] = offset;
-    c[7] = size;
+    let h = policed.header(294, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], u64::from(leId), i64::from(dev) as u64, offset, size];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14283,10 +13255,8 @@ pub unsafe extern "C" fn cuLogsCurrent(iterator: *mut c_void, flags: u32) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 295, 0, 0x0);
-    c[4] = iterator as u64;
-    c[5] = u64::from(flags);
+    let h = policed.header(295, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], iterator as u64, u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14323,11 +13293,8 @@ pub unsafe extern "C" fn cuLogsDumpToFile(iterator: *mut c_void, pathToFile: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 296, 0, 0x0);
-    c[4] = iterator as u64;
-    c[5] = pathToFile as u64;
-    c[6] = u64::from(flags);
+    let h = policed.header(296, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], iterator as u64, pathToFile as u64, u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14364,12 +13331,8 @@ pub unsafe extern "C" fn cuLogsDumpToMemory(iterator: *mut c_void, buffer: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 297, 0, 0x0);
-    c[4] = iterator as u64;
-    c[5] = buffer as u64;
-    c[6] = size as u64;
-    c[7] = u64::from(flags);
+    let h = policed.header(297, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], iterator as u64, buffer as u64, size as u64, u64::from(flags), 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14408,11 +13371,8 @@ pub unsafe extern "C" fn cuLogsRegisterCallback(callbackFunc: *mut c_void, userD
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 298, 0, 0x0);
-    c[4] = callbackFunc as u64;
-    c[5] = userData as u64;
-    c[6] = callback as u64;
+    let h = policed.header(298, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], callbackFunc as u64, userData as u64, callback as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14449,9 +13409,8 @@ pub unsafe extern "C" fn cuLogsUnregisterCallback(callback: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 299, 0, 0x0);
-    c[4] = callback as u64;
+    let h = policed.header(299, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], callback as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14486,10 +13445,8 @@ pub unsafe extern "C" fn cuMemAddressFree(ptr: u64, size: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 300, 0, 0x0);
-    c[4] = ptr;
-    c[5] = size;
+    let h = policed.header(300, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], ptr, size];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14524,13 +13481,8 @@ pub unsafe extern "C" fn cuMemAddressReserve(ptr: *mut c_void, size: u64, alignm
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 301, 0, 0x0);
-    c[4] = ptr as u64;
-    c[5] = size;
-    c[6] = alignment;
-    c[7] = addr;
-    c[8] = flags;
+    let h = policed.header(301, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], ptr as u64, size, alignment, addr, flags, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14569,11 +13521,8 @@ pub unsafe extern "C" fn cuMemAdvise(devPtr: u64, count: u64, advice: u32, devic
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 302, 0, 0x4);
-    c[4] = devPtr;
-    c[5] = count;
-    c[6] = u64::from(advice);
+    let h = policed.header(302, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], devPtr, count, u64::from(advice), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14608,12 +13557,8 @@ pub unsafe extern "C" fn cuMemAdvise_v2(devPtr: u64, count: u64, advice: u32, lo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 302, 1, 0x0);
-    c[4] = devPtr;
-    c[5] = count;
-    c[6] = u64::from(advice);
-    c[7] = core::ptr::addr_of!(location) as u64;
+    let h = policed.header(302, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], devPtr, count, u64::from(advice), core::ptr::addr_of!(location) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14648,10 +13593,8 @@ pub unsafe extern "C" fn cuMemAlloc(dptr: *mut c_void, bytesize: u32) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 303, 0, 0x4);
-    c[4] = dptr as u64;
-    c[5] = u64::from(bytesize);
+    let h = policed.header(303, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dptr as u64, u64::from(bytesize), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14689,10 +13632,8 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut c_void, bytesize: u64) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 303, 1, 0x0);
-    c[4] = dptr as u64;
-    c[5] = bytesize;
+    let h = policed.header(303, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dptr as u64, bytesize, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14730,11 +13671,8 @@ pub unsafe extern "C" fn cuMemAllocAsync(dptr: *mut c_void, bytesize: u64, hStre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 304, 0, 0x0);
-    c[4] = dptr as u64;
-    c[5] = bytesize;
-    c[6] = hStream as u64;
+    let h = policed.header(304, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dptr as u64, bytesize, hStream as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -14774,11 +13712,8 @@ pub unsafe extern "C" fn cuMemAllocAsync_ptsz(dptr: *mut c_void, bytesize: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 304, 1, 0x2);
-    c[4] = dptr as u64;
-    c[5] = bytesize;
-    c[6] = hStream as u64;
+    let h = policed.header(304, 1, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dptr as u64, bytesize, hStream as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -14818,12 +13753,8 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync(dptr: *mut c_void, bytesize: u6
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 305, 0, 0x0);
-    c[4] = dptr as u64;
-    c[5] = bytesize;
-    c[6] = pool as u64;
-    c[7] = hStream as u64;
+    let h = policed.header(305, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dptr as u64, bytesize, pool as u64, hStream as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -14863,12 +13794,8 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(dptr: *mut c_void, bytesiz
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 305, 1, 0x2);
-    c[4] = dptr as u64;
-    c[5] = bytesize;
-    c[6] = pool as u64;
-    c[7] = hStream as u64;
+    let h = policed.header(305, 1, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dptr as u64, bytesize, pool as u64, hStream as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -14908,10 +13835,8 @@ pub unsafe extern "C" fn cuMemAllocHost(pp: *mut c_void, bytesize: u32) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 306, 0, 0x4);
-    c[4] = pp as u64;
-    c[5] = u64::from(bytesize);
+    let h = policed.header(306, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pp as u64, u64::from(bytesize), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14949,10 +13874,8 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut c_void, bytesize: u64) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 306, 1, 0x0);
-    c[4] = pp as u64;
-    c[5] = bytesize;
+    let h = policed.header(306, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pp as u64, bytesize, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -14990,11 +13913,8 @@ pub unsafe extern "C" fn cuMemAllocManaged(dptr: *mut c_void, bytesize: u64, fla
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 307, 0, 0x0);
-    c[4] = dptr as u64;
-    c[5] = bytesize;
-    c[6] = u64::from(flags);
+    let h = policed.header(307, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dptr as u64, bytesize, u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15033,13 +13953,8 @@ pub unsafe extern "C" fn cuMemAllocPitch(dptr: *mut c_void, pPitch: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 308, 0, 0x4);
-    c[4] = dptr as u64;
-    c[5] = pPitch as u64;
-    c[6] = u64::from(WidthInBytes);
-    c[7] = u64::from(Height);
-    c[8] = u64::from(ElementSizeBytes);
+    let h = policed.header(308, 0, 0x4);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], dptr as u64, pPitch as u64, u64::from(WidthInBytes), u64::from(Height), u64::from(ElementSizeBytes), 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15080,13 +13995,8 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(dptr: *mut c_void, pPitch: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 308, 1, 0x0);
-    c[4] = dptr as u64;
-    c[5] = pPitch as u64;
-    c[6] = WidthInBytes;
-    c[7] = Height;
-    c[8] = u64::from(ElementSizeBytes);
+    let h = policed.header(308, 1, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], dptr as u64, pPitch as u64, WidthInBytes, Height, u64::from(ElementSizeBytes), 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15127,13 +14037,8 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync(paramsArray: *mut c_void, cou
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 309, 0, 0x0);
-    c[4] = paramsArray as u64;
-    c[5] = count;
-    c[6] = u64::from(flags);
-    c[7] = errorIndex as u64;
-    c[8] = stream as u64;
+    let h = policed.header(309, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], paramsArray as u64, count, u64::from(flags), errorIndex as u64, stream as u64, 0];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -15171,13 +14076,8 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync_ptsz(paramsArray: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 309, 1, 0x2);
-    c[4] = paramsArray as u64;
-    c[5] = count;
-    c[6] = u64::from(flags);
-    c[7] = errorIndex as u64;
-    c[8] = stream as u64;
+    let h = policed.header(309, 1, 0x2);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], paramsArray as u64, count, u64::from(flags), errorIndex as u64, stream as u64, 0];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -15215,12 +14115,8 @@ pub unsafe extern "C" fn cuMemCreate(handle: *mut c_void, size: u64, prop: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 310, 0, 0x0);
-    c[4] = handle as u64;
-    c[5] = size;
-    c[6] = prop as u64;
-    c[7] = flags;
+    let h = policed.header(310, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], handle as u64, size, prop as u64, flags, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15258,16 +14154,8 @@ pub unsafe extern "C" fn cuMemDiscardAndPrefetchBatchAsync(dptrs: *mut c_void, s
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 12];
-    policed.header(&mut c, 311, 0, 0x0);
-    c[4] = dptrs as u64;
-    c[5] = sizes as u64;
-    c[6] = count;
-    c[7] = prefetchLocs as u64;
-    c[8] = prefetchLocIdxs as u64;
-    c[9] = numPrefetchLocs;
-    c[10] = flags;
-    c[11] = hStream as u64;
+    let h = policed.header(311, 0, 0x0);
+    let mut c: [u64; 12] = [h[0], h[1], h[2], h[3], dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -15304,16 +14192,8 @@ pub unsafe extern "C" fn cuMemDiscardAndPrefetchBatchAsync_ptsz(dptrs: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 12];
-    policed.header(&mut c, 311, 1, 0x2);
-    c[4] = dptrs as u64;
-    c[5] = sizes as u64;
-    c[6] = count;
-    c[7] = prefetchLocs as u64;
-    c[8] = prefetchLocIdxs as u64;
-    c[9] = numPrefetchLocs;
-    c[10] = flags;
-    c[11] = hStream as u64;
+    let h = policed.header(311, 1, 0x2);
+    let mut c: [u64; 12] = [h[0], h[1], h[2], h[3], dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -15350,13 +14230,8 @@ pub unsafe extern "C" fn cuMemDiscardBatchAsync(dptrs: *mut c_void, sizes: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 312, 0, 0x0);
-    c[4] = dptrs as u64;
-    c[5] = sizes as u64;
-    c[6] = count;
-    c[7] = flags;
-    c[8] = hStream as u64;
+    let h = policed.header(312, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dptrs as u64, sizes as u64, count, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -15393,13 +14268,8 @@ pub unsafe extern "C" fn cuMemDiscardBatchAsync_ptsz(dptrs: *mut c_void, sizes: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 312, 1, 0x2);
-    c[4] = dptrs as u64;
-    c[5] = sizes as u64;
-    c[6] = count;
-    c[7] = flags;
-    c[8] = hStream as u64;
+    let h = policed.header(312, 1, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dptrs as u64, sizes as u64, count, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -15436,12 +14306,8 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(shareableHandle: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 313, 0, 0x0);
-    c[4] = shareableHandle as u64;
-    c[5] = handle;
-    c[6] = u64::from(handleType);
-    c[7] = flags;
+    let h = policed.header(313, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], shareableHandle as u64, handle, u64::from(handleType), flags];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15476,9 +14342,8 @@ pub unsafe extern "C" fn cuMemFree(dptr: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 314, 0, 0x4);
-    c[4] = u64::from(dptr);
+    let h = policed.header(314, 0, 0x4);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], u64::from(dptr)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15513,9 +14378,8 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 314, 1, 0x0);
-    c[4] = dptr;
+    let h = policed.header(314, 1, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], dptr];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15550,10 +14414,8 @@ pub unsafe extern "C" fn cuMemFreeAsync(dptr: u64, hStream: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 315, 0, 0x0);
-    c[4] = dptr;
-    c[5] = hStream as u64;
+    let h = policed.header(315, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], dptr, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -15590,10 +14452,8 @@ pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: u64, hStream: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 315, 1, 0x2);
-    c[4] = dptr;
-    c[5] = hStream as u64;
+    let h = policed.header(315, 1, 0x2);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], dptr, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -15630,9 +14490,8 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 316, 0, 0x0);
-    c[4] = p as u64;
+    let h = policed.header(316, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], p as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15667,11 +14526,8 @@ pub unsafe extern "C" fn cuMemGetAccess(flags: *mut c_void, location: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 317, 0, 0x0);
-    c[4] = flags as u64;
-    c[5] = location as u64;
-    c[6] = ptr;
+    let h = policed.header(317, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], flags as u64, location as u64, ptr, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15708,11 +14564,8 @@ pub unsafe extern "C" fn cuMemGetAddressRange(pbase: *mut c_void, psize: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 318, 0, 0x4);
-    c[4] = pbase as u64;
-    c[5] = psize as u64;
-    c[6] = u64::from(dptr);
+    let h = policed.header(318, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pbase as u64, psize as u64, u64::from(dptr), 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15751,11 +14604,8 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(pbase: *mut c_void, psize: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 318, 1, 0x0);
-    c[4] = pbase as u64;
-    c[5] = psize as u64;
-    c[6] = dptr;
+    let h = policed.header(318, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pbase as u64, psize as u64, dptr, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15794,11 +14644,8 @@ pub unsafe extern "C" fn cuMemGetAllocationGranularity(granularity: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 319, 0, 0x0);
-    c[4] = granularity as u64;
-    c[5] = prop as u64;
-    c[6] = u64::from(option);
+    let h = policed.header(319, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], granularity as u64, prop as u64, u64::from(option), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15835,10 +14682,8 @@ pub unsafe extern "C" fn cuMemGetAllocationPropertiesFromHandle(prop: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 320, 0, 0x0);
-    c[4] = prop as u64;
-    c[5] = handle;
+    let h = policed.header(320, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], prop as u64, handle];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15873,11 +14718,8 @@ pub unsafe extern "C" fn cuMemGetDefaultMemPool(pool_out: *mut c_void, location:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 321, 0, 0x0);
-    c[4] = pool_out as u64;
-    c[5] = location as u64;
-    c[6] = u64::from(type_);
+    let h = policed.header(321, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pool_out as u64, location as u64, u64::from(type_), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15914,13 +14756,8 @@ pub unsafe extern "C" fn cuMemGetHandleForAddressRange(handle: *mut c_void, dptr
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 322, 0, 0x0);
-    c[4] = handle as u64;
-    c[5] = dptr;
-    c[6] = size;
-    c[7] = u64::from(handleType);
-    c[8] = flags;
+    let h = policed.header(322, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], handle as u64, dptr, size, u64::from(handleType), flags];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -15955,10 +14792,8 @@ pub unsafe extern "C" fn cuMemGetInfo(free: *mut c_void, total: *mut c_void) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 323, 0, 0x4);
-    c[4] = free as u64;
-    c[5] = total as u64;
+    let h = policed.header(323, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], free as u64, total as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16004,10 +14839,8 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut c_void, total: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 323, 1, 0x0);
-    c[4] = free as u64;
-    c[5] = total as u64;
+    let h = policed.header(323, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], free as u64, total as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16053,13 +14886,8 @@ pub unsafe extern "C" fn cuMemGetLocationInfo(ptr: u64, size: u64, summaryGranul
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 324, 0, 0x0);
-    c[4] = ptr;
-    c[5] = size;
-    c[6] = summaryGranularity;
-    c[7] = samplingGranularity;
-    c[8] = location_out as u64;
+    let h = policed.header(324, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], ptr, size, summaryGranularity, samplingGranularity, location_out as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16094,11 +14922,8 @@ pub unsafe extern "C" fn cuMemGetMemPool(pool_out: *mut c_void, location: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 325, 0, 0x0);
-    c[4] = pool_out as u64;
-    c[5] = location as u64;
-    c[6] = u64::from(type_);
+    let h = policed.header(325, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pool_out as u64, location as u64, u64::from(type_), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16135,11 +14960,8 @@ pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut c_void, bytesize: u64, Flags: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 326, 0, 0x0);
-    c[4] = pp as u64;
-    c[5] = bytesize;
-    c[6] = u64::from(Flags);
+    let h = policed.header(326, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pp as u64, bytesize, u64::from(Flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16178,11 +15000,8 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer(pdptr: *mut c_void, p: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 327, 0, 0x4);
-    c[4] = pdptr as u64;
-    c[5] = p as u64;
-    c[6] = u64::from(Flags);
+    let h = policed.header(327, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pdptr as u64, p as u64, u64::from(Flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16219,11 +15038,8 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(pdptr: *mut c_void, p: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 327, 1, 0x0);
-    c[4] = pdptr as u64;
-    c[5] = p as u64;
-    c[6] = u64::from(Flags);
+    let h = policed.header(327, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pdptr as u64, p as u64, u64::from(Flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16260,10 +15076,8 @@ pub unsafe extern "C" fn cuMemHostGetFlags(pFlags: *mut c_void, p: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 328, 0, 0x0);
-    c[4] = pFlags as u64;
-    c[5] = p as u64;
+    let h = policed.header(328, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pFlags as u64, p as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16300,11 +15114,8 @@ pub unsafe extern "C" fn cuMemHostRegister(p: *mut c_void, bytesize: u64, Flags:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 329, 0, 0x0);
-    c[4] = p as u64;
-    c[5] = bytesize;
-    c[6] = u64::from(Flags);
+    let h = policed.header(329, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], p as u64, bytesize, u64::from(Flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16339,11 +15150,8 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, bytesize: u64, Fla
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 329, 1, 0x0);
-    c[4] = p as u64;
-    c[5] = bytesize;
-    c[6] = u64::from(Flags);
+    let h = policed.header(329, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], p as u64, bytesize, u64::from(Flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16378,9 +15186,8 @@ pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 330, 0, 0x0);
-    c[4] = p as u64;
+    let h = policed.header(330, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], p as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16415,11 +15222,8 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(handle: *mut c_void, osH
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 331, 0, 0x0);
-    c[4] = handle as u64;
-    c[5] = osHandle as u64;
-    c[6] = u64::from(shHandleType);
+    let h = policed.header(331, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], handle as u64, osHandle as u64, u64::from(shHandleType), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16456,13 +15260,8 @@ pub unsafe extern "C" fn cuMemMap(ptr: u64, size: u64, offset: u64, handle: u64,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 332, 0, 0x0);
-    c[4] = ptr;
-    c[5] = size;
-    c[6] = offset;
-    c[7] = handle;
-    c[8] = flags;
+    let h = policed.header(332, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], ptr, size, offset, handle, flags];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16497,11 +15296,8 @@ pub unsafe extern "C" fn cuMemMapArrayAsync(mapInfoList: *mut c_void, count: u32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 333, 0, 0x0);
-    c[4] = mapInfoList as u64;
-    c[5] = u64::from(count);
-    c[6] = hStream as u64;
+    let h = policed.header(333, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], mapInfoList as u64, u64::from(count), hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -16538,11 +15334,8 @@ pub unsafe extern "C" fn cuMemMapArrayAsync_ptsz(mapInfoList: *mut c_void, count
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 333, 1, 0x2);
-    c[4] = mapInfoList as u64;
-    c[5] = u64::from(count);
-    c[6] = hStream as u64;
+    let h = policed.header(333, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], mapInfoList as u64, u64::from(count), hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -16579,10 +15372,8 @@ pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut c_void, poolProps: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 334, 0, 0x0);
-    c[4] = pool as u64;
-    c[5] = poolProps as u64;
+    let h = policed.header(334, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pool as u64, poolProps as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16619,9 +15410,8 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 335, 0, 0x0);
-    c[4] = pool as u64;
+    let h = policed.header(335, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pool as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16656,10 +15446,8 @@ pub unsafe extern "C" fn cuMemPoolExportPointer(shareData_out: *mut c_void, ptr:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 336, 0, 0x0);
-    c[4] = shareData_out as u64;
-    c[5] = ptr;
+    let h = policed.header(336, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], shareData_out as u64, ptr];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16694,12 +15482,8 @@ pub unsafe extern "C" fn cuMemPoolExportToShareableHandle(handle_out: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 337, 0, 0x0);
-    c[4] = handle_out as u64;
-    c[5] = pool as u64;
-    c[6] = u64::from(handleType);
-    c[7] = flags;
+    let h = policed.header(337, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], handle_out as u64, pool as u64, u64::from(handleType), flags];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16734,11 +15518,8 @@ pub unsafe extern "C" fn cuMemPoolGetAccess(flags: *mut c_void, memPool: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 338, 0, 0x0);
-    c[4] = flags as u64;
-    c[5] = memPool as u64;
-    c[6] = location as u64;
+    let h = policed.header(338, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], flags as u64, memPool as u64, location as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16775,11 +15556,8 @@ pub unsafe extern "C" fn cuMemPoolGetAttribute(pool: *mut c_void, attr: u32, val
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 339, 0, 0x0);
-    c[4] = pool as u64;
-    c[5] = u64::from(attr);
-    c[6] = value as u64;
+    let h = policed.header(339, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pool as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16814,12 +15592,8 @@ pub unsafe extern "C" fn cuMemPoolImportFromShareableHandle(pool_out: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 340, 0, 0x0);
-    c[4] = pool_out as u64;
-    c[5] = handle as u64;
-    c[6] = u64::from(handleType);
-    c[7] = flags;
+    let h = policed.header(340, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pool_out as u64, handle as u64, u64::from(handleType), flags, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16856,11 +15630,8 @@ pub unsafe extern "C" fn cuMemPoolImportPointer(ptr_out: *mut c_void, pool: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 341, 0, 0x0);
-    c[4] = ptr_out as u64;
-    c[5] = pool as u64;
-    c[6] = shareData as u64;
+    let h = policed.header(341, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], ptr_out as u64, pool as u64, shareData as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16897,11 +15668,8 @@ pub unsafe extern "C" fn cuMemPoolSetAccess(pool: *mut c_void, map: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 342, 0, 0x0);
-    c[4] = pool as u64;
-    c[5] = map as u64;
-    c[6] = count;
+    let h = policed.header(342, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pool as u64, map as u64, count];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16936,11 +15704,8 @@ pub unsafe extern "C" fn cuMemPoolSetAttribute(pool: *mut c_void, attr: u32, val
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 343, 0, 0x0);
-    c[4] = pool as u64;
-    c[5] = u64::from(attr);
-    c[6] = value as u64;
+    let h = policed.header(343, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pool as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -16975,10 +15740,8 @@ pub unsafe extern "C" fn cuMemPoolTrimTo(pool: *mut c_void, minBytesToKeep: u64)
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 344, 0, 0x0);
-    c[4] = pool as u64;
-    c[5] = minBytesToKeep;
+    let h = policed.header(344, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pool as u64, minBytesToKeep];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17014,11 +15777,8 @@ pub unsafe extern "C" fn cuMemPrefetchAsync(devPtr: u64, count: u64, dstDevice: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 345, 0, 0x4);
-    c[4] = devPtr;
-    c[5] = count;
-    c[8] = hStream as u64;
+    let h = policed.header(345, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], devPtr, count, 0, 0, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -17055,13 +15815,8 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2(devPtr: u64, count: u64, location
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 345, 1, 0x0);
-    c[4] = devPtr;
-    c[5] = count;
-    c[6] = core::ptr::addr_of!(location) as u64;
-    c[7] = u64::from(flags);
-    c[8] = hStream as u64;
+    let h = policed.header(345, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], devPtr, count, core::ptr::addr_of!(location) as u64, u64::from(flags), hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -17098,11 +15853,8 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_ptsz(devPtr: u64, count: u64, dstDev
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 345, 2, 0x6);
-    c[4] = devPtr;
-    c[5] = count;
-    c[8] = hStream as u64;
+    let h = policed.header(345, 2, 0x6);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], devPtr, count, 0, 0, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -17139,13 +15891,8 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2_ptsz(devPtr: u64, count: u64, loc
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 345, 3, 0x2);
-    c[4] = devPtr;
-    c[5] = count;
-    c[6] = core::ptr::addr_of!(location) as u64;
-    c[7] = u64::from(flags);
-    c[8] = hStream as u64;
+    let h = policed.header(345, 3, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], devPtr, count, core::ptr::addr_of!(location) as u64, u64::from(flags), hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -17182,16 +15929,8 @@ pub unsafe extern "C" fn cuMemPrefetchBatchAsync(dptrs: *mut c_void, sizes: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 12];
-    policed.header(&mut c, 346, 0, 0x0);
-    c[4] = dptrs as u64;
-    c[5] = sizes as u64;
-    c[6] = count;
-    c[7] = prefetchLocs as u64;
-    c[8] = prefetchLocIdxs as u64;
-    c[9] = numPrefetchLocs;
-    c[10] = flags;
-    c[11] = hStream as u64;
+    let h = policed.header(346, 0, 0x0);
+    let mut c: [u64; 12] = [h[0], h[1], h[2], h[3], dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -17228,16 +15967,8 @@ pub unsafe extern "C" fn cuMemPrefetchBatchAsync_ptsz(dptrs: *mut c_void, sizes:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 12];
-    policed.header(&mut c, 346, 1, 0x2);
-    c[4] = dptrs as u64;
-    c[5] = sizes as u64;
-    c[6] = count;
-    c[7] = prefetchLocs as u64;
-    c[8] = prefetchLocIdxs as u64;
-    c[9] = numPrefetchLocs;
-    c[10] = flags;
-    c[11] = hStream as u64;
+    let h = policed.header(346, 1, 0x2);
+    let mut c: [u64; 12] = [h[0], h[1], h[2], h[3], dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -17274,13 +16005,8 @@ pub unsafe extern "C" fn cuMemRangeGetAttribute(data: *mut c_void, dataSize: u64
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 347, 0, 0x0);
-    c[4] = data as u64;
-    c[5] = dataSize;
-    c[6] = u64::from(attribute);
-    c[7] = devPtr;
-    c[8] = count;
+    let h = policed.header(347, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], data as u64, dataSize, u64::from(attribute), devPtr, count];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17315,14 +16041,8 @@ pub unsafe extern "C" fn cuMemRangeGetAttributes(data: *mut c_void, dataSizes: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 348, 0, 0x0);
-    c[4] = data as u64;
-    c[5] = dataSizes as u64;
-    c[6] = attributes as u64;
-    c[7] = numAttributes;
-    c[8] = devPtr;
-    c[9] = count;
+    let h = policed.header(348, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], data as u64, dataSizes as u64, attributes as u64, numAttributes, devPtr, count];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17357,9 +16077,8 @@ pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 349, 0, 0x0);
-    c[4] = handle;
+    let h = policed.header(349, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], handle];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17394,10 +16113,8 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(handle: *mut c_void, addr: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 350, 0, 0x0);
-    c[4] = handle as u64;
-    c[5] = addr as u64;
+    let h = policed.header(350, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], handle as u64, addr as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17434,12 +16151,8 @@ pub unsafe extern "C" fn cuMemSetAccess(ptr: u64, size: u64, desc: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 351, 0, 0x0);
-    c[4] = ptr;
-    c[5] = size;
-    c[6] = desc as u64;
-    c[7] = count;
+    let h = policed.header(351, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], ptr, size, desc as u64, count];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17474,11 +16187,8 @@ pub unsafe extern "C" fn cuMemSetMemPool(location: *mut c_void, type_: u32, pool
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 352, 0, 0x0);
-    c[4] = location as u64;
-    c[5] = u64::from(type_);
-    c[6] = pool as u64;
+    let h = policed.header(352, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], location as u64, u64::from(type_), pool as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17513,10 +16223,8 @@ pub unsafe extern "C" fn cuMemUnmap(ptr: u64, size: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 353, 0, 0x0);
-    c[4] = ptr;
-    c[5] = size;
+    let h = policed.header(353, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], ptr, size];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17551,11 +16259,8 @@ pub unsafe extern "C" fn cuMemcpy(dst: u64, src: u64, ByteCount: u64) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 354, 0, 0x0);
-    c[4] = dst;
-    c[5] = src;
-    c[6] = ByteCount;
+    let h = policed.header(354, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dst, src, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17590,11 +16295,8 @@ pub unsafe extern "C" fn cuMemcpy_ptds(dst: u64, src: u64, ByteCount: u64) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 354, 1, 0x2);
-    c[4] = dst;
-    c[5] = src;
-    c[6] = ByteCount;
+    let h = policed.header(354, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dst, src, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17629,9 +16331,8 @@ pub unsafe extern "C" fn cuMemcpy2D(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 355, 0, 0x4);
-    c[4] = pCopy as u64;
+    let h = policed.header(355, 0, 0x4);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pCopy as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17666,9 +16367,8 @@ pub unsafe extern "C" fn cuMemcpy2D_v2(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 355, 1, 0x0);
-    c[4] = pCopy as u64;
+    let h = policed.header(355, 1, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pCopy as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17703,9 +16403,8 @@ pub unsafe extern "C" fn cuMemcpy2D_v2_ptds(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 355, 2, 0x2);
-    c[4] = pCopy as u64;
+    let h = policed.header(355, 2, 0x2);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pCopy as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17740,10 +16439,8 @@ pub unsafe extern "C" fn cuMemcpy2DAsync(pCopy: *mut c_void, hStream: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 356, 0, 0x4);
-    c[4] = pCopy as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(356, 0, 0x4);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pCopy as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -17780,10 +16477,8 @@ pub unsafe extern "C" fn cuMemcpy2DAsync_v2(pCopy: *mut c_void, hStream: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 356, 1, 0x0);
-    c[4] = pCopy as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(356, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pCopy as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -17820,10 +16515,8 @@ pub unsafe extern "C" fn cuMemcpy2DAsync_v2_ptsz(pCopy: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 356, 2, 0x2);
-    c[4] = pCopy as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(356, 2, 0x2);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pCopy as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -17860,9 +16553,8 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 357, 0, 0x4);
-    c[4] = pCopy as u64;
+    let h = policed.header(357, 0, 0x4);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pCopy as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17897,9 +16589,8 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned_v2(pCopy: *mut c_void) -> CUresult 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 357, 1, 0x0);
-    c[4] = pCopy as u64;
+    let h = policed.header(357, 1, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pCopy as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17934,9 +16625,8 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned_v2_ptds(pCopy: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 357, 2, 0x2);
-    c[4] = pCopy as u64;
+    let h = policed.header(357, 2, 0x2);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pCopy as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -17971,9 +16661,8 @@ pub unsafe extern "C" fn cuMemcpy3D(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 358, 0, 0x4);
-    c[4] = pCopy as u64;
+    let h = policed.header(358, 0, 0x4);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pCopy as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18008,9 +16697,8 @@ pub unsafe extern "C" fn cuMemcpy3D_v2(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 358, 1, 0x0);
-    c[4] = pCopy as u64;
+    let h = policed.header(358, 1, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pCopy as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18045,9 +16733,8 @@ pub unsafe extern "C" fn cuMemcpy3D_v2_ptds(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 358, 2, 0x2);
-    c[4] = pCopy as u64;
+    let h = policed.header(358, 2, 0x2);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pCopy as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18082,10 +16769,8 @@ pub unsafe extern "C" fn cuMemcpy3DAsync(pCopy: *mut c_void, hStream: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 359, 0, 0x4);
-    c[4] = pCopy as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(359, 0, 0x4);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pCopy as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -18122,10 +16807,8 @@ pub unsafe extern "C" fn cuMemcpy3DAsync_v2(pCopy: *mut c_void, hStream: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 359, 1, 0x0);
-    c[4] = pCopy as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(359, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pCopy as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -18162,10 +16845,8 @@ pub unsafe extern "C" fn cuMemcpy3DAsync_v2_ptsz(pCopy: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 359, 2, 0x2);
-    c[4] = pCopy as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(359, 2, 0x2);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pCopy as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -18202,12 +16883,8 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync(numParams: u64, opList: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 360, 0, 0x4);
-    c[4] = numParams;
-    c[5] = opList as u64;
-    c[6] = flags;
-    c[7] = hStream as u64;
+    let h = policed.header(360, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -18244,12 +16921,8 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_v2(numParams: u64, opList: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 360, 1, 0x0);
-    c[4] = numParams;
-    c[5] = opList as u64;
-    c[6] = flags;
-    c[7] = hStream as u64;
+    let h = policed.header(360, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -18286,12 +16959,8 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_ptsz(numParams: u64, opList: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 360, 2, 0x6);
-    c[4] = numParams;
-    c[5] = opList as u64;
-    c[6] = flags;
-    c[7] = hStream as u64;
+    let h = policed.header(360, 2, 0x6);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -18328,12 +16997,8 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_v2_ptsz(numParams: u64, opList: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 360, 3, 0x2);
-    c[4] = numParams;
-    c[5] = opList as u64;
-    c[6] = flags;
-    c[7] = hStream as u64;
+    let h = policed.header(360, 3, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -18370,9 +17035,8 @@ pub unsafe extern "C" fn cuMemcpy3DPeer(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 361, 0, 0x0);
-    c[4] = pCopy as u64;
+    let h = policed.header(361, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pCopy as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18407,9 +17071,8 @@ pub unsafe extern "C" fn cuMemcpy3DPeer_ptds(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 361, 1, 0x2);
-    c[4] = pCopy as u64;
+    let h = policed.header(361, 1, 0x2);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], pCopy as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18444,10 +17107,8 @@ pub unsafe extern "C" fn cuMemcpy3DPeerAsync(pCopy: *mut c_void, hStream: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 362, 0, 0x0);
-    c[4] = pCopy as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(362, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pCopy as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -18484,10 +17145,8 @@ pub unsafe extern "C" fn cuMemcpy3DPeerAsync_ptsz(pCopy: *mut c_void, hStream: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 362, 1, 0x2);
-    c[4] = pCopy as u64;
-    c[5] = hStream as u64;
+    let h = policed.header(362, 1, 0x2);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pCopy as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -18524,11 +17183,8 @@ pub unsafe extern "C" fn cuMemcpy3DWithAttributesAsync(op: *mut c_void, flags: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 363, 0, 0x0);
-    c[4] = op as u64;
-    c[5] = flags;
-    c[6] = hStream as u64;
+    let h = policed.header(363, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], op as u64, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -18565,11 +17221,8 @@ pub unsafe extern "C" fn cuMemcpy3DWithAttributesAsync_ptsz(op: *mut c_void, fla
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 363, 1, 0x2);
-    c[4] = op as u64;
-    c[5] = flags;
-    c[6] = hStream as u64;
+    let h = policed.header(363, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], op as u64, flags, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -18606,12 +17259,8 @@ pub unsafe extern "C" fn cuMemcpyAsync(dst: u64, src: u64, ByteCount: u64, hStre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 364, 0, 0x0);
-    c[4] = dst;
-    c[5] = src;
-    c[6] = ByteCount;
-    c[7] = hStream as u64;
+    let h = policed.header(364, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dst, src, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -18648,12 +17297,8 @@ pub unsafe extern "C" fn cuMemcpyAsync_ptsz(dst: u64, src: u64, ByteCount: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 364, 1, 0x2);
-    c[4] = dst;
-    c[5] = src;
-    c[6] = ByteCount;
-    c[7] = hStream as u64;
+    let h = policed.header(364, 1, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dst, src, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -18690,13 +17335,8 @@ pub unsafe extern "C" fn cuMemcpyAtoA(dstArray: *mut c_void, dstOffset: u32, src
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 365, 0, 0x4);
-    c[4] = dstArray as u64;
-    c[5] = u64::from(dstOffset);
-    c[6] = srcArray as u64;
-    c[7] = u64::from(srcOffset);
-    c[8] = u64::from(ByteCount);
+    let h = policed.header(365, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstArray as u64, u64::from(dstOffset), srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18731,13 +17371,8 @@ pub unsafe extern "C" fn cuMemcpyAtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 365, 1, 0x0);
-    c[4] = dstArray as u64;
-    c[5] = dstOffset;
-    c[6] = srcArray as u64;
-    c[7] = srcOffset;
-    c[8] = ByteCount;
+    let h = policed.header(365, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstArray as u64, dstOffset, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18772,13 +17407,8 @@ pub unsafe extern "C" fn cuMemcpyAtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 365, 2, 0x2);
-    c[4] = dstArray as u64;
-    c[5] = dstOffset;
-    c[6] = srcArray as u64;
-    c[7] = srcOffset;
-    c[8] = ByteCount;
+    let h = policed.header(365, 2, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstArray as u64, dstOffset, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18813,12 +17443,8 @@ pub unsafe extern "C" fn cuMemcpyAtoD(dstDevice: u32, srcArray: *mut c_void, src
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 366, 0, 0x4);
-    c[4] = u64::from(dstDevice);
-    c[5] = srcArray as u64;
-    c[6] = u64::from(srcOffset);
-    c[7] = u64::from(ByteCount);
+    let h = policed.header(366, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], u64::from(dstDevice), srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18853,12 +17479,8 @@ pub unsafe extern "C" fn cuMemcpyAtoD_v2(dstDevice: u64, srcArray: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 366, 1, 0x0);
-    c[4] = dstDevice;
-    c[5] = srcArray as u64;
-    c[6] = srcOffset;
-    c[7] = ByteCount;
+    let h = policed.header(366, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18893,12 +17515,8 @@ pub unsafe extern "C" fn cuMemcpyAtoD_v2_ptds(dstDevice: u64, srcArray: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 366, 2, 0x2);
-    c[4] = dstDevice;
-    c[5] = srcArray as u64;
-    c[6] = srcOffset;
-    c[7] = ByteCount;
+    let h = policed.header(366, 2, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18933,12 +17551,8 @@ pub unsafe extern "C" fn cuMemcpyAtoH(dstHost: *mut c_void, srcArray: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 367, 0, 0x4);
-    c[4] = dstHost as u64;
-    c[5] = srcArray as u64;
-    c[6] = u64::from(srcOffset);
-    c[7] = u64::from(ByteCount);
+    let h = policed.header(367, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstHost as u64, srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -18973,12 +17587,8 @@ pub unsafe extern "C" fn cuMemcpyAtoH_v2(dstHost: *mut c_void, srcArray: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 367, 1, 0x0);
-    c[4] = dstHost as u64;
-    c[5] = srcArray as u64;
-    c[6] = srcOffset;
-    c[7] = ByteCount;
+    let h = policed.header(367, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstHost as u64, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19013,12 +17623,8 @@ pub unsafe extern "C" fn cuMemcpyAtoH_v2_ptds(dstHost: *mut c_void, srcArray: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 367, 2, 0x2);
-    c[4] = dstHost as u64;
-    c[5] = srcArray as u64;
-    c[6] = srcOffset;
-    c[7] = ByteCount;
+    let h = policed.header(367, 2, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstHost as u64, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19053,13 +17659,8 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync(dstHost: *mut c_void, srcArray: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 368, 0, 0x4);
-    c[4] = dstHost as u64;
-    c[5] = srcArray as u64;
-    c[6] = u64::from(srcOffset);
-    c[7] = u64::from(ByteCount);
-    c[8] = hStream as u64;
+    let h = policed.header(368, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstHost as u64, srcArray as u64, u64::from(srcOffset), u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -19096,13 +17697,8 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync_v2(dstHost: *mut c_void, srcArray: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 368, 1, 0x0);
-    c[4] = dstHost as u64;
-    c[5] = srcArray as u64;
-    c[6] = srcOffset;
-    c[7] = ByteCount;
-    c[8] = hStream as u64;
+    let h = policed.header(368, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstHost as u64, srcArray as u64, srcOffset, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -19139,13 +17735,8 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync_v2_ptsz(dstHost: *mut c_void, srcArra
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 368, 2, 0x2);
-    c[4] = dstHost as u64;
-    c[5] = srcArray as u64;
-    c[6] = srcOffset;
-    c[7] = ByteCount;
-    c[8] = hStream as u64;
+    let h = policed.header(368, 2, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstHost as u64, srcArray as u64, srcOffset, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -19182,16 +17773,8 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync(dsts: *mut c_void, srcs: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 12];
-    policed.header(&mut c, 369, 0, 0x4);
-    c[4] = dsts as u64;
-    c[5] = srcs as u64;
-    c[6] = sizes as u64;
-    c[7] = count;
-    c[8] = attrs as u64;
-    c[9] = attrIdxs as u64;
-    c[10] = numAttrs;
-    c[11] = hStream as u64;
+    let h = policed.header(369, 0, 0x4);
+    let mut c: [u64; 12] = [h[0], h[1], h[2], h[3], dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -19228,16 +17811,8 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_v2(dsts: *mut c_void, srcs: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 12];
-    policed.header(&mut c, 369, 1, 0x0);
-    c[4] = dsts as u64;
-    c[5] = srcs as u64;
-    c[6] = sizes as u64;
-    c[7] = count;
-    c[8] = attrs as u64;
-    c[9] = attrIdxs as u64;
-    c[10] = numAttrs;
-    c[11] = hStream as u64;
+    let h = policed.header(369, 1, 0x0);
+    let mut c: [u64; 12] = [h[0], h[1], h[2], h[3], dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -19274,16 +17849,8 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_ptsz(dsts: *mut c_void, srcs: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 12];
-    policed.header(&mut c, 369, 2, 0x6);
-    c[4] = dsts as u64;
-    c[5] = srcs as u64;
-    c[6] = sizes as u64;
-    c[7] = count;
-    c[8] = attrs as u64;
-    c[9] = attrIdxs as u64;
-    c[10] = numAttrs;
-    c[11] = hStream as u64;
+    let h = policed.header(369, 2, 0x6);
+    let mut c: [u64; 12] = [h[0], h[1], h[2], h[3], dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -19320,16 +17887,8 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_v2_ptsz(dsts: *mut c_void, srcs: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 12];
-    policed.header(&mut c, 369, 3, 0x2);
-    c[4] = dsts as u64;
-    c[5] = srcs as u64;
-    c[6] = sizes as u64;
-    c[7] = count;
-    c[8] = attrs as u64;
-    c[9] = attrIdxs as u64;
-    c[10] = numAttrs;
-    c[11] = hStream as u64;
+    let h = policed.header(369, 3, 0x2);
+    let mut c: [u64; 12] = [h[0], h[1], h[2], h[3], dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -19366,12 +17925,8 @@ pub unsafe extern "C" fn cuMemcpyDtoA(dstArray: *mut c_void, dstOffset: u32, src
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 370, 0, 0x4);
-    c[4] = dstArray as u64;
-    c[5] = u64::from(dstOffset);
-    c[6] = u64::from(srcDevice);
-    c[7] = u64::from(ByteCount);
+    let h = policed.header(370, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstArray as u64, u64::from(dstOffset), u64::from(srcDevice), u64::from(ByteCount)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19406,12 +17961,8 @@ pub unsafe extern "C" fn cuMemcpyDtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 370, 1, 0x0);
-    c[4] = dstArray as u64;
-    c[5] = dstOffset;
-    c[6] = srcDevice;
-    c[7] = ByteCount;
+    let h = policed.header(370, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstArray as u64, dstOffset, srcDevice, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19446,12 +17997,8 @@ pub unsafe extern "C" fn cuMemcpyDtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 370, 2, 0x2);
-    c[4] = dstArray as u64;
-    c[5] = dstOffset;
-    c[6] = srcDevice;
-    c[7] = ByteCount;
+    let h = policed.header(370, 2, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstArray as u64, dstOffset, srcDevice, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19486,11 +18033,8 @@ pub unsafe extern "C" fn cuMemcpyDtoD(dstDevice: u32, srcDevice: u32, ByteCount:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 371, 0, 0x4);
-    c[4] = u64::from(dstDevice);
-    c[5] = u64::from(srcDevice);
-    c[6] = u64::from(ByteCount);
+    let h = policed.header(371, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], u64::from(dstDevice), u64::from(srcDevice), u64::from(ByteCount)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19525,11 +18069,8 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(dstDevice: u64, srcDevice: u64, ByteCou
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 371, 1, 0x0);
-    c[4] = dstDevice;
-    c[5] = srcDevice;
-    c[6] = ByteCount;
+    let h = policed.header(371, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstDevice, srcDevice, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19564,11 +18105,8 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2_ptds(dstDevice: u64, srcDevice: u64, By
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 371, 2, 0x2);
-    c[4] = dstDevice;
-    c[5] = srcDevice;
-    c[6] = ByteCount;
+    let h = policed.header(371, 2, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstDevice, srcDevice, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19603,12 +18141,8 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync(dstDevice: u32, srcDevice: u32, ByteC
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 372, 0, 0x4);
-    c[4] = u64::from(dstDevice);
-    c[5] = u64::from(srcDevice);
-    c[6] = u64::from(ByteCount);
-    c[7] = hStream as u64;
+    let h = policed.header(372, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], u64::from(dstDevice), u64::from(srcDevice), u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -19645,12 +18179,8 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(dstDevice: u64, srcDevice: u64, By
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 372, 1, 0x0);
-    c[4] = dstDevice;
-    c[5] = srcDevice;
-    c[6] = ByteCount;
-    c[7] = hStream as u64;
+    let h = policed.header(372, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -19687,12 +18217,8 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2_ptsz(dstDevice: u64, srcDevice: u6
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 372, 2, 0x2);
-    c[4] = dstDevice;
-    c[5] = srcDevice;
-    c[6] = ByteCount;
-    c[7] = hStream as u64;
+    let h = policed.header(372, 2, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -19729,11 +18255,8 @@ pub unsafe extern "C" fn cuMemcpyDtoH(dstHost: *mut c_void, srcDevice: u32, Byte
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 373, 0, 0x4);
-    c[4] = dstHost as u64;
-    c[5] = u64::from(srcDevice);
-    c[6] = u64::from(ByteCount);
+    let h = policed.header(373, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstHost as u64, u64::from(srcDevice), u64::from(ByteCount)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19768,11 +18291,8 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(dstHost: *mut c_void, srcDevice: u64, B
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 373, 1, 0x0);
-    c[4] = dstHost as u64;
-    c[5] = srcDevice;
-    c[6] = ByteCount;
+    let h = policed.header(373, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstHost as u64, srcDevice, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19807,11 +18327,8 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2_ptds(dstHost: *mut c_void, srcDevice: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 373, 2, 0x2);
-    c[4] = dstHost as u64;
-    c[5] = srcDevice;
-    c[6] = ByteCount;
+    let h = policed.header(373, 2, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstHost as u64, srcDevice, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -19846,12 +18363,8 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync(dstHost: *mut c_void, srcDevice: u32,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 374, 0, 0x4);
-    c[4] = dstHost as u64;
-    c[5] = u64::from(srcDevice);
-    c[6] = u64::from(ByteCount);
-    c[7] = hStream as u64;
+    let h = policed.header(374, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstHost as u64, u64::from(srcDevice), u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -19888,12 +18401,8 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(dstHost: *mut c_void, srcDevice: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 374, 1, 0x0);
-    c[4] = dstHost as u64;
-    c[5] = srcDevice;
-    c[6] = ByteCount;
-    c[7] = hStream as u64;
+    let h = policed.header(374, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstHost as u64, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -19930,12 +18439,8 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2_ptsz(dstHost: *mut c_void, srcDevi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 374, 2, 0x2);
-    c[4] = dstHost as u64;
-    c[5] = srcDevice;
-    c[6] = ByteCount;
-    c[7] = hStream as u64;
+    let h = policed.header(374, 2, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstHost as u64, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -19972,12 +18477,8 @@ pub unsafe extern "C" fn cuMemcpyHtoA(dstArray: *mut c_void, dstOffset: u32, src
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 375, 0, 0x4);
-    c[4] = dstArray as u64;
-    c[5] = u64::from(dstOffset);
-    c[6] = srcHost as u64;
-    c[7] = u64::from(ByteCount);
+    let h = policed.header(375, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstArray as u64, u64::from(dstOffset), srcHost as u64, u64::from(ByteCount)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20012,12 +18513,8 @@ pub unsafe extern "C" fn cuMemcpyHtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 375, 1, 0x0);
-    c[4] = dstArray as u64;
-    c[5] = dstOffset;
-    c[6] = srcHost as u64;
-    c[7] = ByteCount;
+    let h = policed.header(375, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstArray as u64, dstOffset, srcHost as u64, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20052,12 +18549,8 @@ pub unsafe extern "C" fn cuMemcpyHtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 375, 2, 0x2);
-    c[4] = dstArray as u64;
-    c[5] = dstOffset;
-    c[6] = srcHost as u64;
-    c[7] = ByteCount;
+    let h = policed.header(375, 2, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstArray as u64, dstOffset, srcHost as u64, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20092,13 +18585,8 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync(dstArray: *mut c_void, dstOffset: u32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 376, 0, 0x4);
-    c[4] = dstArray as u64;
-    c[5] = u64::from(dstOffset);
-    c[6] = srcHost as u64;
-    c[7] = u64::from(ByteCount);
-    c[8] = hStream as u64;
+    let h = policed.header(376, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstArray as u64, u64::from(dstOffset), srcHost as u64, u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -20135,13 +18623,8 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync_v2(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 376, 1, 0x0);
-    c[4] = dstArray as u64;
-    c[5] = dstOffset;
-    c[6] = srcHost as u64;
-    c[7] = ByteCount;
-    c[8] = hStream as u64;
+    let h = policed.header(376, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstArray as u64, dstOffset, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -20178,13 +18661,8 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync_v2_ptsz(dstArray: *mut c_void, dstOff
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 376, 2, 0x2);
-    c[4] = dstArray as u64;
-    c[5] = dstOffset;
-    c[6] = srcHost as u64;
-    c[7] = ByteCount;
-    c[8] = hStream as u64;
+    let h = policed.header(376, 2, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstArray as u64, dstOffset, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -20221,11 +18699,8 @@ pub unsafe extern "C" fn cuMemcpyHtoD(dstDevice: u32, srcHost: *mut c_void, Byte
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 377, 0, 0x4);
-    c[4] = u64::from(dstDevice);
-    c[5] = srcHost as u64;
-    c[6] = u64::from(ByteCount);
+    let h = policed.header(377, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], u64::from(dstDevice), srcHost as u64, u64::from(ByteCount)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20260,11 +18735,8 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(dstDevice: u64, srcHost: *mut c_void, B
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 377, 1, 0x0);
-    c[4] = dstDevice;
-    c[5] = srcHost as u64;
-    c[6] = ByteCount;
+    let h = policed.header(377, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstDevice, srcHost as u64, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20299,11 +18771,8 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2_ptds(dstDevice: u64, srcHost: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 377, 2, 0x2);
-    c[4] = dstDevice;
-    c[5] = srcHost as u64;
-    c[6] = ByteCount;
+    let h = policed.header(377, 2, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstDevice, srcHost as u64, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20338,12 +18807,8 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync(dstDevice: u32, srcHost: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 378, 0, 0x4);
-    c[4] = u64::from(dstDevice);
-    c[5] = srcHost as u64;
-    c[6] = u64::from(ByteCount);
-    c[7] = hStream as u64;
+    let h = policed.header(378, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], u64::from(dstDevice), srcHost as u64, u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -20380,12 +18845,8 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(dstDevice: u64, srcHost: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 378, 1, 0x0);
-    c[4] = dstDevice;
-    c[5] = srcHost as u64;
-    c[6] = ByteCount;
-    c[7] = hStream as u64;
+    let h = policed.header(378, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -20422,12 +18883,8 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2_ptsz(dstDevice: u64, srcHost: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 378, 2, 0x2);
-    c[4] = dstDevice;
-    c[5] = srcHost as u64;
-    c[6] = ByteCount;
-    c[7] = hStream as u64;
+    let h = policed.header(378, 2, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -20464,13 +18921,8 @@ pub unsafe extern "C" fn cuMemcpyPeer(dstDevice: u64, dstContext: *mut c_void, s
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 379, 0, 0x0);
-    c[4] = dstDevice;
-    c[5] = dstContext as u64;
-    c[6] = srcDevice;
-    c[7] = srcContext as u64;
-    c[8] = ByteCount;
+    let h = policed.header(379, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20505,13 +18957,8 @@ pub unsafe extern "C" fn cuMemcpyPeer_ptds(dstDevice: u64, dstContext: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 379, 1, 0x2);
-    c[4] = dstDevice;
-    c[5] = dstContext as u64;
-    c[6] = srcDevice;
-    c[7] = srcContext as u64;
-    c[8] = ByteCount;
+    let h = policed.header(379, 1, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20546,14 +18993,8 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync(dstDevice: u64, dstContext: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 380, 0, 0x0);
-    c[4] = dstDevice;
-    c[5] = dstContext as u64;
-    c[6] = srcDevice;
-    c[7] = srcContext as u64;
-    c[8] = ByteCount;
-    c[9] = hStream as u64;
+    let h = policed.header(380, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -20590,14 +19031,8 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync_ptsz(dstDevice: u64, dstContext: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 380, 1, 0x2);
-    c[4] = dstDevice;
-    c[5] = dstContext as u64;
-    c[6] = srcDevice;
-    c[7] = srcContext as u64;
-    c[8] = ByteCount;
-    c[9] = hStream as u64;
+    let h = policed.header(380, 1, 0x2);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -20634,13 +19069,8 @@ pub unsafe extern "C" fn cuMemcpyWithAttributesAsync(dst: u64, src: u64, size: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 381, 0, 0x0);
-    c[4] = dst;
-    c[5] = src;
-    c[6] = size;
-    c[7] = attr as u64;
-    c[8] = hStream as u64;
+    let h = policed.header(381, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dst, src, size, attr as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -20677,13 +19107,8 @@ pub unsafe extern "C" fn cuMemcpyWithAttributesAsync_ptsz(dst: u64, src: u64, si
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 381, 1, 0x2);
-    c[4] = dst;
-    c[5] = src;
-    c[6] = size;
-    c[7] = attr as u64;
-    c[8] = hStream as u64;
+    let h = policed.header(381, 1, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dst, src, size, attr as u64, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -20720,11 +19145,8 @@ pub unsafe extern "C" fn cuMemsetD16(dstDevice: u32, us: u16, N: u32) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 382, 0, 0x4);
-    c[4] = u64::from(dstDevice);
-    c[5] = u64::from(us);
-    c[6] = u64::from(N);
+    let h = policed.header(382, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], u64::from(dstDevice), u64::from(us), u64::from(N)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20759,11 +19181,8 @@ pub unsafe extern "C" fn cuMemsetD16_v2(dstDevice: u64, us: u16, N: u64) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 382, 1, 0x0);
-    c[4] = dstDevice;
-    c[5] = u64::from(us);
-    c[6] = N;
+    let h = policed.header(382, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(us), N];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20798,11 +19217,8 @@ pub unsafe extern "C" fn cuMemsetD16_v2_ptds(dstDevice: u64, us: u16, N: u64) ->
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 382, 2, 0x2);
-    c[4] = dstDevice;
-    c[5] = u64::from(us);
-    c[6] = N;
+    let h = policed.header(382, 2, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(us), N];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20837,12 +19253,8 @@ pub unsafe extern "C" fn cuMemsetD16Async(dstDevice: u64, us: u16, N: u64, hStre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 383, 0, 0x0);
-    c[4] = dstDevice;
-    c[5] = u64::from(us);
-    c[6] = N;
-    c[7] = hStream as u64;
+    let h = policed.header(383, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(us), N, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -20879,12 +19291,8 @@ pub unsafe extern "C" fn cuMemsetD16Async_ptsz(dstDevice: u64, us: u16, N: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 383, 1, 0x2);
-    c[4] = dstDevice;
-    c[5] = u64::from(us);
-    c[6] = N;
-    c[7] = hStream as u64;
+    let h = policed.header(383, 1, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(us), N, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -20921,13 +19329,8 @@ pub unsafe extern "C" fn cuMemsetD2D16(dstDevice: u32, dstPitch: u32, us: u16, W
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 384, 0, 0x4);
-    c[4] = u64::from(dstDevice);
-    c[5] = u64::from(dstPitch);
-    c[6] = u64::from(us);
-    c[7] = u64::from(Width);
-    c[8] = u64::from(Height);
+    let h = policed.header(384, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], u64::from(dstDevice), u64::from(dstPitch), u64::from(us), u64::from(Width), u64::from(Height)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -20962,13 +19365,8 @@ pub unsafe extern "C" fn cuMemsetD2D16_v2(dstDevice: u64, dstPitch: u64, us: u16
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 384, 1, 0x0);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(us);
-    c[7] = Width;
-    c[8] = Height;
+    let h = policed.header(384, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(us), Width, Height];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21003,13 +19401,8 @@ pub unsafe extern "C" fn cuMemsetD2D16_v2_ptds(dstDevice: u64, dstPitch: u64, us
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 384, 2, 0x2);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(us);
-    c[7] = Width;
-    c[8] = Height;
+    let h = policed.header(384, 2, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(us), Width, Height];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21044,14 +19437,8 @@ pub unsafe extern "C" fn cuMemsetD2D16Async(dstDevice: u64, dstPitch: u64, us: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 385, 0, 0x0);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(us);
-    c[7] = Width;
-    c[8] = Height;
-    c[9] = hStream as u64;
+    let h = policed.header(385, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(us), Width, Height, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -21088,14 +19475,8 @@ pub unsafe extern "C" fn cuMemsetD2D16Async_ptsz(dstDevice: u64, dstPitch: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 385, 1, 0x2);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(us);
-    c[7] = Width;
-    c[8] = Height;
-    c[9] = hStream as u64;
+    let h = policed.header(385, 1, 0x2);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(us), Width, Height, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -21132,13 +19513,8 @@ pub unsafe extern "C" fn cuMemsetD2D32(dstDevice: u32, dstPitch: u32, ui: u32, W
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 386, 0, 0x4);
-    c[4] = u64::from(dstDevice);
-    c[5] = u64::from(dstPitch);
-    c[6] = u64::from(ui);
-    c[7] = u64::from(Width);
-    c[8] = u64::from(Height);
+    let h = policed.header(386, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], u64::from(dstDevice), u64::from(dstPitch), u64::from(ui), u64::from(Width), u64::from(Height)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21173,13 +19549,8 @@ pub unsafe extern "C" fn cuMemsetD2D32_v2(dstDevice: u64, dstPitch: u64, ui: u32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 386, 1, 0x0);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(ui);
-    c[7] = Width;
-    c[8] = Height;
+    let h = policed.header(386, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(ui), Width, Height];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21214,13 +19585,8 @@ pub unsafe extern "C" fn cuMemsetD2D32_v2_ptds(dstDevice: u64, dstPitch: u64, ui
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 386, 2, 0x2);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(ui);
-    c[7] = Width;
-    c[8] = Height;
+    let h = policed.header(386, 2, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(ui), Width, Height];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21255,14 +19621,8 @@ pub unsafe extern "C" fn cuMemsetD2D32Async(dstDevice: u64, dstPitch: u64, ui: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 387, 0, 0x0);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(ui);
-    c[7] = Width;
-    c[8] = Height;
-    c[9] = hStream as u64;
+    let h = policed.header(387, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(ui), Width, Height, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -21299,14 +19659,8 @@ pub unsafe extern "C" fn cuMemsetD2D32Async_ptsz(dstDevice: u64, dstPitch: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 387, 1, 0x2);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(ui);
-    c[7] = Width;
-    c[8] = Height;
-    c[9] = hStream as u64;
+    let h = policed.header(387, 1, 0x2);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(ui), Width, Height, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -21343,13 +19697,8 @@ pub unsafe extern "C" fn cuMemsetD2D8(dstDevice: u32, dstPitch: u32, uc: u8, Wid
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 388, 0, 0x4);
-    c[4] = u64::from(dstDevice);
-    c[5] = u64::from(dstPitch);
-    c[6] = u64::from(uc);
-    c[7] = u64::from(Width);
-    c[8] = u64::from(Height);
+    let h = policed.header(388, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], u64::from(dstDevice), u64::from(dstPitch), u64::from(uc), u64::from(Width), u64::from(Height)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21384,13 +19733,8 @@ pub unsafe extern "C" fn cuMemsetD2D8_v2(dstDevice: u64, dstPitch: u64, uc: u8, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 388, 1, 0x0);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(uc);
-    c[7] = Width;
-    c[8] = Height;
+    let h = policed.header(388, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(uc), Width, Height];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21425,13 +19769,8 @@ pub unsafe extern "C" fn cuMemsetD2D8_v2_ptds(dstDevice: u64, dstPitch: u64, uc:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 388, 2, 0x2);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(uc);
-    c[7] = Width;
-    c[8] = Height;
+    let h = policed.header(388, 2, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(uc), Width, Height];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21466,14 +19805,8 @@ pub unsafe extern "C" fn cuMemsetD2D8Async(dstDevice: u64, dstPitch: u64, uc: u8
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 389, 0, 0x0);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(uc);
-    c[7] = Width;
-    c[8] = Height;
-    c[9] = hStream as u64;
+    let h = policed.header(389, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(uc), Width, Height, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -21510,14 +19843,8 @@ pub unsafe extern "C" fn cuMemsetD2D8Async_ptsz(dstDevice: u64, dstPitch: u64, u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 389, 1, 0x2);
-    c[4] = dstDevice;
-    c[5] = dstPitch;
-    c[6] = u64::from(uc);
-    c[7] = Width;
-    c[8] = Height;
-    c[9] = hStream as u64;
+    let h = policed.header(389, 1, 0x2);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dstDevice, dstPitch, u64::from(uc), Width, Height, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -21554,11 +19881,8 @@ pub unsafe extern "C" fn cuMemsetD32(dstDevice: u32, ui: u32, N: u32) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 390, 0, 0x4);
-    c[4] = u64::from(dstDevice);
-    c[5] = u64::from(ui);
-    c[6] = u64::from(N);
+    let h = policed.header(390, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], u64::from(dstDevice), u64::from(ui), u64::from(N)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21593,11 +19917,8 @@ pub unsafe extern "C" fn cuMemsetD32_v2(dstDevice: u64, ui: u32, N: u64) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 390, 1, 0x0);
-    c[4] = dstDevice;
-    c[5] = u64::from(ui);
-    c[6] = N;
+    let h = policed.header(390, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(ui), N];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21632,11 +19953,8 @@ pub unsafe extern "C" fn cuMemsetD32_v2_ptds(dstDevice: u64, ui: u32, N: u64) ->
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 390, 2, 0x2);
-    c[4] = dstDevice;
-    c[5] = u64::from(ui);
-    c[6] = N;
+    let h = policed.header(390, 2, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(ui), N];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21671,12 +19989,8 @@ pub unsafe extern "C" fn cuMemsetD32Async(dstDevice: u64, ui: u32, N: u64, hStre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 391, 0, 0x0);
-    c[4] = dstDevice;
-    c[5] = u64::from(ui);
-    c[6] = N;
-    c[7] = hStream as u64;
+    let h = policed.header(391, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(ui), N, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -21713,12 +20027,8 @@ pub unsafe extern "C" fn cuMemsetD32Async_ptsz(dstDevice: u64, ui: u32, N: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 391, 1, 0x2);
-    c[4] = dstDevice;
-    c[5] = u64::from(ui);
-    c[6] = N;
-    c[7] = hStream as u64;
+    let h = policed.header(391, 1, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(ui), N, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -21755,11 +20065,8 @@ pub unsafe extern "C" fn cuMemsetD8(dstDevice: u32, uc: u8, N: u32) -> CUresult 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 392, 0, 0x4);
-    c[4] = u64::from(dstDevice);
-    c[5] = u64::from(uc);
-    c[6] = u64::from(N);
+    let h = policed.header(392, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], u64::from(dstDevice), u64::from(uc), u64::from(N)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21794,11 +20101,8 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dstDevice: u64, uc: u8, N: u64) -> CUresu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 392, 1, 0x0);
-    c[4] = dstDevice;
-    c[5] = u64::from(uc);
-    c[6] = N;
+    let h = policed.header(392, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(uc), N];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21833,11 +20137,8 @@ pub unsafe extern "C" fn cuMemsetD8_v2_ptds(dstDevice: u64, uc: u8, N: u64) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 392, 2, 0x2);
-    c[4] = dstDevice;
-    c[5] = u64::from(uc);
-    c[6] = N;
+    let h = policed.header(392, 2, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(uc), N];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21872,12 +20173,8 @@ pub unsafe extern "C" fn cuMemsetD8Async(dstDevice: u64, uc: u8, N: u64, hStream
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 393, 0, 0x0);
-    c[4] = dstDevice;
-    c[5] = u64::from(uc);
-    c[6] = N;
-    c[7] = hStream as u64;
+    let h = policed.header(393, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(uc), N, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -21914,12 +20211,8 @@ pub unsafe extern "C" fn cuMemsetD8Async_ptsz(dstDevice: u64, uc: u8, N: u64, hS
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 393, 1, 0x2);
-    c[4] = dstDevice;
-    c[5] = u64::from(uc);
-    c[6] = N;
-    c[7] = hStream as u64;
+    let h = policed.header(393, 1, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], dstDevice, u64::from(uc), N, hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -21956,11 +20249,8 @@ pub unsafe extern "C" fn cuMipmappedArrayCreate(pHandle: *mut c_void, pMipmapped
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 394, 0, 0x0);
-    c[4] = pHandle as u64;
-    c[5] = pMipmappedArrayDesc as u64;
-    c[6] = u64::from(numMipmapLevels);
+    let h = policed.header(394, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pHandle as u64, pMipmappedArrayDesc as u64, u64::from(numMipmapLevels), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -21997,9 +20287,8 @@ pub unsafe extern "C" fn cuMipmappedArrayDestroy(hMipmappedArray: *mut c_void) -
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 395, 0, 0x0);
-    c[4] = hMipmappedArray as u64;
+    let h = policed.header(395, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hMipmappedArray as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22034,11 +20323,8 @@ pub unsafe extern "C" fn cuMipmappedArrayGetLevel(pLevelArray: *mut c_void, hMip
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 396, 0, 0x0);
-    c[4] = pLevelArray as u64;
-    c[5] = hMipmappedArray as u64;
-    c[6] = u64::from(level);
+    let h = policed.header(396, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pLevelArray as u64, hMipmappedArray as u64, u64::from(level), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22075,11 +20361,8 @@ pub unsafe extern "C" fn cuMipmappedArrayGetMemoryRequirements(memoryRequirement
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 397, 0, 0x0);
-    c[4] = memoryRequirements as u64;
-    c[5] = mipmap as u64;
-    c[6] = i64::from(device) as u64;
+    let h = policed.header(397, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], memoryRequirements as u64, mipmap as u64, i64::from(device) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22114,10 +20397,8 @@ pub unsafe extern "C" fn cuMipmappedArrayGetSparseProperties(sparseProperties: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 398, 0, 0x0);
-    c[4] = sparseProperties as u64;
-    c[5] = mipmap as u64;
+    let h = policed.header(398, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], sparseProperties as u64, mipmap as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22152,11 +20433,8 @@ pub unsafe extern "C" fn cuModuleEnumerateFunctions(functions: *mut c_void, numF
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 399, 0, 0x0);
-    c[4] = functions as u64;
-    c[5] = u64::from(numFunctions);
-    c[6] = mod_ as u64;
+    let h = policed.header(399, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], functions as u64, u64::from(numFunctions), mod_ as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22191,11 +20469,8 @@ pub unsafe extern "C" fn cuModuleGetFunction(hfunc: *mut c_void, hmod: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 400, 0, 0x0);
-    c[4] = hfunc as u64;
-    c[5] = hmod as u64;
-    c[6] = name as u64;
+    let h = policed.header(400, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hfunc as u64, hmod as u64, name as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22232,10 +20507,8 @@ pub unsafe extern "C" fn cuModuleGetFunctionCount(count: *mut c_void, hmod: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 401, 0, 0x0);
-    c[4] = count as u64;
-    c[5] = hmod as u64;
+    let h = policed.header(401, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], count as u64, hmod as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22272,12 +20545,8 @@ pub unsafe extern "C" fn cuModuleGetGlobal(dptr: *mut c_void, bytes: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 402, 0, 0x4);
-    c[4] = dptr as u64;
-    c[5] = bytes as u64;
-    c[6] = hmod as u64;
-    c[7] = name as u64;
+    let h = policed.header(402, 0, 0x4);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dptr as u64, bytes as u64, hmod as u64, name as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22316,12 +20585,8 @@ pub unsafe extern "C" fn cuModuleGetGlobal_v2(dptr: *mut c_void, bytes: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 402, 1, 0x0);
-    c[4] = dptr as u64;
-    c[5] = bytes as u64;
-    c[6] = hmod as u64;
-    c[7] = name as u64;
+    let h = policed.header(402, 1, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], dptr as u64, bytes as u64, hmod as u64, name as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22360,9 +20625,8 @@ pub unsafe extern "C" fn cuModuleGetLoadingMode(mode: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 403, 0, 0x0);
-    c[4] = mode as u64;
+    let h = policed.header(403, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], mode as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22399,11 +20663,8 @@ pub unsafe extern "C" fn cuModuleGetSurfRef(pSurfRef: *mut c_void, hmod: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 404, 0, 0x0);
-    c[4] = pSurfRef as u64;
-    c[5] = hmod as u64;
-    c[6] = name as u64;
+    let h = policed.header(404, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pSurfRef as u64, hmod as u64, name as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22440,11 +20701,8 @@ pub unsafe extern "C" fn cuModuleGetTexRef(pTexRef: *mut c_void, hmod: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 405, 0, 0x0);
-    c[4] = pTexRef as u64;
-    c[5] = hmod as u64;
-    c[6] = name as u64;
+    let h = policed.header(405, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pTexRef as u64, hmod as u64, name as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22481,10 +20739,8 @@ pub unsafe extern "C" fn cuModuleLoad(module: *mut c_void, fname: *mut c_void) -
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 406, 0, 0x0);
-    c[4] = module as u64;
-    c[5] = fname as u64;
+    let h = policed.header(406, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], module as u64, fname as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22521,10 +20777,8 @@ pub unsafe extern "C" fn cuModuleLoadData(module: *mut c_void, image: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 407, 0, 0x0);
-    c[4] = module as u64;
-    c[5] = image as u64;
+    let h = policed.header(407, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], module as u64, image as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22561,13 +20815,8 @@ pub unsafe extern "C" fn cuModuleLoadDataEx(module: *mut c_void, image: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 408, 0, 0x0);
-    c[4] = module as u64;
-    c[5] = image as u64;
-    c[6] = u64::from(numOptions);
-    c[7] = options as u64;
-    c[8] = optionValues as u64;
+    let h = policed.header(408, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], module as u64, image as u64, u64::from(numOptions), options as u64, optionValues as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22604,10 +20853,8 @@ pub unsafe extern "C" fn cuModuleLoadFatBinary(module: *mut c_void, fatCubin: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 409, 0, 0x0);
-    c[4] = module as u64;
-    c[5] = fatCubin as u64;
+    let h = policed.header(409, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], module as u64, fatCubin as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22644,9 +20891,8 @@ pub unsafe extern "C" fn cuModuleUnload(hmod: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 410, 0, 0x0);
-    c[4] = hmod as u64;
+    let h = policed.header(410, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hmod as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22681,10 +20927,8 @@ pub unsafe extern "C" fn cuMulticastAddDevice(mcHandle: u64, dev: i32) -> CUresu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 411, 0, 0x0);
-    c[4] = mcHandle;
-    c[5] = i64::from(dev) as u64;
+    let h = policed.header(411, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], mcHandle, i64::from(dev) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22719,13 +20963,8 @@ pub unsafe extern "C" fn cuMulticastBindAddr(mcHandle: u64, mcOffset: u64, mempt
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 412, 0, 0x4);
-    c[4] = mcHandle;
-    c[6] = mcOffset;
-    c[7] = memptr;
-    c[8] = size;
-    c[9] = flags;
+    let h = policed.header(412, 0, 0x4);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], mcHandle, 0, mcOffset, memptr, size, flags];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22760,14 +20999,8 @@ pub unsafe extern "C" fn cuMulticastBindAddr_v2(mcHandle: u64, dev: i32, mcOffse
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 412, 1, 0x0);
-    c[4] = mcHandle;
-    c[5] = i64::from(dev) as u64;
-    c[6] = mcOffset;
-    c[7] = memptr;
-    c[8] = size;
-    c[9] = flags;
+    let h = policed.header(412, 1, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], mcHandle, i64::from(dev) as u64, mcOffset, memptr, size, flags];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22802,14 +21035,8 @@ pub unsafe extern "C" fn cuMulticastBindMem(mcHandle: u64, mcOffset: u64, memHan
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 413, 0, 0x4);
-    c[4] = mcHandle;
-    c[6] = mcOffset;
-    c[7] = memHandle;
-    c[8] = memOffset;
-    c[9] = size;
-    c[10] = flags;
+    let h = policed.header(413, 0, 0x4);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], mcHandle, 0, mcOffset, memHandle, memOffset, size, flags];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22844,15 +21071,8 @@ pub unsafe extern "C" fn cuMulticastBindMem_v2(mcHandle: u64, dev: i32, mcOffset
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 413, 1, 0x0);
-    c[4] = mcHandle;
-    c[5] = i64::from(dev) as u64;
-    c[6] = mcOffset;
-    c[7] = memHandle;
-    c[8] = memOffset;
-    c[9] = size;
-    c[10] = flags;
+    let h = policed.header(413, 1, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], mcHandle, i64::from(dev) as u64, mcOffset, memHandle, memOffset, size, flags];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22887,10 +21107,8 @@ pub unsafe extern "C" fn cuMulticastCreate(mcHandle: *mut c_void, prop: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 414, 0, 0x0);
-    c[4] = mcHandle as u64;
-    c[5] = prop as u64;
+    let h = policed.header(414, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], mcHandle as u64, prop as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22927,11 +21145,8 @@ pub unsafe extern "C" fn cuMulticastGetGranularity(granularity: *mut c_void, pro
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 415, 0, 0x0);
-    c[4] = granularity as u64;
-    c[5] = prop as u64;
-    c[6] = u64::from(option);
+    let h = policed.header(415, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], granularity as u64, prop as u64, u64::from(option), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -22968,12 +21183,8 @@ pub unsafe extern "C" fn cuMulticastUnbind(mcHandle: u64, dev: i32, mcOffset: u6
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 416, 0, 0x0);
-    c[4] = mcHandle;
-    c[5] = i64::from(dev) as u64;
-    c[6] = mcOffset;
-    c[7] = size;
+    let h = policed.header(416, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], mcHandle, i64::from(dev) as u64, mcOffset, size];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23008,12 +21219,8 @@ pub unsafe extern "C" fn cuOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 417, 0, 0x0);
-    c[4] = dynamicSmemSize as u64;
-    c[5] = func as u64;
-    c[6] = i64::from(numBlocks) as u64;
-    c[7] = i64::from(blockSize) as u64;
+    let h = policed.header(417, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], dynamicSmemSize as u64, func as u64, i64::from(numBlocks) as u64, i64::from(blockSize) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23050,12 +21257,8 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 418, 0, 0x0);
-    c[4] = numBlocks as u64;
-    c[5] = func as u64;
-    c[6] = i64::from(blockSize) as u64;
-    c[7] = dynamicSMemSize;
+    let h = policed.header(418, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], numBlocks as u64, func as u64, i64::from(blockSize) as u64, dynamicSMemSize, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23092,13 +21295,8 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(nu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 419, 0, 0x0);
-    c[4] = numBlocks as u64;
-    c[5] = func as u64;
-    c[6] = i64::from(blockSize) as u64;
-    c[7] = dynamicSMemSize;
-    c[8] = u64::from(flags);
+    let h = policed.header(419, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], numBlocks as u64, func as u64, i64::from(blockSize) as u64, dynamicSMemSize, u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23135,11 +21333,8 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveClusters(numClusters: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 420, 0, 0x0);
-    c[4] = numClusters as u64;
-    c[5] = func as u64;
-    c[6] = config as u64;
+    let h = policed.header(420, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], numClusters as u64, func as u64, config as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23176,14 +21371,8 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialBlockSize(minGridSize: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 12];
-    policed.header(&mut c, 421, 0, 0x0);
-    c[4] = minGridSize as u64;
-    c[5] = blockSize as u64;
-    c[6] = func as u64;
-    c[7] = blockSizeToDynamicSMemSize as u64;
-    c[8] = dynamicSMemSize;
-    c[9] = i64::from(blockSizeLimit) as u64;
+    let h = policed.header(421, 0, 0x0);
+    let mut c: [u64; 12] = [h[0], h[1], h[2], h[3], minGridSize as u64, blockSize as u64, func as u64, blockSizeToDynamicSMemSize as u64, dynamicSMemSize, i64::from(blockSizeLimit) as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23222,15 +21411,8 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 13];
-    policed.header(&mut c, 422, 0, 0x0);
-    c[4] = minGridSize as u64;
-    c[5] = blockSize as u64;
-    c[6] = func as u64;
-    c[7] = blockSizeToDynamicSMemSize as u64;
-    c[8] = dynamicSMemSize;
-    c[9] = i64::from(blockSizeLimit) as u64;
-    c[10] = u64::from(flags);
+    let h = policed.header(422, 0, 0x0);
+    let mut c: [u64; 13] = [h[0], h[1], h[2], h[3], minGridSize as u64, blockSize as u64, func as u64, blockSizeToDynamicSMemSize as u64, dynamicSMemSize, i64::from(blockSizeLimit) as u64, u64::from(flags), 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23269,11 +21451,8 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialClusterSize(clusterSize: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 423, 0, 0x0);
-    c[4] = clusterSize as u64;
-    c[5] = func as u64;
-    c[6] = config as u64;
+    let h = policed.header(423, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], clusterSize as u64, func as u64, config as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23310,10 +21489,8 @@ pub unsafe extern "C" fn cuParamSetSize(hfunc: *mut c_void, numbytes: u32) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 424, 0, 0x0);
-    c[4] = hfunc as u64;
-    c[5] = u64::from(numbytes);
+    let h = policed.header(424, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hfunc as u64, u64::from(numbytes)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23348,11 +21525,8 @@ pub unsafe extern "C" fn cuParamSetTexRef(hfunc: *mut c_void, texunit: i32, hTex
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 425, 0, 0x0);
-    c[4] = hfunc as u64;
-    c[5] = i64::from(texunit) as u64;
-    c[6] = hTexRef as u64;
+    let h = policed.header(425, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hfunc as u64, i64::from(texunit) as u64, hTexRef as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23387,11 +21561,8 @@ pub unsafe extern "C" fn cuParamSetf(hfunc: *mut c_void, offset: i32, value: f32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 426, 0, 0x0);
-    c[4] = hfunc as u64;
-    c[5] = i64::from(offset) as u64;
-    c[6] = u64::from(value.to_bits());
+    let h = policed.header(426, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hfunc as u64, i64::from(offset) as u64, u64::from(value.to_bits())];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23426,11 +21597,8 @@ pub unsafe extern "C" fn cuParamSeti(hfunc: *mut c_void, offset: i32, value: u32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 427, 0, 0x0);
-    c[4] = hfunc as u64;
-    c[5] = i64::from(offset) as u64;
-    c[6] = u64::from(value);
+    let h = policed.header(427, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hfunc as u64, i64::from(offset) as u64, u64::from(value)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23465,12 +21633,8 @@ pub unsafe extern "C" fn cuParamSetv(hfunc: *mut c_void, offset: i32, ptr: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 428, 0, 0x0);
-    c[4] = hfunc as u64;
-    c[5] = i64::from(offset) as u64;
-    c[6] = ptr as u64;
-    c[7] = u64::from(numbytes);
+    let h = policed.header(428, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hfunc as u64, i64::from(offset) as u64, ptr as u64, u64::from(numbytes)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23505,11 +21669,8 @@ pub unsafe extern "C" fn cuPointerGetAttribute(data: *mut c_void, attribute: u32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 429, 0, 0x0);
-    c[4] = data as u64;
-    c[5] = u64::from(attribute);
-    c[6] = ptr;
+    let h = policed.header(429, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], data as u64, u64::from(attribute), ptr];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23544,12 +21705,8 @@ pub unsafe extern "C" fn cuPointerGetAttributes(numAttributes: u32, attributes: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 430, 0, 0x0);
-    c[4] = u64::from(numAttributes);
-    c[5] = attributes as u64;
-    c[6] = data as u64;
-    c[7] = ptr;
+    let h = policed.header(430, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], u64::from(numAttributes), attributes as u64, data as u64, ptr];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23584,11 +21741,8 @@ pub unsafe extern "C" fn cuPointerSetAttribute(value: *mut c_void, attribute: u3
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 431, 0, 0x0);
-    c[4] = value as u64;
-    c[5] = u64::from(attribute);
-    c[6] = ptr;
+    let h = policed.header(431, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], value as u64, u64::from(attribute), ptr];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23623,11 +21777,8 @@ pub unsafe extern "C" fn cuProfilerInitialize(configFile: *mut c_void, outputFil
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 432, 0, 0x0);
-    c[4] = configFile as u64;
-    c[5] = outputFile as u64;
-    c[6] = u64::from(outputMode);
+    let h = policed.header(432, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], configFile as u64, outputFile as u64, u64::from(outputMode)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23662,8 +21813,8 @@ pub unsafe extern "C" fn cuProfilerStart() -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 4];
-    policed.header(&mut c, 433, 0, 0x0);
+    let h = policed.header(433, 0, 0x0);
+    let mut c: [u64; 4] = [h[0], h[1], h[2], h[3]];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23698,8 +21849,8 @@ pub unsafe extern "C" fn cuProfilerStop() -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 4];
-    policed.header(&mut c, 434, 0, 0x0);
+    let h = policed.header(434, 0, 0x0);
+    let mut c: [u64; 4] = [h[0], h[1], h[2], h[3]];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -23734,12 +21885,8 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync(extSemArray: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 435, 0, 0x0);
-    c[4] = extSemArray as u64;
-    c[5] = paramsArray as u64;
-    c[6] = u64::from(numExtSems);
-    c[7] = stream as u64;
+    let h = policed.header(435, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -23775,12 +21922,8 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync_ptsz(extSemArray: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 435, 1, 0x2);
-    c[4] = extSemArray as u64;
-    c[5] = paramsArray as u64;
-    c[6] = u64::from(numExtSems);
-    c[7] = stream as u64;
+    let h = policed.header(435, 1, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -23816,12 +21959,8 @@ pub unsafe extern "C" fn cuStreamAddCallback(hStream: *mut c_void, callback: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 436, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = callback as u64;
-    c[6] = userData as u64;
-    c[7] = u64::from(flags);
+    let h = policed.header(436, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hStream as u64, callback as u64, userData as u64, u64::from(flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -23858,12 +21997,8 @@ pub unsafe extern "C" fn cuStreamAddCallback_ptsz(hStream: *mut c_void, callback
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 436, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = callback as u64;
-    c[6] = userData as u64;
-    c[7] = u64::from(flags);
+    let h = policed.header(436, 1, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hStream as u64, callback as u64, userData as u64, u64::from(flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -23900,12 +22035,8 @@ pub unsafe extern "C" fn cuStreamAttachMemAsync(hStream: *mut c_void, dptr: u64,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 437, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = dptr;
-    c[6] = length;
-    c[7] = u64::from(flags);
+    let h = policed.header(437, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hStream as u64, dptr, length, u64::from(flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -23942,12 +22073,8 @@ pub unsafe extern "C" fn cuStreamAttachMemAsync_ptsz(hStream: *mut c_void, dptr:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 437, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = dptr;
-    c[6] = length;
-    c[7] = u64::from(flags);
+    let h = policed.header(437, 1, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hStream as u64, dptr, length, u64::from(flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -23984,12 +22111,8 @@ pub unsafe extern "C" fn cuStreamBatchMemOp(stream: *mut c_void, count: u32, par
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 438, 0, 0x0);
-    c[4] = stream as u64;
-    c[5] = u64::from(count);
-    c[6] = paramArray as u64;
-    c[7] = u64::from(flags);
+    let h = policed.header(438, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -24025,12 +22148,8 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2(stream: *mut c_void, count: u32, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 438, 1, 0x0);
-    c[4] = stream as u64;
-    c[5] = u64::from(count);
-    c[6] = paramArray as u64;
-    c[7] = u64::from(flags);
+    let h = policed.header(438, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -24066,12 +22185,8 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_ptsz(stream: *mut c_void, count: u32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 438, 2, 0x6);
-    c[4] = stream as u64;
-    c[5] = u64::from(count);
-    c[6] = paramArray as u64;
-    c[7] = u64::from(flags);
+    let h = policed.header(438, 2, 0x6);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -24107,12 +22222,8 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2_ptsz(stream: *mut c_void, count: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 438, 3, 0x2);
-    c[4] = stream as u64;
-    c[5] = u64::from(count);
-    c[6] = paramArray as u64;
-    c[7] = u64::from(flags);
+    let h = policed.header(438, 3, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -24148,9 +22259,8 @@ pub unsafe extern "C" fn cuStreamBeginCapture(hStream: *mut c_void) -> CUresult 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 439, 0, 0x4);
-    c[4] = hStream as u64;
+    let h = policed.header(439, 0, 0x4);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hStream as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -24187,10 +22297,8 @@ pub unsafe extern "C" fn cuStreamBeginCapture_v2(hStream: *mut c_void, mode: u32
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 439, 1, 0x0);
-    c[4] = hStream as u64;
-    c[5] = u64::from(mode);
+    let h = policed.header(439, 1, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hStream as u64, u64::from(mode)];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -24227,9 +22335,8 @@ pub unsafe extern "C" fn cuStreamBeginCapture_ptsz(hStream: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 439, 2, 0x6);
-    c[4] = hStream as u64;
+    let h = policed.header(439, 2, 0x6);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hStream as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -24266,10 +22373,8 @@ pub unsafe extern "C" fn cuStreamBeginCapture_v2_ptsz(hStream: *mut c_void, mode
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 439, 3, 0x2);
-    c[4] = hStream as u64;
-    c[5] = u64::from(mode);
+    let h = policed.header(439, 3, 0x2);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hStream as u64, u64::from(mode)];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -24306,10 +22411,8 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToCig(hStream: *mut c_void, streamC
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 440, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = streamCigCaptureParams as u64;
+    let h = policed.header(440, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hStream as u64, streamCigCaptureParams as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -24346,10 +22449,8 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToCig_ptsz(hStream: *mut c_void, st
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 440, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = streamCigCaptureParams as u64;
+    let h = policed.header(440, 1, 0x2);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hStream as u64, streamCigCaptureParams as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -24386,14 +22487,8 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph(hStream: *mut c_void, hGrap
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 441, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = dependencyData as u64;
-    c[8] = numDependencies;
-    c[9] = u64::from(mode);
+    let h = policed.header(441, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], hStream as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(mode)];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -24430,14 +22525,8 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph_ptsz(hStream: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 441, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = hGraph as u64;
-    c[6] = dependencies as u64;
-    c[7] = dependencyData as u64;
-    c[8] = numDependencies;
-    c[9] = u64::from(mode);
+    let h = policed.header(441, 1, 0x2);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], hStream as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(mode)];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -24474,13 +22563,8 @@ pub unsafe extern "C" fn cuStreamBeginRecaptureToGraph(hStream: *mut c_void, mod
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 442, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = u64::from(mode);
-    c[6] = hGraph as u64;
-    c[7] = callbackFunc as u64;
-    c[8] = userData as u64;
+    let h = policed.header(442, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hStream as u64, u64::from(mode), hGraph as u64, callbackFunc as u64, userData as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -24517,13 +22601,8 @@ pub unsafe extern "C" fn cuStreamBeginRecaptureToGraph_ptsz(hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 442, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = u64::from(mode);
-    c[6] = hGraph as u64;
-    c[7] = callbackFunc as u64;
-    c[8] = userData as u64;
+    let h = policed.header(442, 1, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hStream as u64, u64::from(mode), hGraph as u64, callbackFunc as u64, userData as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -24560,10 +22639,8 @@ pub unsafe extern "C" fn cuStreamCopyAttributes(dstStream: *mut c_void, srcStrea
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 443, 0, 0x0);
-    c[4] = dstStream as u64;
-    c[5] = srcStream as u64;
+    let h = policed.header(443, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], dstStream as u64, srcStream as u64];
     let stream = dstStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -24600,8 +22677,8 @@ pub unsafe extern "C" fn cuStreamCopyAttributes_ptsz(dst: *mut c_void, src: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 443, 1, 0x6);
+    let h = policed.header(443, 1, 0x6);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24636,10 +22713,8 @@ pub unsafe extern "C" fn cuStreamCreate(phStream: *mut c_void, Flags: u32) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 444, 0, 0x0);
-    c[4] = phStream as u64;
-    c[5] = u64::from(Flags);
+    let h = policed.header(444, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], phStream as u64, u64::from(Flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24677,11 +22752,8 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(phStream: *mut c_void, flags
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 445, 0, 0x0);
-    c[4] = phStream as u64;
-    c[5] = u64::from(flags);
-    c[6] = i64::from(priority) as u64;
+    let h = policed.header(445, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], phStream as u64, u64::from(flags), i64::from(priority) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -24720,9 +22792,8 @@ pub unsafe extern "C" fn cuStreamDestroy(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 446, 0, 0x0);
-    c[4] = hStream as u64;
+    let h = policed.header(446, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -24759,9 +22830,8 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 446, 1, 0x0);
-    c[4] = hStream as u64;
+    let h = policed.header(446, 1, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -24798,10 +22868,8 @@ pub unsafe extern "C" fn cuStreamEndCapture(hStream: *mut c_void, phGraph: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 447, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = phGraph as u64;
+    let h = policed.header(447, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, phGraph as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -24840,10 +22908,8 @@ pub unsafe extern "C" fn cuStreamEndCapture_ptsz(hStream: *mut c_void, phGraph: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 447, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = phGraph as u64;
+    let h = policed.header(447, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, phGraph as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -24882,9 +22948,8 @@ pub unsafe extern "C" fn cuStreamEndCaptureToCig(hStream: *mut c_void) -> CUresu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 448, 0, 0x0);
-    c[4] = hStream as u64;
+    let h = policed.header(448, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -24921,9 +22986,8 @@ pub unsafe extern "C" fn cuStreamEndCaptureToCig_ptsz(hStream: *mut c_void) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 448, 1, 0x2);
-    c[4] = hStream as u64;
+    let h = policed.header(448, 1, 0x2);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -24960,11 +23024,8 @@ pub unsafe extern "C" fn cuStreamGetAttribute(hStream: *mut c_void, attr: u32, v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 449, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = u64::from(attr);
-    c[6] = value as u64;
+    let h = policed.header(449, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, u64::from(attr), value as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25001,10 +23062,8 @@ pub unsafe extern "C" fn cuStreamGetAttribute_ptsz(hStream: *mut c_void, attr: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 449, 1, 0x6);
-    c[4] = hStream as u64;
-    c[5] = u64::from(attr);
+    let h = policed.header(449, 1, 0x6);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, u64::from(attr), 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -25041,11 +23100,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo(hStream: *mut c_void, captureSta
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 15];
-    policed.header(&mut c, 450, 0, 0x4);
-    c[4] = hStream as u64;
-    c[5] = captureStatus_out as u64;
-    c[6] = id_out as u64;
+    let h = policed.header(450, 0, 0x4);
+    let mut c: [u64; 15] = [h[0], h[1], h[2], h[3], hStream as u64, captureStatus_out as u64, id_out as u64, 0, 0, 0, 0, 0, 0, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25086,14 +23142,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2(hStream: *mut c_void, capture
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 15];
-    policed.header(&mut c, 450, 1, 0x4);
-    c[4] = hStream as u64;
-    c[5] = captureStatus_out as u64;
-    c[6] = id_out as u64;
-    c[7] = graph_out as u64;
-    c[8] = dependencies_out as u64;
-    c[10] = numDependencies_out as u64;
+    let h = policed.header(450, 1, 0x4);
+    let mut c: [u64; 15] = [h[0], h[1], h[2], h[3], hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, 0, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25138,15 +23188,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v3(hStream: *mut c_void, capture
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 15];
-    policed.header(&mut c, 450, 2, 0x0);
-    c[4] = hStream as u64;
-    c[5] = captureStatus_out as u64;
-    c[6] = id_out as u64;
-    c[7] = graph_out as u64;
-    c[8] = dependencies_out as u64;
-    c[9] = edgeData_out as u64;
-    c[10] = numDependencies_out as u64;
+    let h = policed.header(450, 2, 0x0);
+    let mut c: [u64; 15] = [h[0], h[1], h[2], h[3], hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, edgeData_out as u64, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25191,11 +23234,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_ptsz(hStream: *mut c_void, captu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 15];
-    policed.header(&mut c, 450, 3, 0x6);
-    c[4] = hStream as u64;
-    c[5] = captureStatus_out as u64;
-    c[6] = id_out as u64;
+    let h = policed.header(450, 3, 0x6);
+    let mut c: [u64; 15] = [h[0], h[1], h[2], h[3], hStream as u64, captureStatus_out as u64, id_out as u64, 0, 0, 0, 0, 0, 0, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -25236,14 +23276,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2_ptsz(hStream: *mut c_void, ca
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 15];
-    policed.header(&mut c, 450, 4, 0x6);
-    c[4] = hStream as u64;
-    c[5] = captureStatus_out as u64;
-    c[6] = id_out as u64;
-    c[7] = graph_out as u64;
-    c[8] = dependencies_out as u64;
-    c[10] = numDependencies_out as u64;
+    let h = policed.header(450, 4, 0x6);
+    let mut c: [u64; 15] = [h[0], h[1], h[2], h[3], hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, 0, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -25288,15 +23322,8 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v3_ptsz(hStream: *mut c_void, ca
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 15];
-    policed.header(&mut c, 450, 5, 0x2);
-    c[4] = hStream as u64;
-    c[5] = captureStatus_out as u64;
-    c[6] = id_out as u64;
-    c[7] = graph_out as u64;
-    c[8] = dependencies_out as u64;
-    c[9] = edgeData_out as u64;
-    c[10] = numDependencies_out as u64;
+    let h = policed.header(450, 5, 0x2);
+    let mut c: [u64; 15] = [h[0], h[1], h[2], h[3], hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, edgeData_out as u64, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -25341,10 +23368,8 @@ pub unsafe extern "C" fn cuStreamGetCtx(hStream: *mut c_void, pctx: *mut c_void)
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 451, 0, 0x4);
-    c[4] = hStream as u64;
-    c[5] = pctx as u64;
+    let h = policed.header(451, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hStream as u64, pctx as u64, 0, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25383,11 +23408,8 @@ pub unsafe extern "C" fn cuStreamGetCtx_v2(hStream: *mut c_void, pctx: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 451, 1, 0x0);
-    c[4] = hStream as u64;
-    c[5] = pctx as u64;
-    c[6] = pGreenCtx as u64;
+    let h = policed.header(451, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hStream as u64, pctx as u64, pGreenCtx as u64, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25428,10 +23450,8 @@ pub unsafe extern "C" fn cuStreamGetCtx_ptsz(hStream: *mut c_void, pctx: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 451, 2, 0x6);
-    c[4] = hStream as u64;
-    c[5] = pctx as u64;
+    let h = policed.header(451, 2, 0x6);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hStream as u64, pctx as u64, 0, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -25470,11 +23490,8 @@ pub unsafe extern "C" fn cuStreamGetCtx_v2_ptsz(hStream: *mut c_void, pctx: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 451, 3, 0x2);
-    c[4] = hStream as u64;
-    c[5] = pctx as u64;
-    c[6] = pGreenCtx as u64;
+    let h = policed.header(451, 3, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hStream as u64, pctx as u64, pGreenCtx as u64, 0, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -25515,11 +23532,8 @@ pub unsafe extern "C" fn cuStreamGetDevResource(hStream: *mut c_void, result: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 452, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = result as u64;
-    c[6] = u64::from(type_);
+    let h = policed.header(452, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, result as u64, u64::from(type_)];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25556,11 +23570,8 @@ pub unsafe extern "C" fn cuStreamGetDevResource_ptsz(hStream: *mut c_void, resul
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 452, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = result as u64;
-    c[6] = u64::from(type_);
+    let h = policed.header(452, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, result as u64, u64::from(type_)];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -25597,10 +23608,8 @@ pub unsafe extern "C" fn cuStreamGetDevice(hStream: *mut c_void, device: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 453, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = device as u64;
+    let h = policed.header(453, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, device as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25639,10 +23648,8 @@ pub unsafe extern "C" fn cuStreamGetDevice_ptsz(hStream: *mut c_void, device: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 453, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = device as u64;
+    let h = policed.header(453, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, device as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -25681,10 +23688,8 @@ pub unsafe extern "C" fn cuStreamGetFlags(hStream: *mut c_void, flags: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 454, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = flags as u64;
+    let h = policed.header(454, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, flags as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25723,10 +23728,8 @@ pub unsafe extern "C" fn cuStreamGetFlags_ptsz(hStream: *mut c_void, flags: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 454, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = flags as u64;
+    let h = policed.header(454, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, flags as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -25765,10 +23768,8 @@ pub unsafe extern "C" fn cuStreamGetGreenCtx(hStream: *mut c_void, phCtx: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 455, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = phCtx as u64;
+    let h = policed.header(455, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, phCtx as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25807,10 +23808,8 @@ pub unsafe extern "C" fn cuStreamGetId(hStream: *mut c_void, streamId: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 456, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = streamId as u64;
+    let h = policed.header(456, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, streamId as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25849,10 +23848,8 @@ pub unsafe extern "C" fn cuStreamGetId_ptsz(hStream: *mut c_void, streamId: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 456, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = streamId as u64;
+    let h = policed.header(456, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, streamId as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -25891,10 +23888,8 @@ pub unsafe extern "C" fn cuStreamGetPriority(hStream: *mut c_void, priority: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 457, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = priority as u64;
+    let h = policed.header(457, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, priority as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -25933,10 +23928,8 @@ pub unsafe extern "C" fn cuStreamGetPriority_ptsz(hStream: *mut c_void, priority
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 457, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = priority as u64;
+    let h = policed.header(457, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, priority as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -25975,10 +23968,8 @@ pub unsafe extern "C" fn cuStreamIsCapturing(hStream: *mut c_void, captureStatus
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 458, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = captureStatus as u64;
+    let h = policed.header(458, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, captureStatus as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -26017,10 +24008,8 @@ pub unsafe extern "C" fn cuStreamIsCapturing_ptsz(hStream: *mut c_void, captureS
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 458, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = captureStatus as u64;
+    let h = policed.header(458, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, captureStatus as u64, 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -26059,9 +24048,8 @@ pub unsafe extern "C" fn cuStreamQuery(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 459, 0, 0x0);
-    c[4] = hStream as u64;
+    let h = policed.header(459, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -26098,9 +24086,8 @@ pub unsafe extern "C" fn cuStreamQuery_ptsz(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 459, 1, 0x2);
-    c[4] = hStream as u64;
+    let h = policed.header(459, 1, 0x2);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -26137,11 +24124,8 @@ pub unsafe extern "C" fn cuStreamSetAttribute(hStream: *mut c_void, attr: u32, p
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 460, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = u64::from(attr);
-    c[6] = param as u64;
+    let h = policed.header(460, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, u64::from(attr), param as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -26178,10 +24162,8 @@ pub unsafe extern "C" fn cuStreamSetAttribute_ptsz(hStream: *mut c_void, attr: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 460, 1, 0x6);
-    c[4] = hStream as u64;
-    c[5] = u64::from(attr);
+    let h = policed.header(460, 1, 0x6);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, u64::from(attr), 0];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -26218,9 +24200,8 @@ pub unsafe extern "C" fn cuStreamSynchronize(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 461, 0, 0x0);
-    c[4] = hStream as u64;
+    let h = policed.header(461, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -26257,9 +24238,8 @@ pub unsafe extern "C" fn cuStreamSynchronize_ptsz(hStream: *mut c_void) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 461, 1, 0x2);
-    c[4] = hStream as u64;
+    let h = policed.header(461, 1, 0x2);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hStream as u64];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -26296,12 +24276,8 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies(hStream: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 462, 0, 0x4);
-    c[4] = hStream as u64;
-    c[5] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = u64::from(flags);
+    let h = policed.header(462, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hStream as u64, dependencies as u64, 0, numDependencies, u64::from(flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -26338,13 +24314,8 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_v2(hStream: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 462, 1, 0x0);
-    c[4] = hStream as u64;
-    c[5] = dependencies as u64;
-    c[6] = dependencyData as u64;
-    c[7] = numDependencies;
-    c[8] = u64::from(flags);
+    let h = policed.header(462, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hStream as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -26381,12 +24352,8 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_ptsz(hStream: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 462, 2, 0x6);
-    c[4] = hStream as u64;
-    c[5] = dependencies as u64;
-    c[7] = numDependencies;
-    c[8] = u64::from(flags);
+    let h = policed.header(462, 2, 0x6);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hStream as u64, dependencies as u64, 0, numDependencies, u64::from(flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -26423,13 +24390,8 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_v2_ptsz(hStream: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 462, 3, 0x2);
-    c[4] = hStream as u64;
-    c[5] = dependencies as u64;
-    c[6] = dependencyData as u64;
-    c[7] = numDependencies;
-    c[8] = u64::from(flags);
+    let h = policed.header(462, 3, 0x2);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], hStream as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -26466,11 +24428,8 @@ pub unsafe extern "C" fn cuStreamWaitEvent(hStream: *mut c_void, hEvent: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 463, 0, 0x0);
-    c[4] = hStream as u64;
-    c[5] = hEvent as u64;
-    c[6] = u64::from(Flags);
+    let h = policed.header(463, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, hEvent as u64, u64::from(Flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
@@ -26507,11 +24466,8 @@ pub unsafe extern "C" fn cuStreamWaitEvent_ptsz(hStream: *mut c_void, hEvent: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 463, 1, 0x2);
-    c[4] = hStream as u64;
-    c[5] = hEvent as u64;
-    c[6] = u64::from(Flags);
+    let h = policed.header(463, 1, 0x2);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hStream as u64, hEvent as u64, u64::from(Flags)];
     let stream = hStream;
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
@@ -26548,12 +24504,8 @@ pub unsafe extern "C" fn cuStreamWaitValue32(stream: *mut c_void, addr: u64, val
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 464, 0, 0x0);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = u64::from(value);
-    c[7] = u64::from(flags);
+    let h = policed.header(464, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, u64::from(value), u64::from(flags)];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26589,12 +24541,8 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2(stream: *mut c_void, addr: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 464, 1, 0x0);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = u64::from(value);
-    c[7] = u64::from(flags);
+    let h = policed.header(464, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, u64::from(value), u64::from(flags)];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26630,12 +24578,8 @@ pub unsafe extern "C" fn cuStreamWaitValue32_ptsz(stream: *mut c_void, addr: u64
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 464, 2, 0x2);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = u64::from(value);
-    c[7] = u64::from(flags);
+    let h = policed.header(464, 2, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, u64::from(value), u64::from(flags)];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26671,12 +24615,8 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2_ptsz(stream: *mut c_void, addr: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 464, 3, 0x2);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = u64::from(value);
-    c[7] = u64::from(flags);
+    let h = policed.header(464, 3, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, u64::from(value), u64::from(flags)];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26712,12 +24652,8 @@ pub unsafe extern "C" fn cuStreamWaitValue64(stream: *mut c_void, addr: u64, val
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 465, 0, 0x0);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = value;
-    c[7] = u64::from(flags);
+    let h = policed.header(465, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, value, u64::from(flags)];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26753,12 +24689,8 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2(stream: *mut c_void, addr: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 465, 1, 0x0);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = value;
-    c[7] = u64::from(flags);
+    let h = policed.header(465, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, value, u64::from(flags)];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26794,12 +24726,8 @@ pub unsafe extern "C" fn cuStreamWaitValue64_ptsz(stream: *mut c_void, addr: u64
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 465, 2, 0x2);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = value;
-    c[7] = u64::from(flags);
+    let h = policed.header(465, 2, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, value, u64::from(flags)];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26835,12 +24763,8 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2_ptsz(stream: *mut c_void, addr: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 465, 3, 0x2);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = value;
-    c[7] = u64::from(flags);
+    let h = policed.header(465, 3, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, value, u64::from(flags)];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26876,12 +24800,8 @@ pub unsafe extern "C" fn cuStreamWriteValue32(stream: *mut c_void, addr: u64, va
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 466, 0, 0x0);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = u64::from(value);
-    c[7] = u64::from(flags);
+    let h = policed.header(466, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, u64::from(value), u64::from(flags)];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26917,12 +24837,8 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2(stream: *mut c_void, addr: u64,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 466, 1, 0x0);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = u64::from(value);
-    c[7] = u64::from(flags);
+    let h = policed.header(466, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, u64::from(value), u64::from(flags)];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26958,12 +24874,8 @@ pub unsafe extern "C" fn cuStreamWriteValue32_ptsz(stream: *mut c_void, addr: u6
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 466, 2, 0x2);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = u64::from(value);
-    c[7] = u64::from(flags);
+    let h = policed.header(466, 2, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, u64::from(value), u64::from(flags)];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -26999,12 +24911,8 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2_ptsz(stream: *mut c_void, addr:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 466, 3, 0x2);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = u64::from(value);
-    c[7] = u64::from(flags);
+    let h = policed.header(466, 3, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, u64::from(value), u64::from(flags)];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -27040,12 +24948,8 @@ pub unsafe extern "C" fn cuStreamWriteValue64(stream: *mut c_void, addr: u64, va
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 467, 0, 0x0);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = value;
-    c[7] = u64::from(flags);
+    let h = policed.header(467, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, value, u64::from(flags)];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -27081,12 +24985,8 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2(stream: *mut c_void, addr: u64,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 467, 1, 0x0);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = value;
-    c[7] = u64::from(flags);
+    let h = policed.header(467, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, value, u64::from(flags)];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -27122,12 +25022,8 @@ pub unsafe extern "C" fn cuStreamWriteValue64_ptsz(stream: *mut c_void, addr: u6
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 467, 2, 0x2);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = value;
-    c[7] = u64::from(flags);
+    let h = policed.header(467, 2, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, value, u64::from(flags)];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -27163,12 +25059,8 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2_ptsz(stream: *mut c_void, addr:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 467, 3, 0x2);
-    c[4] = stream as u64;
-    c[5] = addr;
-    c[6] = value;
-    c[7] = u64::from(flags);
+    let h = policed.header(467, 3, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], stream as u64, addr, value, u64::from(flags)];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -27204,10 +25096,8 @@ pub unsafe extern "C" fn cuSurfObjectCreate(pSurfObject: *mut c_void, pResDesc: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 468, 0, 0x0);
-    c[4] = pSurfObject as u64;
-    c[5] = pResDesc as u64;
+    let h = policed.header(468, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pSurfObject as u64, pResDesc as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27244,9 +25134,8 @@ pub unsafe extern "C" fn cuSurfObjectDestroy(surfObject: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 469, 0, 0x0);
-    c[4] = surfObject;
+    let h = policed.header(469, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], surfObject];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27281,10 +25170,8 @@ pub unsafe extern "C" fn cuSurfObjectGetResourceDesc(pResDesc: *mut c_void, surf
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 470, 0, 0x0);
-    c[4] = pResDesc as u64;
-    c[5] = surfObject;
+    let h = policed.header(470, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pResDesc as u64, surfObject];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27319,10 +25206,8 @@ pub unsafe extern "C" fn cuSurfRefGetArray(phArray: *mut c_void, hSurfRef: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 471, 0, 0x0);
-    c[4] = phArray as u64;
-    c[5] = hSurfRef as u64;
+    let h = policed.header(471, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], phArray as u64, hSurfRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27359,11 +25244,8 @@ pub unsafe extern "C" fn cuSurfRefSetArray(hSurfRef: *mut c_void, hArray: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 472, 0, 0x0);
-    c[4] = hSurfRef as u64;
-    c[5] = hArray as u64;
-    c[6] = u64::from(Flags);
+    let h = policed.header(472, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hSurfRef as u64, hArray as u64, u64::from(Flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27398,23 +25280,8 @@ pub unsafe extern "C" fn cuTensorMapEncodeIm2col(tensorMap: *mut c_void, tensorD
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 19];
-    policed.header(&mut c, 473, 0, 0x0);
-    c[4] = tensorMap as u64;
-    c[5] = u64::from(tensorDataType);
-    c[6] = u64::from(tensorRank);
-    c[7] = globalAddress as u64;
-    c[8] = globalDim as u64;
-    c[9] = globalStrides as u64;
-    c[10] = pixelBoxLowerCorner as u64;
-    c[11] = pixelBoxUpperCorner as u64;
-    c[12] = u64::from(channelsPerPixel);
-    c[13] = u64::from(pixelsPerColumn);
-    c[14] = elementStrides as u64;
-    c[15] = u64::from(interleave);
-    c[16] = u64::from(swizzle);
-    c[17] = u64::from(l2Promotion);
-    c[18] = u64::from(oobFill);
+    let h = policed.header(473, 0, 0x0);
+    let mut c: [u64; 19] = [h[0], h[1], h[2], h[3], tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, pixelBoxLowerCorner as u64, pixelBoxUpperCorner as u64, u64::from(channelsPerPixel), u64::from(pixelsPerColumn), elementStrides as u64, u64::from(interleave), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27449,24 +25316,8 @@ pub unsafe extern "C" fn cuTensorMapEncodeIm2colWide(tensorMap: *mut c_void, ten
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 20];
-    policed.header(&mut c, 474, 0, 0x0);
-    c[4] = tensorMap as u64;
-    c[5] = u64::from(tensorDataType);
-    c[6] = u64::from(tensorRank);
-    c[7] = globalAddress as u64;
-    c[8] = globalDim as u64;
-    c[9] = globalStrides as u64;
-    c[10] = i64::from(pixelBoxLowerCornerWidth) as u64;
-    c[11] = i64::from(pixelBoxUpperCornerWidth) as u64;
-    c[12] = u64::from(channelsPerPixel);
-    c[13] = u64::from(pixelsPerColumn);
-    c[14] = elementStrides as u64;
-    c[15] = u64::from(interleave);
-    c[16] = u64::from(mode);
-    c[17] = u64::from(swizzle);
-    c[18] = u64::from(l2Promotion);
-    c[19] = u64::from(oobFill);
+    let h = policed.header(474, 0, 0x0);
+    let mut c: [u64; 20] = [h[0], h[1], h[2], h[3], tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, i64::from(pixelBoxLowerCornerWidth) as u64, i64::from(pixelBoxUpperCornerWidth) as u64, u64::from(channelsPerPixel), u64::from(pixelsPerColumn), elementStrides as u64, u64::from(interleave), u64::from(mode), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27501,20 +25352,8 @@ pub unsafe extern "C" fn cuTensorMapEncodeTiled(tensorMap: *mut c_void, tensorDa
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 16];
-    policed.header(&mut c, 475, 0, 0x0);
-    c[4] = tensorMap as u64;
-    c[5] = u64::from(tensorDataType);
-    c[6] = u64::from(tensorRank);
-    c[7] = globalAddress as u64;
-    c[8] = globalDim as u64;
-    c[9] = globalStrides as u64;
-    c[10] = boxDim as u64;
-    c[11] = elementStrides as u64;
-    c[12] = u64::from(interleave);
-    c[13] = u64::from(swizzle);
-    c[14] = u64::from(l2Promotion);
-    c[15] = u64::from(oobFill);
+    let h = policed.header(475, 0, 0x0);
+    let mut c: [u64; 16] = [h[0], h[1], h[2], h[3], tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, boxDim as u64, elementStrides as u64, u64::from(interleave), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27549,10 +25388,8 @@ pub unsafe extern "C" fn cuTensorMapReplaceAddress(tensorMap: *mut c_void, globa
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 476, 0, 0x0);
-    c[4] = tensorMap as u64;
-    c[5] = globalAddress as u64;
+    let h = policed.header(476, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], tensorMap as u64, globalAddress as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27587,11 +25424,8 @@ pub unsafe extern "C" fn cuTensorMapSetAllocationClass(tensorMap: *mut c_void, a
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 477, 0, 0x0);
-    c[4] = tensorMap as u64;
-    c[5] = u64::from(allocClass);
-    c[6] = outAllocClass as u64;
+    let h = policed.header(477, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], tensorMap as u64, u64::from(allocClass), outAllocClass as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27628,12 +25462,8 @@ pub unsafe extern "C" fn cuTexObjectCreate(pTexObject: *mut c_void, pResDesc: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 478, 0, 0x0);
-    c[4] = pTexObject as u64;
-    c[5] = pResDesc as u64;
-    c[6] = pTexDesc as u64;
-    c[7] = pResViewDesc as u64;
+    let h = policed.header(478, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pTexObject as u64, pResDesc as u64, pTexDesc as u64, pResViewDesc as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27670,9 +25500,8 @@ pub unsafe extern "C" fn cuTexObjectDestroy(texObject: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 479, 0, 0x0);
-    c[4] = texObject;
+    let h = policed.header(479, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], texObject];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27707,10 +25536,8 @@ pub unsafe extern "C" fn cuTexObjectGetResourceDesc(pResDesc: *mut c_void, texOb
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 480, 0, 0x0);
-    c[4] = pResDesc as u64;
-    c[5] = texObject;
+    let h = policed.header(480, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pResDesc as u64, texObject];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27745,10 +25572,8 @@ pub unsafe extern "C" fn cuTexObjectGetResourceViewDesc(pResViewDesc: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 481, 0, 0x0);
-    c[4] = pResViewDesc as u64;
-    c[5] = texObject;
+    let h = policed.header(481, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pResViewDesc as u64, texObject];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27783,10 +25608,8 @@ pub unsafe extern "C" fn cuTexObjectGetTextureDesc(pTexDesc: *mut c_void, texObj
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 482, 0, 0x0);
-    c[4] = pTexDesc as u64;
-    c[5] = texObject;
+    let h = policed.header(482, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pTexDesc as u64, texObject];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27821,9 +25644,8 @@ pub unsafe extern "C" fn cuTexRefCreate(pTexRef: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 483, 0, 0x0);
-    c[4] = pTexRef as u64;
+    let h = policed.header(483, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], pTexRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27860,9 +25682,8 @@ pub unsafe extern "C" fn cuTexRefDestroy(hTexRef: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 5];
-    policed.header(&mut c, 484, 0, 0x0);
-    c[4] = hTexRef as u64;
+    let h = policed.header(484, 0, 0x0);
+    let mut c: [u64; 5] = [h[0], h[1], h[2], h[3], hTexRef as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27897,10 +25718,8 @@ pub unsafe extern "C" fn cuTexRefGetAddress(pdptr: *mut c_void, hTexRef: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 485, 0, 0x4);
-    c[4] = pdptr as u64;
-    c[5] = hTexRef as u64;
+    let h = policed.header(485, 0, 0x4);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pdptr as u64, hTexRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27937,10 +25756,8 @@ pub unsafe extern "C" fn cuTexRefGetAddress_v2(pdptr: *mut c_void, hTexRef: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 485, 1, 0x0);
-    c[4] = pdptr as u64;
-    c[5] = hTexRef as u64;
+    let h = policed.header(485, 1, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pdptr as u64, hTexRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -27977,11 +25794,8 @@ pub unsafe extern "C" fn cuTexRefGetAddressMode(pam: *mut c_void, hTexRef: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 486, 0, 0x0);
-    c[4] = pam as u64;
-    c[5] = hTexRef as u64;
-    c[6] = i64::from(dim) as u64;
+    let h = policed.header(486, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], pam as u64, hTexRef as u64, i64::from(dim) as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28018,10 +25832,8 @@ pub unsafe extern "C" fn cuTexRefGetArray(phArray: *mut c_void, hTexRef: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 487, 0, 0x0);
-    c[4] = phArray as u64;
-    c[5] = hTexRef as u64;
+    let h = policed.header(487, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], phArray as u64, hTexRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28058,10 +25870,8 @@ pub unsafe extern "C" fn cuTexRefGetBorderColor(pBorderColor: *mut c_void, hTexR
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 488, 0, 0x0);
-    c[4] = pBorderColor as u64;
-    c[5] = hTexRef as u64;
+    let h = policed.header(488, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pBorderColor as u64, hTexRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28098,10 +25908,8 @@ pub unsafe extern "C" fn cuTexRefGetFilterMode(pfm: *mut c_void, hTexRef: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 489, 0, 0x0);
-    c[4] = pfm as u64;
-    c[5] = hTexRef as u64;
+    let h = policed.header(489, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pfm as u64, hTexRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28138,10 +25946,8 @@ pub unsafe extern "C" fn cuTexRefGetFlags(pFlags: *mut c_void, hTexRef: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 490, 0, 0x0);
-    c[4] = pFlags as u64;
-    c[5] = hTexRef as u64;
+    let h = policed.header(490, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pFlags as u64, hTexRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28178,11 +25984,8 @@ pub unsafe extern "C" fn cuTexRefGetFormat(pFormat: *mut c_void, pNumChannels: *
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 491, 0, 0x0);
-    c[4] = pFormat as u64;
-    c[5] = pNumChannels as u64;
-    c[6] = hTexRef as u64;
+    let h = policed.header(491, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pFormat as u64, pNumChannels as u64, hTexRef as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28221,10 +26024,8 @@ pub unsafe extern "C" fn cuTexRefGetMaxAnisotropy(pmaxAniso: *mut c_void, hTexRe
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 492, 0, 0x0);
-    c[4] = pmaxAniso as u64;
-    c[5] = hTexRef as u64;
+    let h = policed.header(492, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pmaxAniso as u64, hTexRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28261,10 +26062,8 @@ pub unsafe extern "C" fn cuTexRefGetMipmapFilterMode(pfm: *mut c_void, hTexRef: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 493, 0, 0x0);
-    c[4] = pfm as u64;
-    c[5] = hTexRef as u64;
+    let h = policed.header(493, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pfm as u64, hTexRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28301,10 +26100,8 @@ pub unsafe extern "C" fn cuTexRefGetMipmapLevelBias(pbias: *mut c_void, hTexRef:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 494, 0, 0x0);
-    c[4] = pbias as u64;
-    c[5] = hTexRef as u64;
+    let h = policed.header(494, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], pbias as u64, hTexRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28341,11 +26138,8 @@ pub unsafe extern "C" fn cuTexRefGetMipmapLevelClamp(pminMipmapLevelClamp: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 495, 0, 0x0);
-    c[4] = pminMipmapLevelClamp as u64;
-    c[5] = pmaxMipmapLevelClamp as u64;
-    c[6] = hTexRef as u64;
+    let h = policed.header(495, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pminMipmapLevelClamp as u64, pmaxMipmapLevelClamp as u64, hTexRef as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28384,10 +26178,8 @@ pub unsafe extern "C" fn cuTexRefGetMipmappedArray(phMipmappedArray: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 496, 0, 0x0);
-    c[4] = phMipmappedArray as u64;
-    c[5] = hTexRef as u64;
+    let h = policed.header(496, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], phMipmappedArray as u64, hTexRef as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28424,12 +26216,8 @@ pub unsafe extern "C" fn cuTexRefSetAddress(ByteOffset: *mut c_void, hTexRef: *m
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 497, 0, 0x4);
-    c[4] = ByteOffset as u64;
-    c[5] = hTexRef as u64;
-    c[6] = u64::from(dptr);
-    c[7] = u64::from(bytes);
+    let h = policed.header(497, 0, 0x4);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], ByteOffset as u64, hTexRef as u64, u64::from(dptr), u64::from(bytes), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28466,12 +26254,8 @@ pub unsafe extern "C" fn cuTexRefSetAddress_v2(ByteOffset: *mut c_void, hTexRef:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 497, 1, 0x0);
-    c[4] = ByteOffset as u64;
-    c[5] = hTexRef as u64;
-    c[6] = dptr;
-    c[7] = bytes;
+    let h = policed.header(497, 1, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], ByteOffset as u64, hTexRef as u64, dptr, bytes, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28508,12 +26292,8 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D(hTexRef: *mut c_void, desc: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 498, 0, 0x4);
-    c[4] = hTexRef as u64;
-    c[5] = desc as u64;
-    c[6] = u64::from(dptr);
-    c[7] = u64::from(Pitch);
+    let h = policed.header(498, 0, 0x4);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hTexRef as u64, desc as u64, u64::from(dptr), u64::from(Pitch)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28548,12 +26328,8 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D_v2(hTexRef: *mut c_void, desc: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 498, 1, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = desc as u64;
-    c[6] = dptr;
-    c[7] = Pitch;
+    let h = policed.header(498, 1, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hTexRef as u64, desc as u64, dptr, Pitch];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28588,12 +26364,8 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D_v3(hTexRef: *mut c_void, desc: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 498, 2, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = desc as u64;
-    c[6] = dptr;
-    c[7] = Pitch;
+    let h = policed.header(498, 2, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], hTexRef as u64, desc as u64, dptr, Pitch];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28628,11 +26400,8 @@ pub unsafe extern "C" fn cuTexRefSetAddressMode(hTexRef: *mut c_void, dim: i32, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 499, 0, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = i64::from(dim) as u64;
-    c[6] = u64::from(am);
+    let h = policed.header(499, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hTexRef as u64, i64::from(dim) as u64, u64::from(am)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28667,11 +26436,8 @@ pub unsafe extern "C" fn cuTexRefSetArray(hTexRef: *mut c_void, hArray: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 500, 0, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = hArray as u64;
-    c[6] = u64::from(Flags);
+    let h = policed.header(500, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hTexRef as u64, hArray as u64, u64::from(Flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28706,10 +26472,8 @@ pub unsafe extern "C" fn cuTexRefSetBorderColor(hTexRef: *mut c_void, pBorderCol
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 501, 0, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = pBorderColor as u64;
+    let h = policed.header(501, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hTexRef as u64, pBorderColor as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28746,10 +26510,8 @@ pub unsafe extern "C" fn cuTexRefSetFilterMode(hTexRef: *mut c_void, fm: u32) ->
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 502, 0, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = u64::from(fm);
+    let h = policed.header(502, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hTexRef as u64, u64::from(fm)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28784,10 +26546,8 @@ pub unsafe extern "C" fn cuTexRefSetFlags(hTexRef: *mut c_void, Flags: u32) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 503, 0, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = u64::from(Flags);
+    let h = policed.header(503, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hTexRef as u64, u64::from(Flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28822,11 +26582,8 @@ pub unsafe extern "C" fn cuTexRefSetFormat(hTexRef: *mut c_void, fmt: u32, NumPa
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 504, 0, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = u64::from(fmt);
-    c[6] = i64::from(NumPackedComponents) as u64;
+    let h = policed.header(504, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hTexRef as u64, u64::from(fmt), i64::from(NumPackedComponents) as u64];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28861,10 +26618,8 @@ pub unsafe extern "C" fn cuTexRefSetMaxAnisotropy(hTexRef: *mut c_void, maxAniso
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 505, 0, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = u64::from(maxAniso);
+    let h = policed.header(505, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hTexRef as u64, u64::from(maxAniso)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28899,10 +26654,8 @@ pub unsafe extern "C" fn cuTexRefSetMipmapFilterMode(hTexRef: *mut c_void, fm: u
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 506, 0, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = u64::from(fm);
+    let h = policed.header(506, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hTexRef as u64, u64::from(fm)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28937,10 +26690,8 @@ pub unsafe extern "C" fn cuTexRefSetMipmapLevelBias(hTexRef: *mut c_void, bias: 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 507, 0, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = u64::from(bias.to_bits());
+    let h = policed.header(507, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], hTexRef as u64, u64::from(bias.to_bits())];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -28975,11 +26726,8 @@ pub unsafe extern "C" fn cuTexRefSetMipmapLevelClamp(hTexRef: *mut c_void, minMi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 508, 0, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = u64::from(minMipmapLevelClamp.to_bits());
-    c[6] = u64::from(maxMipmapLevelClamp.to_bits());
+    let h = policed.header(508, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hTexRef as u64, u64::from(minMipmapLevelClamp.to_bits()), u64::from(maxMipmapLevelClamp.to_bits())];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29014,11 +26762,8 @@ pub unsafe extern "C" fn cuTexRefSetMipmappedArray(hTexRef: *mut c_void, hMipmap
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 7];
-    policed.header(&mut c, 509, 0, 0x0);
-    c[4] = hTexRef as u64;
-    c[5] = hMipmappedArray as u64;
-    c[6] = u64::from(Flags);
+    let h = policed.header(509, 0, 0x0);
+    let mut c: [u64; 7] = [h[0], h[1], h[2], h[3], hTexRef as u64, hMipmappedArray as u64, u64::from(Flags)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29053,9 +26798,8 @@ pub unsafe extern "C" fn cuThreadExchangeStreamCaptureMode(mode: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 510, 0, 0x0);
-    c[4] = mode as u64;
+    let h = policed.header(510, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], mode as u64, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29092,13 +26836,8 @@ pub unsafe extern "C" fn cuUserObjectCreate(object_out: *mut c_void, ptr: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 10];
-    policed.header(&mut c, 511, 0, 0x0);
-    c[4] = object_out as u64;
-    c[5] = ptr as u64;
-    c[6] = destroy as u64;
-    c[7] = u64::from(initialRefcount);
-    c[8] = u64::from(flags);
+    let h = policed.header(511, 0, 0x0);
+    let mut c: [u64; 10] = [h[0], h[1], h[2], h[3], object_out as u64, ptr as u64, destroy as u64, u64::from(initialRefcount), u64::from(flags), 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29135,10 +26874,8 @@ pub unsafe extern "C" fn cuUserObjectRelease(object: *mut c_void, count: u32) ->
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 512, 0, 0x0);
-    c[4] = object as u64;
-    c[5] = u64::from(count);
+    let h = policed.header(512, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], object as u64, u64::from(count)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29173,10 +26910,8 @@ pub unsafe extern "C" fn cuUserObjectRetain(object: *mut c_void, count: u32) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 6];
-    policed.header(&mut c, 513, 0, 0x0);
-    c[4] = object as u64;
-    c[5] = u64::from(count);
+    let h = policed.header(513, 0, 0x0);
+    let mut c: [u64; 6] = [h[0], h[1], h[2], h[3], object as u64, u64::from(count)];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29211,13 +26946,8 @@ pub unsafe extern "C" fn cuVDPAUCtxCreate(pCtx: *mut c_void, flags: u32, device:
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 514, 0, 0x0);
-    c[4] = pCtx as u64;
-    c[5] = u64::from(flags);
-    c[6] = i64::from(device) as u64;
-    c[7] = u64::from(vdpDevice);
-    c[8] = vdpGetProcAddress as u64;
+    let h = policed.header(514, 0, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], pCtx as u64, u64::from(flags), i64::from(device) as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29256,13 +26986,8 @@ pub unsafe extern "C" fn cuVDPAUCtxCreate_v2(pCtx: *mut c_void, flags: u32, devi
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 11];
-    policed.header(&mut c, 514, 1, 0x0);
-    c[4] = pCtx as u64;
-    c[5] = u64::from(flags);
-    c[6] = i64::from(device) as u64;
-    c[7] = u64::from(vdpDevice);
-    c[8] = vdpGetProcAddress as u64;
+    let h = policed.header(514, 1, 0x0);
+    let mut c: [u64; 11] = [h[0], h[1], h[2], h[3], pCtx as u64, u64::from(flags), i64::from(device) as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29301,11 +27026,8 @@ pub unsafe extern "C" fn cuVDPAUGetDevice(pDevice: *mut c_void, vdpDevice: u32, 
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 9];
-    policed.header(&mut c, 515, 0, 0x0);
-    c[4] = pDevice as u64;
-    c[5] = u64::from(vdpDevice);
-    c[6] = vdpGetProcAddress as u64;
+    let h = policed.header(515, 0, 0x0);
+    let mut c: [u64; 9] = [h[0], h[1], h[2], h[3], pDevice as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
         Some(verdict) => verdict,
@@ -29344,12 +27066,8 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync(extSemArray: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 516, 0, 0x0);
-    c[4] = extSemArray as u64;
-    c[5] = paramsArray as u64;
-    c[6] = u64::from(numExtSems);
-    c[7] = stream as u64;
+    let h = policed.header(516, 0, 0x0);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     policed.capturing(&mut c, stream, false);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {
@@ -29385,12 +27103,8 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync_ptsz(extSemArray: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let mut c = [0u64; 8];
-    policed.header(&mut c, 516, 1, 0x2);
-    c[4] = extSemArray as u64;
-    c[5] = paramsArray as u64;
-    c[6] = u64::from(numExtSems);
-    c[7] = stream as u64;
+    let h = policed.header(516, 1, 0x2);
+    let mut c: [u64; 8] = [h[0], h[1], h[2], h[3], extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     policed.capturing(&mut c, stream, true);
     let mut out_valid = false;
     let r = match policed.enter(&mut c) {

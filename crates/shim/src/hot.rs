@@ -10,13 +10,15 @@
 //!    [`UNINIT`] sentinel marks): unless this thread is already inside a policy or the
 //!    shim's own initialisation (re-entrant calls go straight to the driver), initialise
 //!    lazily ([`crate::init::ensure`]), then hold the point's chain for the whole call:
-//!    normally through the thread's chain cache (an `Arc` per point, refreshed with
-//!    `load_full` only when the point's hint no longer names the cached chain, so a steady
-//!    state costs no atomic read-modify-write), else (cache busy: a nested call on this
-//!    thread, or the thread is exiting) through an `arc-swap` guard. Either keeps that chain
-//!    alive until the call has left, however often the watcher thread publishes a new one
-//!    meanwhile (RCU). A thread's cache keeps the last chain it used per point alive until
-//!    the thread uses that point again or exits.
+//!    the outermost policed call of a thread through the thread's chain cache (an `Arc` per
+//!    point, refreshed with `load_full` only when the point's hint no longer names the
+//!    cached chain, so a steady state costs no atomic read-modify-write), a call nested in
+//!    another one's driver call on the same thread by a reference of its own (`load_full`).
+//!    Either keeps that chain alive until the call has left, however often the watcher
+//!    thread publishes a new one meanwhile (RCU). A thread's cache keeps the last chain it
+//!    used per point alive until the thread uses that point again or exits. The handle a
+//!    wrapper holds ([`Policed`]) is two words, returned in registers: the chain's address
+//!    (tagged with the call's nesting depth) and the thread's state.
 //! 3. The ctx is an array of 64-bit words on the wrapper's stack, sized by the catalog:
 //!    [`Policed::header`], then the argument slots at the offsets `docs/ctx-abi.md` fixes,
 //!    then [`Policed::enter`] (entry programs; a non-zero verdict skips the real call), the
@@ -28,15 +30,16 @@
 //! logged once per process; nothing here panics or unwinds into the application (the
 //! engines are entered through `catch_unwind`).
 
-use std::cell::{Cell, RefCell, RefMut};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::BTreeMap;
 use std::ffi::{c_void, CStr};
+use std::num::NonZeroUsize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{null_mut, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arc_swap::{ArcSwapOption, Guard};
+use arc_swap::ArcSwapOption;
 use gpubpf_runtime::attach::abi::FLAG_CAPTURING;
 use gpubpf_runtime::dispatch::{AttachedProgram, Chain, Decision, RunRecorder, Stack};
 use gpubpf_runtime::helper_table::STACK_SIZE;
@@ -167,6 +170,25 @@ static STATS_UNTIL: AtomicPtr<AtomicU64> = AtomicPtr::new(null_mut());
 /// Shard value of a thread that has not claimed a counter shard yet.
 const UNCLAIMED: u32 = u32::MAX;
 
+/// Per-call state kept in the thread's state rather than in the wrapper's handle (so that
+/// the handle stays two words): one frame per nesting depth of policed calls on a thread;
+/// calls nested deeper than that share the last frame.
+const FRAMES: usize = 8;
+
+/// Low bits of a [`Policed`] handle's chain address that hold the call's depth (chains are
+/// at least 8-byte aligned).
+const DEPTH_MASK: usize = FRAMES - 1;
+const _: () = assert!(std::mem::align_of::<Chain>() >= FRAMES);
+
+/// What a policed call remembers between its entry and exit programs.
+#[derive(Clone, Copy, Debug, Default)]
+struct Frame {
+    /// Monotonic time at entry when the process records its calls (`GPUBPF_RECORD`), else 0.
+    t_entry: u64,
+    /// An entry program refused the call.
+    refused: bool,
+}
+
 /// Everything a thread keeps for the shim, in one thread-local so that a policed call
 /// looks it up once (a cdylib's thread-locals cost a `__tls_get_addr` call per access).
 struct ThreadState {
@@ -177,8 +199,15 @@ struct ThreadState {
     busy: Cell<u32>,
     /// This thread's id for `hdr.tid`; 0 until first needed.
     tid: Cell<u32>,
-    /// The chain this thread last used, per attach point.
-    cache: RefCell<[Option<Arc<Chain>>; POINT_COUNT]>,
+    /// Policed calls in flight on this thread (a call made while another one is inside its
+    /// driver call, e.g. from a callback, nests).
+    calls: Cell<u32>,
+    /// The chain this thread last used, per attach point. Only an outermost policed call
+    /// (`calls` was 0) touches it, and nothing replaces the entry it holds until it has
+    /// left (nested calls hold their chains by references of their own).
+    cache: UnsafeCell<[Option<Arc<Chain>>; POINT_COUNT]>,
+    /// Entry time and refusal of the calls in flight, by depth.
+    frames: [Cell<Frame>; FRAMES],
     /// This thread's counter shard in the stats file ([`UNCLAIMED`] until first needed).
     shard: Cell<u32>,
 }
@@ -200,7 +229,14 @@ thread_local! {
             stack: RefCell::new(Stack([0; STACK_SIZE])),
             busy: Cell::new(0),
             tid: Cell::new(0),
-            cache: RefCell::new([const { None }; POINT_COUNT]),
+            calls: Cell::new(0),
+            cache: UnsafeCell::new([const { None }; POINT_COUNT]),
+            frames: [const {
+                Cell::new(Frame {
+                    t_entry: 0,
+                    refused: false,
+                })
+            }; FRAMES],
             shard: Cell::new(UNCLAIMED),
         }
     };
@@ -218,6 +254,7 @@ fn thread_state() -> Option<&'static ThreadState> {
 }
 
 impl ThreadState {
+    #[inline(always)]
     fn as_busy<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
         self.busy.set(self.busy.get().saturating_add(1));
         let r = catch_unwind(AssertUnwindSafe(f)).ok();
@@ -227,6 +264,7 @@ impl ThreadState {
 
     /// Runs `f` on the BPF stack, marked busy; `None` when the stack is in use or `f`
     /// panicked.
+    #[inline(always)]
     fn with_stack<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> Option<R> {
         let mut s = self.stack.try_borrow_mut().ok()?;
         self.as_busy(|| f(&mut s))
@@ -301,32 +339,34 @@ fn policed_slow(point: usize) -> Option<Policed> {
     }
     crate::init::ensure();
     let slot = SLOTS.get(point)?;
-    if let Ok(mut cache) = thread.cache.try_borrow_mut() {
+    let depth = thread.calls.get();
+    let chain: *const Chain = if depth == 0 {
+        // SAFETY: no policed call is in flight on this thread (`calls` is 0), so nothing
+        // holds a reference into the cache; the cache is this thread's alone.
+        let cache = unsafe { &mut *thread.cache.get() };
         let entry = cache.get_mut(point)?;
         let hint = slot.hint.load(Ordering::Acquire);
         if entry.as_ref().map(Arc::as_ptr) != Some(hint.cast_const()) {
             // The published chain changed (or was never cached): take a reference of our
-            // own. The chain it replaces is not in use on this thread (the cache is only
-            // borrowed by one call at a time).
+            // own. The chain it replaces is not in use on this thread.
             *entry = slot.chain.load_full();
         }
-        if entry.is_none() {
-            return None;
-        }
-        return Some(Policed {
-            chain: Held::Cached(cache, point),
-            thread,
+        Arc::as_ptr(entry.as_ref()?)
+    } else {
+        // Nested in another policed call's driver call: the cache entry of that call must
+        // stay as it is, so this call holds a reference of its own.
+        Arc::into_raw(slot.chain.load_full()?)
+    };
+    let tag = (depth as usize).min(DEPTH_MASK);
+    let tagged = NonZeroUsize::new(chain as usize | tag)?;
+    thread.calls.set(depth.saturating_add(1));
+    if let Some(f) = thread.frames.get(tag) {
+        f.set(Frame {
             t_entry: record_start(),
-            refused: Cell::new(false),
+            refused: false,
         });
     }
-    let guard = slot.chain.load();
-    guard.is_some().then(|| Policed {
-        chain: Held::Guard(guard),
-        thread,
-        t_entry: record_start(),
-        refused: Cell::new(false),
-    })
+    Some(Policed { tagged, thread })
 }
 
 /// The entry timestamp of a recorded call; 0 when the process does not record.
@@ -413,6 +453,7 @@ struct Recorder {
 }
 
 impl Recorder {
+    #[inline(always)]
     fn new(thread: &ThreadState) -> Self {
         match stats() {
             Some(s) => Recorder {
@@ -484,27 +525,21 @@ fn current_device() -> i32 {
 
 /// A call that runs policies: holds the chain alive until the call has left.
 pub struct Policed {
-    chain: Held,
+    /// The chain's address, its low bits ([`DEPTH_MASK`]) holding the call's nesting depth
+    /// on this thread (clamped): 0, the outermost call, holds the chain through the
+    /// thread's cache; any other depth owns one reference (`Arc::into_raw`).
+    tagged: NonZeroUsize,
     thread: &'static ThreadState,
-    /// Monotonic time at entry when the process records its calls (`GPUBPF_RECORD`), else 0.
-    t_entry: u64,
-    /// An entry program refused the call.
-    refused: Cell<bool>,
 }
 
-/// How a policed call holds its chain.
-enum Held {
-    /// Through this thread's cache (borrowed for the call), at this point's index.
-    Cached(RefMut<'static, [Option<Arc<Chain>>; POINT_COUNT]>, usize),
-    /// Through an `arc-swap` guard.
-    Guard(Guard<Option<Arc<Chain>>>),
-}
-
-impl Held {
-    fn get(&self) -> Option<&Chain> {
-        match self {
-            Held::Cached(cache, i) => cache.get(*i).and_then(Option::as_deref),
-            Held::Guard(g) => g.as_deref(),
+impl Drop for Policed {
+    fn drop(&mut self) {
+        let t = self.thread;
+        t.calls.set(t.calls.get().saturating_sub(1));
+        if self.tagged.get() & DEPTH_MASK != 0 {
+            // SAFETY: a nested call owns the reference `policed_slow` made with
+            // `Arc::into_raw` for exactly this address; it is released once, here.
+            drop(unsafe { Arc::from_raw(self.chain_ptr()) });
         }
     }
 }
@@ -516,21 +551,42 @@ impl std::fmt::Debug for Policed {
 }
 
 impl Policed {
-    /// Fills the ctx header: api id, phase (entry), device, flags, pid, tid, variant.
-    #[inline]
-    pub fn header(&self, c: &mut [u64], api_id: u32, variant: u32, flags: u32) {
+    #[inline(always)]
+    fn chain_ptr(&self) -> *const Chain {
+        (self.tagged.get() & !DEPTH_MASK) as *const Chain
+    }
+
+    /// The chain this call runs.
+    #[inline(always)]
+    fn chain(&self) -> &Chain {
+        // SAFETY: the chain is kept alive for as long as `self` lives, by the thread's
+        // cache entry (outermost call: no other call replaces it meanwhile) or by the
+        // reference `self` owns (nested call).
+        unsafe { &*self.chain_ptr() }
+    }
+
+    /// This call's frame in the thread's state.
+    #[inline(always)]
+    fn frame(&self) -> Option<&Cell<Frame>> {
+        self.thread.frames.get(self.tagged.get() & DEPTH_MASK)
+    }
+
+    /// The ctx header's four words: api id, phase (entry), device, flags, pid, tid, variant.
+    #[inline(always)]
+    pub fn header(&self, api_id: u32, variant: u32, flags: u32) -> [u64; 4] {
         // The device costs a driver call: only when some program reads it (the verifier
         // reports every ctx field a program reads); -1 ("unknown") otherwise.
-        let device = match self.chain.get() {
-            Some(chain) if chain.reads_device => current_device(),
-            _ => -1,
+        let device = if self.chain().reads_device {
+            current_device()
+        } else {
+            -1
         };
-        if let [w0, w1, w2, w3, ..] = c {
-            *w0 = u64::from(api_id);
-            *w1 = u64::from(device as u32) | (u64::from(flags) << 32);
-            *w2 = u64::from(PID.load(Ordering::Relaxed)) | (u64::from(self.thread.tid()) << 32);
-            *w3 = u64::from(variant) << 32;
-        }
+        [
+            u64::from(api_id),
+            u64::from(device as u32) | (u64::from(flags) << 32),
+            u64::from(PID.load(Ordering::Relaxed)) | (u64::from(self.thread.tid()) << 32),
+            u64::from(variant) << 32,
+        ]
     }
 
     /// Sets `GPUBPF_CTX_F_CAPTURING` in `hdr.flags` when `stream` is being captured into a
@@ -540,7 +596,7 @@ impl Policed {
     /// default stream (`CU_STREAM_PER_THREAD`).
     #[inline]
     pub fn capturing(&self, c: &mut [u64], stream: *mut c_void, per_thread: bool) {
-        if !self.chain.get().is_some_and(|ch| ch.reads_flags) {
+        if !self.chain().reads_flags {
             return;
         }
         let Some(f) = real(STREAM_IS_CAPTURING) else {
@@ -572,7 +628,7 @@ impl Policed {
     /// verdict without calling the driver).
     #[inline]
     pub fn enter(&self, c: &mut [u64]) -> Option<CUresult> {
-        let chain = self.chain.get()?;
+        let chain = self.chain();
         let mut rec = Recorder::new(self.thread);
         rec.add(Counter::calls, chain.stats_slot);
         if chain.entry.is_empty() && !chain.broken {
@@ -586,42 +642,54 @@ impl Policed {
             return None;
         }
         rec.add(Counter::denied, chain.stats_slot);
-        self.refused.set(true);
+        if let Some(f) = self.frame() {
+            f.set(Frame {
+                refused: true,
+                ..f.get()
+            });
+        }
         Some(v.verdict)
     }
 
     /// Exit programs: the result the caller gets. A recording process records the call.
-    #[inline]
+    #[inline(always)]
     pub fn exit(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
-        let r = self.run_exit(c, result, out_valid);
-        if self.t_entry != 0 {
-            self.record(c, result, r, out_valid);
+        let r = if self.chain().exit.is_empty() {
+            result
+        } else {
+            self.run_exit(c, result, out_valid)
+        };
+        if let Some(frame) = self.frame().map(Cell::get).filter(|f| f.t_entry != 0) {
+            self.record(c, frame, result, r, out_valid);
         }
         r
     }
 
     #[cold]
     #[inline(never)]
-    fn record(&self, c: &[u64], result: CUresult, returned: CUresult, out_valid: bool) {
+    fn record(
+        &self,
+        c: &[u64],
+        frame: Frame,
+        result: CUresult,
+        returned: CUresult,
+        out_valid: bool,
+    ) {
         let call = crate::record::Call {
             ctx: c,
-            t_entry: self.t_entry,
+            t_entry: frame.t_entry,
             t_exit: monotonic_ns(),
             result,
             returned,
-            refused: self.refused.get(),
+            refused: frame.refused,
             out_valid,
         };
         let _ = self.thread.as_busy(|| crate::record::call(&call));
     }
 
+    #[inline(never)]
     fn run_exit(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
-        let Some(chain) = self.chain.get() else {
-            return result;
-        };
-        if chain.exit.is_empty() {
-            return result;
-        }
+        let chain = self.chain();
         let mut rec = Recorder::new(self.thread);
         match self
             .thread

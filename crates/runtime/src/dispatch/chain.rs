@@ -84,6 +84,7 @@ impl AttachedProgram {
     /// Runs the program on a ctx held in 64-bit words (the shim's stack array), laid out
     /// as the attach catalog says for the program's attach point. A ctx shorter than that
     /// layout is refused with [`WordsError::CtxTooSmall`] instead of running.
+    #[inline]
     pub fn run_words(&self, ctx: &mut [u64], stack: &mut Stack) -> Result<u64, WordsError> {
         let have = ctx.len().saturating_mul(8);
         if have < self.ctx_size as usize {
@@ -220,6 +221,7 @@ impl Chain {
     /// program that fails counts as verdict 0 (fail open) and is counted in `faults`;
     /// with [`Chain::fail_closed`] it refuses the call with [`FAIL_CLOSED_RESULT`] instead.
     /// A [`Chain::broken`] chain refuses every call with that result without running.
+    #[inline]
     pub fn entry_words(
         &self,
         ctx: &mut [u64],

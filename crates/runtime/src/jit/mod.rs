@@ -196,6 +196,7 @@ impl CompiledProgram {
     /// The program must have been accepted by the verifier for a context that `ctx` points
     /// to (with the helpers and maps it was verified against still alive): compiled code
     /// dereferences `ctx`, the stack and map values without further checks.
+    #[inline]
     pub unsafe fn execute(
         &self,
         ctx: *mut u8,
@@ -210,6 +211,7 @@ impl CompiledProgram {
     /// # Safety
     /// As for [`CompiledProgram::execute`]: every memory access the program makes with
     /// these register values must be valid.
+    #[inline]
     pub unsafe fn execute_with_args(
         &self,
         args: [u64; 5],
