@@ -118,7 +118,10 @@ impl LoadedObject {
         // Code no verified path reaches becomes traps (docs/design-decisions.md, Verifier).
         let insns = sanitize_dead_code(&p.insns, &stats.unreached);
         let prepared = prepare(&insns, &self.maps)?;
-        let compiled = jit::compile(&prepared.insns, helpers)?;
+        // Array lookups are inlined: `BuiltProgram` (and the `AttachedProgram` made of it)
+        // keeps `prepared`, and with it the maps, alive as long as `compiled`.
+        let compiled =
+            jit::compile_with_arrays(&prepared.insns, helpers, &prepared.inline_arrays())?;
         let phase = attach_phase(p.phase);
         let expected = match link.phase {
             RecordPhase::Entry => Phase::Entry,

@@ -10,7 +10,7 @@
 //! fails cleanly (`-EFAULT`) on an unmapped address.
 
 pub mod kernel;
-mod map_ops;
+pub(crate) mod map_ops;
 mod misc;
 mod probe;
 pub mod trace;

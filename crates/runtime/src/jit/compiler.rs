@@ -13,7 +13,7 @@ use gpubpf_isa::Insn;
 use super::analysis::Analysis;
 use super::code_memory::{ImageReloc, WritableCode};
 use super::translate::{build_trampoline, translate_function};
-use super::{CompiledProgram, EntryFn, JitError};
+use super::{CompiledProgram, EntryFn, InlineArray, JitError};
 use crate::helper_table::{HelperTable, RUN_ITERATION_BUDGET};
 
 /// Function alignment in the code image.
@@ -79,6 +79,15 @@ thread_local! {
 /// Compiles `slots` with this thread's [`JitCompiler`] (created on first use; a fresh one
 /// when it is busy, which only a nested call could make it).
 pub fn compile(slots: &[Insn], helpers: &HelperTable) -> Result<CompiledProgram, JitError> {
+    compile_with_arrays(slots, helpers, &[])
+}
+
+/// [`compile`], inlining the lookups of the given array maps ([`InlineArray`]).
+pub fn compile_with_arrays(
+    slots: &[Insn],
+    helpers: &HelperTable,
+    arrays: &[InlineArray],
+) -> Result<CompiledProgram, JitError> {
     let cached = COMPILER.try_with(|c| {
         let Ok(mut c) = c.try_borrow_mut() else {
             return None;
@@ -89,12 +98,13 @@ pub fn compile(slots: &[Insn], helpers: &HelperTable) -> Result<CompiledProgram,
                 Err(e) => return Some(Err(e)),
             }
         }
-        c.as_mut().map(|j| j.compile(slots, helpers))
+        c.as_mut()
+            .map(|j| j.compile_with_arrays(slots, helpers, arrays))
     });
     match cached {
         Ok(Some(r)) => r,
         // Busy, or the thread is exiting.
-        _ => JitCompiler::new()?.compile(slots, helpers),
+        _ => JitCompiler::new()?.compile_with_arrays(slots, helpers, arrays),
     }
 }
 
@@ -124,8 +134,18 @@ impl JitCompiler {
         slots: &[Insn],
         helpers: &HelperTable,
     ) -> Result<CompiledProgram, JitError> {
+        self.compile_with_arrays(slots, helpers, &[])
+    }
+
+    /// [`JitCompiler::compile`], inlining the lookups of the given array maps.
+    pub fn compile_with_arrays(
+        &mut self,
+        slots: &[Insn],
+        helpers: &HelperTable,
+        arrays: &[InlineArray],
+    ) -> Result<CompiledProgram, JitError> {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.compile_unguarded(slots, helpers)
+            self.compile_unguarded(slots, helpers, arrays)
         }));
         match result {
             Ok(Ok(p)) => Ok(p),
@@ -154,6 +174,7 @@ impl JitCompiler {
         &mut self,
         slots: &[Insn],
         helpers: &HelperTable,
+        arrays: &[InlineArray],
     ) -> Result<CompiledProgram, JitError> {
         let analysis = Analysis::new(slots)?;
         let cc = self.call_conv();
@@ -168,6 +189,7 @@ impl JitCompiler {
                 &analysis,
                 idx,
                 helpers,
+                arrays,
                 cc,
                 self.isa.frontend_config(),
             )?;

@@ -30,7 +30,7 @@ use std::ops::Range;
 
 use gpubpf_isa::{DecodeError, LddwKind};
 
-pub use compiler::{compile, JitCompiler, LARGE_FUNCTION_INSNS};
+pub use compiler::{compile, compile_with_arrays, JitCompiler, LARGE_FUNCTION_INSNS};
 
 use crate::helper_table::STACK_SIZE;
 use crate::helper_table::STACK_SIZE_PER_FRAME;
@@ -39,6 +39,25 @@ use translate::{
     STATUS_BAD_CALLBACK, STATUS_BAD_CALLX, STATUS_CALL_DEPTH, STATUS_DEAD_CODE,
     STATUS_ITERATION_BUDGET,
 };
+
+/// An array map whose `bpf_map_lookup_elem` calls the compiler may inline (as Linux's
+/// `map_gen_lookup` does for arrays): where the map argument of a lookup is this `handle`
+/// as a constant, the call becomes a bounds check of the `u32` key and an address
+/// computation in the generated code, with no helper call.
+///
+/// The caller guarantees that the handle names this map and that its values stay mapped
+/// at `data` for as long as the compiled code may run (a prepared program keeps its maps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InlineArray {
+    /// The map's handle (the value a prepared `lddw` loads).
+    pub handle: u64,
+    /// Address of the value of index 0.
+    pub data: u64,
+    /// Number of values.
+    pub max_entries: u32,
+    /// Bytes from one value to the next.
+    pub stride: u32,
+}
 
 /// An error compiling a program. `pc` is the slot index of the offending instruction.
 #[derive(Debug, thiserror::Error)]

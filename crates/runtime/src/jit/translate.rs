@@ -126,7 +126,7 @@ use gpubpf_isa::{
 };
 
 use super::analysis::{jump_offset, rel_target, Analysis};
-use super::JitError;
+use super::{InlineArray, JitError};
 use crate::helper_table::{HelperTable, STACK_SIZE_PER_FRAME};
 use gpubpf_verifier::sanitize::DEAD_CODE_TRAP;
 
@@ -247,6 +247,7 @@ pub(crate) fn translate_function(
     analysis: &Analysis,
     idx: usize,
     helpers: &HelperTable,
+    arrays: &[InlineArray],
     cc: CallConv,
     frontend: TargetFrontendConfig,
 ) -> Result<(), JitError> {
@@ -258,7 +259,7 @@ pub(crate) fn translate_function(
             .is_some_and(|t| t <= *pc)
     });
     let b = FunctionBuilder::new(func, fb_ctx);
-    let mut t = FnTranslator::new(b, analysis, helpers, cc, cache_budget)?;
+    let mut t = FnTranslator::new(b, analysis, helpers, arrays, cc, cache_budget)?;
     t.translate(idx)?;
     let FnTranslator { mut b, .. } = t;
     b.seal_all_blocks();
@@ -270,6 +271,8 @@ struct FnTranslator<'a, 'f> {
     b: FunctionBuilder<'f>,
     analysis: &'a Analysis,
     helpers: &'a HelperTable,
+    /// Array maps whose lookups are inlined.
+    arrays: &'a [InlineArray],
     regs: [Variable; 10],
     /// In functions with a backward jump, the iterations the run may still make, cached
     /// from `run` (see the module docs, "Run-time bound").
@@ -293,6 +296,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         mut b: FunctionBuilder<'f>,
         analysis: &'a Analysis,
         helpers: &'a HelperTable,
+        arrays: &'a [InlineArray],
         cc: CallConv,
         cache_budget: bool,
     ) -> Result<Self, JitError> {
@@ -326,6 +330,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             b,
             analysis,
             helpers,
+            arrays,
             regs,
             budget,
             fp,

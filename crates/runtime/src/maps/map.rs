@@ -316,6 +316,20 @@ impl Map {
         }
     }
 
+    /// An array map's layout for the JIT's inlined lookups; `None` for other maps. The
+    /// values stay mapped at that address for as long as this `Map` lives.
+    pub fn inline_array(&self) -> Option<crate::jit::InlineArray> {
+        match &self.kind {
+            Kind::Array(a) => Some(crate::jit::InlineArray {
+                handle: self.handle(),
+                data: a.data as u64,
+                max_entries: a.max_entries,
+                stride: u32::try_from(a.stride).ok()?,
+            }),
+            _ => None,
+        }
+    }
+
     /// Address of the value at `index` of an array map (global data), or `None`.
     pub fn array_value_ptr(&self, index: u32) -> Option<*mut u8> {
         match &self.kind {

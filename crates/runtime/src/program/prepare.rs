@@ -47,6 +47,12 @@ impl PreparedProgram {
     pub fn maps(&self) -> &[Arc<Map>] {
         &self.maps
     }
+
+    /// The program's array maps, whose lookups the JIT may inline: valid for code that
+    /// runs only while this value (which keeps the maps mapped) lives.
+    pub fn inline_arrays(&self) -> Vec<crate::jit::InlineArray> {
+        self.maps.iter().filter_map(|m| m.inline_array()).collect()
+    }
 }
 
 /// Rewrites `lddw` map references of `insns` against `maps` (indexed like the object's map
