@@ -12,7 +12,7 @@ use gpubpf_isa::Insn;
 
 use super::analysis::Analysis;
 use super::code_memory::{ImageReloc, WritableCode};
-use super::translate::{build_trampoline, translate_function};
+use super::translate::{build_trampoline, translate_function, CallTargets};
 use super::{CompiledProgram, EntryFn, InlineArray, JitError};
 use crate::helper_table::{HelperTable, RUN_ITERATION_BUDGET};
 
@@ -188,8 +188,7 @@ impl JitCompiler {
                 &mut self.fb_ctx,
                 &analysis,
                 idx,
-                helpers,
-                arrays,
+                &CallTargets { helpers, arrays },
                 cc,
                 self.isa.frontend_config(),
             )?;

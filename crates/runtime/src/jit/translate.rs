@@ -241,16 +241,23 @@ pub(crate) fn build_trampoline(
 }
 
 /// Translates BPF function `idx` of `analysis` into `func`.
+/// What helper calls may resolve to: the helper table, and the array maps whose lookups are
+/// inlined.
+pub(crate) struct CallTargets<'a> {
+    pub helpers: &'a HelperTable,
+    pub arrays: &'a [InlineArray],
+}
+
 pub(crate) fn translate_function(
     func: &mut Function,
     fb_ctx: &mut FunctionBuilderContext,
     analysis: &Analysis,
     idx: usize,
-    helpers: &HelperTable,
-    arrays: &[InlineArray],
+    targets: &CallTargets<'_>,
     cc: CallConv,
     frontend: TargetFrontendConfig,
 ) -> Result<(), JitError> {
+    let CallTargets { helpers, arrays } = *targets;
     func.signature = internal_signature(cc);
     // Functions with a loop keep the iteration budget in a register.
     let cache_budget = analysis.func_insns(idx).iter().any(|(pc, ins)| {
