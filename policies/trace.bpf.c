@@ -6,8 +6,13 @@
  *   gpubpf load trace.o --set min_latency_ns=10000
  *
  * Each traced API has an entry program (records the start time per thread and API) and an
- * exit program (computes the latency, updates per-API statistics with atomics and emits an
- * event when the latency reaches `min_latency_ns`).
+ * exit program (computes the latency, updates per-API statistics and the log2 latency
+ * histogram with atomics, and emits an event when the latency reaches `min_latency_ns`).
+ *
+ *   gpubpf maps dump trace.stats          calls, errors, total and max latency per API
+ *   gpubpf maps dump trace.latency_hist   calls per API and latency bucket: bucket b counts
+ *                                         latencies in [2^b, 2^(b+1)) ns (0 also in 0)
+ *   gpubpf events trace.events [-f]       one event per call (kernel name for launches)
  */
 #include "gpubpf.h"
 
@@ -28,6 +33,8 @@ struct api_stats {
 	__u64 max_ns;
 };
 
+#define KERNEL_NAME_LEN 64
+
 struct event {
 	__u64 timestamp_ns;
 	__u64 latency_ns;
@@ -36,6 +43,16 @@ struct event {
 	__u32 pid;
 	__u32 tid;
 	__u32 result;
+	char kernel[KERNEL_NAME_LEN]; /* launches: the kernel's name, else empty */
+};
+
+/* Puts `struct event` into the object's BTF (clang leaves out types only used inside
+ * functions), where `gpubpf events` finds it to decode the ring's records. */
+const struct event *event_type __attribute__((unused));
+
+struct hist_key {
+	__u32 api_id;
+	__u32 bucket; /* floor(log2(latency_ns)) */
 };
 
 struct {
@@ -51,6 +68,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct api_stats);
 } stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct hist_key);
+	__type(value, __u64);
+} latency_hist SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -81,7 +105,47 @@ static __always_inline void atomic_max(__u64 *max, __u64 v)
 	}
 }
 
-static __noinline int on_exit(struct gpubpf_ctx_header *hdr, __u64 arg0)
+/* Bit position -> floor(log2) for de Bruijn multiplication (Kim Walisch's table). */
+static const __u8 log2_table[64] = {
+	0,  47, 1,  56, 48, 27, 2,  60, 57, 49, 41, 37, 28, 16, 3,  61,
+	54, 58, 35, 52, 50, 42, 21, 44, 38, 32, 29, 23, 17, 11, 4,  62,
+	46, 55, 26, 59, 40, 36, 15, 53, 34, 51, 20, 43, 31, 22, 10, 45,
+	25, 39, 14, 33, 19, 30, 9,  24, 13, 18, 8,  12, 7,  6,  5,  63,
+};
+
+/* floor(log2(v)), 0 for v <= 1: no branch, so the verifier walks it once. */
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	v |= v >> 1;
+	v |= v >> 2;
+	v |= v >> 4;
+	v |= v >> 8;
+	v |= v >> 16;
+	v |= v >> 32;
+	return log2_table[(v * 0x03f79d71b4cb0a89ULL) >> 58];
+}
+
+static __always_inline void count_latency(__u32 api, __u64 latency)
+{
+	struct hist_key k = { .api_id = api, .bucket = log2_u64(latency) };
+	__u64 *n = bpf_map_lookup_elem(&latency_hist, &k);
+
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	__u64 one = 1;
+
+	/* Another thread may have created it meanwhile: then add to its count. */
+	if (bpf_map_update_elem(&latency_hist, &k, &one, BPF_NOEXIST) != 0) {
+		n = bpf_map_lookup_elem(&latency_hist, &k);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+	}
+}
+
+/* `func`: the launched CUfunction for launches (its name goes into the event), else 0. */
+static __noinline int on_exit(struct gpubpf_ctx_header *hdr, __u64 arg0, __u64 func)
 {
 	struct start_key key = { .tid = hdr->tid, .api_id = hdr->api_id };
 	__u64 *t0 = bpf_map_lookup_elem(&start, &key);
@@ -106,6 +170,7 @@ static __noinline int on_exit(struct gpubpf_ctx_header *hdr, __u64 arg0)
 		__sync_fetch_and_add(&s->errors, 1);
 	__sync_fetch_and_add(&s->total_ns, latency);
 	atomic_max(&s->max_ns, latency);
+	count_latency(api, latency);
 
 	if (!emit_events || latency < min_latency_ns)
 		return 0;
@@ -121,18 +186,21 @@ static __noinline int on_exit(struct gpubpf_ctx_header *hdr, __u64 arg0)
 	e->pid = hdr->pid;
 	e->tid = hdr->tid;
 	e->result = hdr->result;
+	e->kernel[0] = 0;
+	if (func && gpubpf_get_kernel_name(func, e->kernel, sizeof(e->kernel)) < 0)
+		e->kernel[0] = 0;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
 GPUBPF_ENTRY(cuMemAlloc, trace_alloc) { return on_entry(&ctx->hdr); }
-GPUBPF_EXIT(cuMemAlloc, trace_alloc_exit) { return on_exit(&ctx->hdr, ctx->args.bytesize); }
+GPUBPF_EXIT(cuMemAlloc, trace_alloc_exit) { return on_exit(&ctx->hdr, ctx->args.bytesize, 0); }
 
 GPUBPF_ENTRY(cuMemFree, trace_free) { return on_entry(&ctx->hdr); }
-GPUBPF_EXIT(cuMemFree, trace_free_exit) { return on_exit(&ctx->hdr, ctx->args.dptr); }
+GPUBPF_EXIT(cuMemFree, trace_free_exit) { return on_exit(&ctx->hdr, ctx->args.dptr, 0); }
 
 GPUBPF_ENTRY(cuLaunchKernel, trace_launch) { return on_entry(&ctx->hdr); }
-GPUBPF_EXIT(cuLaunchKernel, trace_launch_exit) { return on_exit(&ctx->hdr, ctx->args.f); }
+GPUBPF_EXIT(cuLaunchKernel, trace_launch_exit) { return on_exit(&ctx->hdr, ctx->args.f, ctx->args.f); }
 
 /* Written without the macro, as a plain libbpf-style section. */
 SEC("cuda/cuCtxSynchronize")
@@ -144,7 +212,7 @@ int trace_sync(struct gpubpf_cuCtxSynchronize_entry *ctx)
 SEC("cudaret/cuCtxSynchronize")
 int trace_sync_exit(struct gpubpf_cuCtxSynchronize_exit *ctx)
 {
-	return on_exit(&ctx->hdr, 0);
+	return on_exit(&ctx->hdr, 0, 0);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -52,6 +52,7 @@ fn maps_are_private_unless_pinned_and_go_with_their_last_user() {
         [
             ("t2.start".to_string(), true),
             ("t2.stats".to_string(), true),
+            ("t2.latency_hist".to_string(), true),
             ("t2.events".to_string(), true),
             ("t2.rodata".to_string(), true),
             ("t2.bss".to_string(), true),

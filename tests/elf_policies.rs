@@ -225,7 +225,10 @@ fn trace_policy() {
         assert_eq!(start.key_type.as_ref().unwrap().name, "struct start_key");
         let bss = &obj.maps[obj.map_index(".bss").unwrap()];
         assert_eq!(bss.origin, MapOrigin::Global(DataKind::Bss));
-        assert_eq!(bss.initial.as_deref(), Some(&[0u8; 8][..]));
+        // `dropped_events` and `event_type` (which puts `struct event` into the BTF for
+        // `gpubpf events`).
+        assert_eq!(bss.initial.as_deref(), Some(&[0u8; 16][..]));
+        assert!(obj.global("event_type").is_some());
         assert!(obj.global("dropped_events").unwrap().settable);
         obj.set_global("min_latency_ns", "0x2710").unwrap();
         assert_eq!(u64_global(&obj, "min_latency_ns"), 10_000);

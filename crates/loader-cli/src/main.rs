@@ -73,6 +73,9 @@ enum Command {
     /// Print the `bpf_printk` lines of policed processes (`-f` to follow), like
     /// `bpftool prog tracelog`.
     Trace(cmd::trace::Args),
+    /// Print the records a policy writes to a ring buffer (e.g. `trace.o`'s `events`),
+    /// typed with the record struct's BTF, one JSON object per line (`-f` to follow).
+    Events(cmd::events::Args),
     /// Print the decisions policies made (refusals, result overrides), enforced or shadowed
     /// (`load --shadow`), from the registry's audit ring: one line per decision.
     Audit(cmd::audit::Args),
@@ -133,6 +136,7 @@ fn main() -> ExitCode {
         Command::AttachPoints(a) => cmd::attach_points::run(a, &out),
         Command::Helpers(a) => cmd::helpers::run(a, &out),
         Command::Trace(a) => cmd::trace::run(a, &out),
+        Command::Events(a) => cmd::events::run(a, &out),
         Command::Audit(a) => cmd::audit::run(a, &out),
         Command::Exporter(a) => cmd::exporter::run(a, &out),
         Command::Top(a) => cmd::top::run(a, &out),

@@ -77,7 +77,7 @@ fn entry_json(e: &Entry) -> Value {
 }
 
 /// The audit ring as `gpubpf audit` reads it.
-const AUDIT: Ring<Entry> = Ring {
+const AUDIT: Ring<'static, Entry> = Ring {
     name: AUDIT_RING,
     record: "audit record",
     open_or_create: Registry::audit_ring,

@@ -4,6 +4,7 @@ pub mod attach_points;
 pub mod audit;
 pub mod build;
 pub mod demo;
+pub mod events;
 pub mod exporter;
 pub mod exporter_metrics;
 pub mod helpers;

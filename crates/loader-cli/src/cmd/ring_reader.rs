@@ -16,9 +16,9 @@ const POLL: Duration = Duration::from_millis(100);
 
 /// One ring: its map name, what its records are called, how it is created, how a record
 /// is decoded and printed.
-pub struct Ring<T> {
-    /// Map name in the registry (`trace`, `audit`).
-    pub name: &'static str,
+pub struct Ring<'a, T> {
+    /// Map name in the registry (`trace`, `audit`, a policy's ring for `gpubpf events`).
+    pub name: &'a str,
     /// What one record is, for messages (`trace line`, `audit record`).
     pub record: &'static str,
     /// Opens the ring, creating it when missing (for `-f`, which waits for records).
@@ -31,10 +31,10 @@ pub struct Ring<T> {
     pub json: fn(&T) -> serde_json::Value,
 }
 
-impl<T> Ring<T> {
-    fn take(&self, ring: &Map) -> anyhow::Result<Vec<T>> {
+impl<T> Ring<'_, T> {
+    fn take(&self, ring: &Map, decode: &dyn Fn(&[u8]) -> T) -> anyhow::Result<Vec<T>> {
         let mut v = Vec::new();
-        ring.ringbuf_consume(|r| v.push((self.decode)(r)))
+        ring.ringbuf_consume(|r| v.push(decode(r)))
             .with_context(|| format!("cannot read the {} ring", self.name))?;
         Ok(v)
     }
@@ -65,13 +65,25 @@ impl<T> Ring<T> {
             ring.spec().map_type,
             self.name
         );
+        self.read(&ring, &self.decode, follow, out)
+    }
+
+    /// Prints (and consumes) the records of `ring`, decoded with `decode` (which may hold
+    /// state, unlike [`Ring::decode`]): all of them at once, or following with `follow`.
+    pub fn read(
+        &self,
+        ring: &Map,
+        decode: &dyn Fn(&[u8]) -> T,
+        follow: bool,
+        out: &Output,
+    ) -> anyhow::Result<()> {
         if !follow {
-            let records = self.take(&ring)?;
+            let records = self.take(ring, decode)?;
             return self.finish(out, records);
         }
         let mut dropped = ring.ringbuf_stats().map_or(0, |s| s.dropped);
         loop {
-            for r in self.take(&ring)? {
+            for r in self.take(ring, decode)? {
                 if out.json() {
                     out.print_json(&(self.json)(&r))?;
                 } else {

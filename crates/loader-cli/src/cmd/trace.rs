@@ -101,7 +101,7 @@ fn record_text(r: &[u8]) -> String {
 }
 
 /// The trace ring as `gpubpf trace` reads it.
-const TRACE: Ring<String> = Ring {
+const TRACE: Ring<'static, String> = Ring {
     name: TRACE_RING,
     record: "trace line",
     open_or_create: Registry::trace_ring,
