@@ -276,3 +276,42 @@ fn a_forked_child_records_into_its_own_file() {
     assert!(kid.iter().all(|l| l["pid"] == child), "{kid:?}");
     assert!(parent.iter().all(|l| l["pid"] != child), "{parent:?}");
 }
+
+/// The record of a real run on the H200 (`tests/gpu/record/run.sh`: tests/gpu/shim/app.cu,
+/// static cudart, allocating 64 MiB at a time under quota at 256 MiB; the fifth allocation
+/// was refused live) replays with the live verdict at 256 MiB, refuses earlier at a lower
+/// limit and nothing at 1 GiB.
+#[test]
+fn the_record_of_a_real_h200_run_replays_with_its_live_verdicts() {
+    let Some((_dir, home, [quota])) = common::cli::with_policies(["policies/quota.bpf.c"]) else {
+        return;
+    };
+    let calls = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/record/quota_h200.jsonl");
+    let text = std::fs::read_to_string(&calls).expect("shipped record");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    // What the real run did: the driver's own start-up lookups, then the allocations.
+    assert!(lines.iter().any(|l| l["api"] == "cuGetProcAddress"));
+    let live_refused: Vec<u64> = (0u64..)
+        .zip(&lines)
+        .filter(|(_, l)| l["refused"] == true)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(live_refused.len(), 1);
+    let mib = 1u64 << 20;
+    let same = replay(&home, &calls, &quota, 256 * mib);
+    assert_eq!(denied(&same), live_refused, "{same}");
+    assert_eq!(same["summary"]["differ_from_live"], 0, "{same}");
+    let high = replay(&home, &calls, &quota, 1024 * mib);
+    assert_eq!(denied(&high), Vec::<u64>::new());
+    // At 128 MiB the third 64 MiB allocation is the first refused.
+    let low = replay(&home, &calls, &quota, 128 * mib);
+    let allocs: Vec<u64> = (0u64..)
+        .zip(&lines)
+        .filter(|(_, l)| l["api"] == "cuMemAlloc")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(denied(&low).first(), allocs.get(2), "{low}");
+}
