@@ -1,7 +1,8 @@
-//! `policies/fault_inject.bpf.c` and `policies/fault_inject_alloc.bpf.c`: unit tests with
-//! `gpubpf test-run` (the Nth call, every Nth call, a probability, a size range, each exact
-//! at its boundary) and end to end on the mock CUDA stack (`tests/shim/`): the chosen calls
-//! fail with the chosen error without reaching the driver, the others run.
+//! `policies/fault_inject.bpf.c`, `policies/fault_inject_alloc.bpf.c` and
+//! `policies/fault_inject_kernel.bpf.c`: unit tests with `gpubpf test-run` (the Nth call,
+//! every Nth call, a probability, a size range, each exact at its boundary) and end to end on
+//! the mock CUDA stack (`tests/shim/`): the chosen calls fail with the chosen error without
+//! reaching the driver, the others run; a kernel filter fails only that kernel's launches.
 //!
 //! Needs clang (and `cc` for the mock stack); prints `skipped: …` without them.
 
@@ -296,4 +297,86 @@ fn mock_stack_fails_the_chosen_calls_without_reaching_the_driver() {
             "mock alloc=0 free=0 launch=0 launch_ptsz=0 getinfo=0",
         ]
     );
+}
+
+#[test]
+fn a_kernel_filter_fails_only_that_kernels_launches() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let fk = common::cli::build_policy(tmp.path(), "policies/fault_inject_kernel.bpf.c")
+        .expect("fault_inject_kernel");
+    // The mock's one kernel is `vector_add` (function 0x1234).
+    let args = |kernel: &str| {
+        [
+            "--set".to_string(),
+            format!("kernel={kernel}"),
+            "--set".into(),
+            "every=2".into(),
+            "--set".into(),
+            "error_code=719".into(),
+        ]
+    };
+    let a = args("vector_add");
+    load(
+        &home,
+        &fk,
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let out = mock.run_app(&home, "link", &["launch", "4"]);
+    assert_eq!(
+        lines(&out),
+        [
+            "launch 0 0",
+            "launch 1 719",
+            "launch 2 0",
+            "launch 3 719",
+            "mock used=0 live=0",
+            "mock alloc=0 free=0 launch=2 launch_ptsz=0 getinfo=0",
+        ],
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(counts(&home), [json!({"calls": 4, "injected": 2})]);
+    ok_json(&cli(
+        &home,
+        &["-j", "prog", "unload", "fault_inject_kernel"],
+    ));
+
+    // Another kernel's name: every launch runs, and none is counted.
+    let a = args("other_kernel");
+    load(
+        &home,
+        &fk,
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let out = mock.run_app(&home, "link", &["launch", "3"]);
+    assert_eq!(
+        lines(&out),
+        [
+            "launch 0 0",
+            "launch 1 0",
+            "launch 2 0",
+            "mock used=0 live=0",
+            "mock alloc=0 free=0 launch=3 launch_ptsz=0 getinfo=0",
+        ]
+    );
+    assert_eq!(counts(&home), [json!({"calls": 4, "injected": 2})]);
+
+    // A name longer than the knob's 63 bytes is refused at load.
+    let long = format!("kernel={}", "k".repeat(64));
+    let out = cli(
+        &home,
+        &[
+            "load",
+            fk.to_str().unwrap(),
+            "--name",
+            "long",
+            "--set",
+            &long,
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("do not fit char[64]"), "{err}");
 }

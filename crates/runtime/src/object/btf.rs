@@ -496,6 +496,9 @@ impl Btf {
                 BtfType::Typedef { target, .. }
                 | BtfType::Restrict { target }
                 | BtfType::TypeTag { target, .. } => id = *target,
+                // `const volatile char s[64]` qualifies the elements: C has no qualified
+                // array types.
+                BtfType::Array { elem, .. } => id = *elem,
                 _ => return Ok(c && v),
             }
         }

@@ -124,7 +124,7 @@ pub enum GlobalError {
     #[error("global `{name}` in `{section}` is not `const volatile`; clang may have folded its value into the code, so setting it would have no effect")]
     NotConstVolatile { name: String, section: String },
     #[error(
-        "global `{name}` has type `{type_name}`; only integers, booleans and enums can be set"
+        "global `{name}` has type `{type_name}`; only integers, booleans, enums and char arrays (strings) can be set"
     )]
     UnsupportedType { name: String, type_name: String },
     #[error("global `{name}` ({type_name}): {reason}")]

@@ -40,6 +40,14 @@ impl Global {
 
 /// Renders `bytes` as a value of BTF type `ty`.
 pub fn render_value(bytes: &[u8], ty: Option<u32>, btf: Option<&Btf>) -> String {
+    if btf
+        .zip(ty)
+        .and_then(|(b, t)| char_array_len(b, t))
+        .is_some_and(|n| n as usize == bytes.len())
+    {
+        let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+        return format!("{:?}", String::from_utf8_lossy(&bytes[..end]));
+    }
     let scalar = btf.zip(ty).and_then(|(b, t)| scalar_type(b, t).ok());
     value::render(bytes, scalar.as_ref())
 }
@@ -87,7 +95,8 @@ pub(crate) fn collect_globals(elf: &RawElf<'_>, btf: Option<&Btf>, maps: &[MapDe
             });
             let type_name = btf.zip(btf_type).map(|(b, t)| b.type_name(t));
             let settable = btf.zip(btf_type).is_some_and(|(b, t)| {
-                scalar_type(b, t).is_ok_and(|st| st.size == size)
+                (scalar_type(b, t).is_ok_and(|st| st.size == size)
+                    || char_array_len(b, t) == Some(size))
                     && (kind != DataKind::Rodata || b.is_const_volatile(t).unwrap_or(false))
             });
             out.push(Global {
@@ -131,6 +140,34 @@ pub(crate) fn scalar_type(btf: &Btf, ty: u32) -> Result<ScalarType, String> {
     }
 }
 
+/// The length of a `char` array type (a string knob: `const volatile char name[64]`).
+pub(crate) fn char_array_len(btf: &Btf, ty: u32) -> Option<u32> {
+    let r = btf.skip_mods(ty).ok()?;
+    let BtfType::Array { elem, nelems, .. } = btf.type_by_id(r).ok()? else {
+        return None;
+    };
+    let e = btf.skip_mods(*elem).ok()?;
+    matches!(btf.type_by_id(e).ok()?, BtfType::Int { size: 1, .. }).then_some(*nelems)
+}
+
+/// The bytes of string knob `text` in a `char[len]`: the text, then NULs (at least one).
+fn encode_string(text: &str, len: u32) -> Result<Vec<u8>, String> {
+    let bytes = text.as_bytes();
+    if bytes.contains(&0) {
+        return Err("a string knob cannot contain a NUL byte".into());
+    }
+    if bytes.len() >= len as usize {
+        return Err(format!(
+            "{} bytes do not fit char[{len}] with its terminating NUL (at most {})",
+            bytes.len(),
+            len.saturating_sub(1)
+        ));
+    }
+    let mut v = bytes.to_vec();
+    v.resize(len as usize, 0);
+    Ok(v)
+}
+
 /// Parses `text` for `global` and writes it into the map's initial bytes.
 pub(crate) fn set_global(
     global: &Global,
@@ -143,10 +180,17 @@ pub(crate) fn set_global(
         return Err(GlobalError::NoBtf { name });
     };
     let type_name = global.type_name.clone().unwrap_or_default();
-    let st = scalar_type(btf, ty).map_err(|type_name| GlobalError::UnsupportedType {
-        name: name.clone(),
-        type_name,
-    })?;
+    let string_len = char_array_len(btf, ty);
+    let st = match (scalar_type(btf, ty), string_len) {
+        (Ok(st), _) => Some(st),
+        (Err(_), Some(_)) => None,
+        (Err(type_name), None) => {
+            return Err(GlobalError::UnsupportedType {
+                name: name.clone(),
+                type_name,
+            })
+        }
+    };
     if map.origin == super::maps::MapOrigin::Global(DataKind::Rodata)
         && !btf.is_const_volatile(ty).unwrap_or(false)
     {
@@ -155,21 +199,22 @@ pub(crate) fn set_global(
             section: global.section.clone(),
         });
     }
-    if st.size != global.size {
+    let size = st.as_ref().map_or(string_len.unwrap_or(0), |st| st.size);
+    if size != global.size {
         return Err(GlobalError::Inconsistent {
             name,
-            reason: format!(
-                "BTF says {} bytes, the symbol table {}",
-                st.size, global.size
-            ),
+            reason: format!("BTF says {size} bytes, the symbol table {}", global.size),
         });
     }
-    let v = value::parse_scalar(text, &st).map_err(|reason| GlobalError::BadValue {
+    let bad = |reason: String| GlobalError::BadValue {
         name: name.clone(),
-        type_name,
+        type_name: type_name.clone(),
         reason,
-    })?;
-    let bytes = value::encode(v, st.size);
+    };
+    let bytes = match &st {
+        Some(st) => value::encode(value::parse_scalar(text, st).map_err(bad)?, st.size),
+        None => encode_string(text, size).map_err(bad)?,
+    };
     let start = global.offset as usize;
     let slot = map
         .initial
