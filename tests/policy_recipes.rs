@@ -77,15 +77,32 @@ fn rounded_sizes_reach_quota_and_the_driver() {
     let Some(Session { mock, tmp, home }) = session() else {
         return;
     };
-    let (round, quota) = (policy(tmp.path(), "alloc_round"), policy(tmp.path(), "quota"));
+    let (round, quota) = (
+        policy(tmp.path(), "alloc_round"),
+        policy(tmp.path(), "quota"),
+    );
     // 3 x 3000 bytes fit 10 000; rounded to 4096 the third crosses it.
     ok(&cli(
         &home,
-        &["load", &quota, "--set", "limit_bytes=10000", "--set", "log_denials=0"],
+        &[
+            "load",
+            &quota,
+            "--set",
+            "limit_bytes=10000",
+            "--set",
+            "log_denials=0",
+        ],
     ));
     ok(&cli(
         &home,
-        &["load", &round, "--set", "granularity=4096", "--priority", "-10"],
+        &[
+            "load",
+            &round,
+            "--set",
+            "granularity=4096",
+            "--priority",
+            "-10",
+        ],
     ));
     let out = mock.run_app(&home, "link", &["quota", "3", "3000"]);
     assert_eq!(
@@ -121,10 +138,20 @@ fn allocations_and_frees_are_logged_and_failures_counted() {
         policy(tmp.path(), "quota"),
     );
     ok(&cli(&home, &["load", &log]));
-    ok(&cli(&home, &["load", &errors, "--attach", "cuMemAlloc,cuMemFree"]));
     ok(&cli(
         &home,
-        &["load", &quota, "--set", "limit_bytes=250", "--set", "log_denials=0"],
+        &["load", &errors, "--attach", "cuMemAlloc,cuMemFree"],
+    ));
+    ok(&cli(
+        &home,
+        &[
+            "load",
+            &quota,
+            "--set",
+            "limit_bytes=250",
+            "--set",
+            "log_denials=0",
+        ],
     ));
     let out = mock.run_app(&home, "link", &["quota", "4", "100"]);
     assert_eq!(
@@ -144,14 +171,19 @@ fn allocations_and_frees_are_logged_and_failures_counted() {
         .collect();
     // Two allocations, two refusals (address 0, result 2), the retry.
     assert_eq!(allocs.len(), 5, "{messages:?}");
-    assert!(allocs[0].starts_with("alloc: cuMemAlloc 100 bytes -> 0x") && allocs[0].ends_with("(0)"));
+    assert!(
+        allocs[0].starts_with("alloc: cuMemAlloc 100 bytes -> 0x") && allocs[0].ends_with("(0)")
+    );
     assert_eq!(allocs[2], "alloc: cuMemAlloc 100 bytes -> 0x0 (2)");
     let frees = messages
         .iter()
         .filter(|m| m.starts_with("alloc: cuMemFree 0x") && m.ends_with("(0)"))
         .count();
     assert_eq!(frees, 3, "{messages:?}");
-    let reported: Vec<&String> = messages.iter().filter(|m| m.starts_with("error: ")).collect();
+    let reported: Vec<&String> = messages
+        .iter()
+        .filter(|m| m.starts_with("error: "))
+        .collect();
     assert_eq!(reported.len(), 2, "{messages:?}");
     assert!(reported.iter().all(|m| m.ends_with("api 303 returned 2")));
     let counts = ok_json(&cli(&home, &["-j", "maps", "dump", "error_counts"]));
@@ -159,7 +191,12 @@ fn allocations_and_frees_are_logged_and_failures_counted() {
         .as_array()
         .expect("entries")
         .iter()
-        .map(|e| (e["formatted"]["key"].clone(), e["formatted"]["value"].clone()))
+        .map(|e| {
+            (
+                e["formatted"]["key"].clone(),
+                e["formatted"]["value"].clone(),
+            )
+        })
         .collect();
     assert_eq!(entries, [(json!({"api_id": 303, "result": 2}), json!(2))]);
 }

@@ -46,6 +46,8 @@
  *   hostfn N SIZE       N cuLaunchHostFunc calls whose host function (run by the mock
  *                       inside the call) allocates SIZE bytes ("hostfn alloc I RC"), then
  *                       "hostfn launch I RC"; everything allocated is freed at the end
+ *   stream P            a stream created with cuStreamCreateWithPriority at priority P
+ *                       ("stream RC priority=Q": Q as cuStreamGetPriority reports it)
  *   meminfo SIZE        cuMemGetInfo ("getinfo RC free=… total=…"), a cuMemAlloc of SIZE,
  *                       cuMemGetInfo, cuDeviceTotalMem ("totalmem RC bytes=…"), the free,
  *                       cuMemGetInfo
@@ -99,6 +101,8 @@ typedef CUresult destroy_ft(void *);
 typedef CUresult totalmem_ft(size_t *, int);
 typedef void usage_ft(unsigned long long[2]);
 typedef CUresult hostfunc_ft(void *, void (*)(void *), void *);
+typedef CUresult stream_create_ft(void **, unsigned, int);
+typedef CUresult stream_prio_ft(void *, int *);
 
 #define FAMILY_APIS(X)                                                                 \
 	X(pitch, pitch_ft, cuMemAllocPitch_v2, "cuMemAllocPitch", 3020)                \
@@ -118,7 +122,9 @@ typedef CUresult hostfunc_ft(void *, void (*)(void *), void *);
 	X(mipmap, mipmap_ft, cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000)   \
 	X(mipmap_destroy, destroy_ft, cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000) \
 	X(totalmem, totalmem_ft, cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020)        \
-	X(hostfunc, hostfunc_ft, cuLaunchHostFunc, "cuLaunchHostFunc", 10000)
+	X(hostfunc, hostfunc_ft, cuLaunchHostFunc, "cuLaunchHostFunc", 10000)          \
+	X(stream_create, stream_create_ft, cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050) \
+	X(stream_prio, stream_prio_ft, cuStreamGetPriority, "cuStreamGetPriority", 5050)
 
 #define FIELD(f, t, sym, base, version) t *f;
 static struct {
@@ -529,6 +535,13 @@ int main(int argc, char **argv)
 			if (r == 0)
 				fam.free_async(d, streams[i]);
 		}
+	} else if (strcmp(scenario, "stream") == 0 && argc == 4) {
+		void *st = NULL;
+		int q = 99;
+		CUresult r = fam.stream_create(&st, 1, atoi(argv[3]));
+		if (r == 0)
+			r = fam.stream_prio(st, &q);
+		printf("stream %d priority=%d\n", r, q);
 	} else if (strcmp(scenario, "hostfn") == 0 && argc == 5) {
 		long n = atol(argv[3]);
 		struct hostfn_call c = { (size_t)atoll(argv[4]), 0,

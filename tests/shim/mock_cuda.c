@@ -512,6 +512,43 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz
 	return CUDA_SUCCESS;
 }
 
+/* Streams with a priority, as the real driver: priorities outside
+ * [greatest, least] = [-5, 0] are clamped into it; a stream is its slot + 1 in `stream_prio`. */
+#define MOCK_STREAMS 64
+static int stream_prio[MOCK_STREAMS];
+static atomic_int n_streams;
+
+CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+	if (least)
+		*least = 0;
+	if (greatest)
+		*greatest = -5;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int priority)
+{
+	(void)flags;
+	if (!ph)
+		return CUDA_ERROR_INVALID_VALUE;
+	int i = atomic_fetch_add(&n_streams, 1);
+	if (i >= MOCK_STREAMS)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	stream_prio[i] = priority < -5 ? -5 : priority > 0 ? 0 : priority;
+	*ph = (CUstream)(uintptr_t)(0x5000 + i);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetPriority(CUstream s, int *priority)
+{
+	uintptr_t i = (uintptr_t)s - 0x5000;
+	if (!priority || (uintptr_t)s < 0x5000 || i >= (uintptr_t)atomic_load(&n_streams))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*priority = stream_prio[i];
+	return CUDA_SUCCESS;
+}
+
 /* Unlike the real driver, which runs a host function later on a thread of its own, the mock
  * runs it at once, inside the call and on the caller's thread: a driver calling back into
  * the application while one of its calls is in flight (the shim's nested policed calls). */
@@ -563,6 +600,9 @@ static const struct entry {
 	{ "cuMipmappedArrayDestroy", 5000, 0, (void *)cuMipmappedArrayDestroy },
 	{ "cuLaunchKernel", 4000, 0, (void *)cuLaunchKernel },
 	{ "cuLaunchHostFunc", 10000, 0, (void *)cuLaunchHostFunc },
+	{ "cuCtxGetStreamPriorityRange", 5050, 0, (void *)cuCtxGetStreamPriorityRange },
+	{ "cuStreamCreateWithPriority", 5050, 0, (void *)cuStreamCreateWithPriority },
+	{ "cuStreamGetPriority", 5050, 0, (void *)cuStreamGetPriority },
 	{ "cuLaunchKernel", 7000, 1, (void *)cuLaunchKernel_ptsz },
 	{ "cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress },
 	{ "cuGetProcAddress", 12000, 0, (void *)cuGetProcAddress_v2 },
