@@ -78,34 +78,34 @@ fn the_high_class_gets_top_priority_streams_and_throttles_the_others() {
 
     // Streams: the listed process's request is raised (the driver clamps -1000 to -5).
     assert_eq!(
-        run(&mock, &home, &high, &["stream", "0"])[0],
+        run(mock, &home, &high, &["stream", "0"])[0],
         "stream 0 priority=-5"
     );
     assert_eq!(
-        run(&mock, &home, &low, &["stream", "-2"])[0],
+        run(mock, &home, &low, &["stream", "-2"])[0],
         "stream 0 priority=-2"
     );
     assert_eq!(
-        run(&mock, &home, &low, &["stream", "0"])[0],
+        run(mock, &home, &low, &["stream", "0"])[0],
         "stream 0 priority=0"
     );
     assert_eq!(state(&home)["raised_streams"], 1);
 
     // No high-priority launch yet: nothing is throttled.
-    run(&mock, &home, &low, &["launch", "2"]);
+    run(mock, &home, &low, &["launch", "2"]);
     assert_eq!(state(&home)["throttled"], 0);
     // A high-priority launch, then (within the window) three launches of another process,
     // each delayed 20 ms; the high-priority process itself is never delayed.
-    run(&mock, &home, &high, &["launch", "1"]);
+    run(mock, &home, &high, &["launch", "1"]);
     let t = Instant::now();
-    let out = run(&mock, &home, &low, &["launch", "3"]);
+    let out = run(mock, &home, &low, &["launch", "3"]);
     let took = t.elapsed();
     assert_eq!(out[..3], ["launch 0 0", "launch 1 0", "launch 2 0"]);
     let s = state(&home);
     assert_eq!(s["throttled"], 3, "{s}");
     assert_eq!(s["throttled_ns"], 60_000_000, "{s}");
     assert!(took >= Duration::from_millis(60), "{took:?}");
-    run(&mock, &home, &high, &["launch", "2"]);
+    run(mock, &home, &high, &["launch", "2"]);
     assert_eq!(state(&home)["throttled"], 3);
 }
 
@@ -138,8 +138,8 @@ fn after_the_window_nothing_is_throttled() {
             "1",
         ],
     ));
-    run(&mock, &home, &high, &["launch", "1"]);
+    run(mock, &home, &high, &["launch", "1"]);
     std::thread::sleep(Duration::from_millis(200));
-    run(&mock, &home, &mock.app_link, &["launch", "2"]);
+    run(mock, &home, &mock.app_link, &["launch", "2"]);
     assert_eq!(state(&home)["throttled"], 0);
 }
