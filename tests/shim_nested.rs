@@ -8,12 +8,10 @@
 
 mod common;
 
-use std::ffi::OsStr;
-
 use serde_json::Value;
 
-use common::cli::{gpubpf, ok, ok_json, run_with_registry as cli};
-use common::shim::{session, shim_library, Session};
+use common::cli::{ok, ok_json, run_with_registry as cli};
+use common::shim::{session, Session};
 
 const ROUTES: [&str; 4] = ["link", "dlsym", "proc", "rt"];
 
@@ -68,36 +66,10 @@ fn a_recording_keeps_the_entry_time_and_refusal_of_each_nested_call() {
     let quota = common::cli::build_policy(tmp.path(), "policies/quota.bpf.c").expect("quota");
     let count =
         common::cli::build_policy(tmp.path(), "tests/shim/count_hostfn.bpf.c").expect("count");
-    shim_library(); // built beside the gpubpf binary
-                    // (`record --set` applies to every `--policy`; the counter has no knobs.)
+    // `record --set` applies to every `--policy`: the counter (no knobs) is loaded first.
     ok(&cli(&home, &["load", count.to_str().expect("utf-8 path")]));
     let record = tmp.path().join("calls.jsonl");
-    let out = std::process::Command::new(gpubpf())
-        .args([
-            "record".as_ref(),
-            "-o".as_ref(),
-            record.as_os_str(),
-            "--policy".as_ref(),
-            quota.as_os_str(),
-            "--set".as_ref(),
-            "limit_bytes=250".as_ref(),
-            "--set".as_ref(),
-            "log_denials=0".as_ref(),
-            "--".as_ref(),
-            mock.app_link.as_os_str(),
-            OsStr::new("link"),
-            OsStr::new("hostfn"),
-            OsStr::new("3"),
-            OsStr::new("100"),
-        ])
-        .env("GPUBPF_HOME", &home)
-        .env("GPUBPF_CUDA_LIBRARY", &mock.libcuda)
-        .env("LD_LIBRARY_PATH", &mock.dir)
-        .env_remove("GPUBPF_SHIM")
-        .env_remove("LD_PRELOAD")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run gpubpf record");
+    let out = mock.record_quota(&home, &record, &quota, 250, &["hostfn", "3", "100"]);
     assert_eq!(ok(&out), EXPECTED);
     let text = std::fs::read_to_string(&record).expect("record written");
     let lines: Vec<Value> = text

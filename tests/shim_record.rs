@@ -12,7 +12,6 @@
 
 mod common;
 
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -84,32 +83,7 @@ fn a_recorded_quota_run_replays_with_the_live_verdicts_and_maps() {
     let quota = common::cli::build_policy(tmp.path(), "policies/quota.bpf.c").expect("quota");
     shim_library(); // built beside the gpubpf binary
     let calls = tmp.path().join("calls.jsonl");
-    let out = std::process::Command::new(gpubpf())
-        .args([
-            "record".as_ref(),
-            "-o".as_ref(),
-            calls.as_os_str(),
-            "--policy".as_ref(),
-            quota.as_os_str(),
-            "--set".as_ref(),
-            "limit_bytes=250".as_ref(),
-            "--set".as_ref(),
-            "log_denials=0".as_ref(),
-            "--".as_ref(),
-            mock.app_link.as_os_str(),
-            OsStr::new("link"),
-            OsStr::new("quota"),
-            OsStr::new("5"),
-            OsStr::new("100"),
-        ])
-        .env("GPUBPF_HOME", &home)
-        .env("GPUBPF_CUDA_LIBRARY", &mock.libcuda)
-        .env("LD_LIBRARY_PATH", &mock.dir)
-        .env_remove("GPUBPF_SHIM")
-        .env_remove("LD_PRELOAD")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run gpubpf record");
+    let out = mock.record_quota(&home, &calls, &quota, 250, &["quota", "5", "100"]);
     assert_eq!(
         ok(&out),
         "alloc 0 0\nalloc 1 0\nalloc 2 2\nalloc 3 2\nalloc 4 2\nfree 0\nretry 0\n\

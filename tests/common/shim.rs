@@ -193,6 +193,43 @@ impl MockStack {
         }
     }
 
+    /// `gpubpf record -o RECORD --policy QUOTA --set limit_bytes=LIMIT --set log_denials=0
+    /// -- app_link link ARGS…` on the mock stack (the shim found beside `gpubpf`).
+    pub fn record_quota(
+        &self,
+        home: &Path,
+        record: &Path,
+        quota: &Path,
+        limit: u64,
+        args: &[&str],
+    ) -> Output {
+        shim_library(); // built beside the gpubpf binary
+        Command::new(super::cli::gpubpf())
+            .arg("record")
+            .arg("-o")
+            .arg(record)
+            .arg("--policy")
+            .arg(quota)
+            .args([
+                "--set",
+                &format!("limit_bytes={limit}"),
+                "--set",
+                "log_denials=0",
+            ])
+            .arg("--")
+            .arg(&self.app_link)
+            .arg("link")
+            .args(args)
+            .env("GPUBPF_HOME", home)
+            .env("GPUBPF_CUDA_LIBRARY", &self.libcuda)
+            .env("LD_LIBRARY_PATH", &self.dir)
+            .env_remove("GPUBPF_SHIM")
+            .env_remove("LD_PRELOAD")
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run gpubpf record")
+    }
+
     /// Runs the application through `route` with `args`; asserts that it exited 0.
     pub fn run_app(&self, home: &Path, route: &str, args: &[&str]) -> Output {
         let out = self
