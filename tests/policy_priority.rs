@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -42,39 +42,38 @@ fn run(mock: &MockStack, home: &Path, program: &Path, args: &[&str]) -> Vec<Stri
     lines(&out)
 }
 
+/// Loads priority.o with `sets`, lists the command name `app_high` and returns a copy of
+/// the linked application under that name: the command names tell the classes apart.
+fn setup(mock: &MockStack, tmp: &Path, home: &Path, sets: &[&str]) -> PathBuf {
+    let obj = common::cli::build_policy(tmp, "policies/priority.bpf.c").expect("priority");
+    let high = tmp.join("app_high");
+    std::fs::copy(&mock.app_link, &high).expect("copy the application");
+    let mut args = vec!["load", obj.to_str().expect("utf-8 path")];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    ok(&cli(home, &args));
+    let listed = [
+        "maps",
+        "update",
+        "prio_comms",
+        "--key",
+        "app_high",
+        "--value",
+        "1",
+    ];
+    ok(&cli(home, &listed));
+    high
+}
+
 #[test]
 fn the_high_class_gets_top_priority_streams_and_throttles_the_others() {
     let Some(Session { mock, tmp, home }) = session() else {
         return;
     };
-    let obj = common::cli::build_policy(tmp.path(), "policies/priority.bpf.c").expect("priority");
-    // The command names tell the classes apart: `app_high` is listed, `app_link` is not.
-    let high = tmp.path().join("app_high");
-    std::fs::copy(&mock.app_link, &high).expect("copy the application");
+    let sets = ["throttle_ns=20000000", "active_window_ns=3000000000"];
+    let high = setup(mock, tmp.path(), &home, &sets);
     let low = mock.app_link.clone();
-    ok(&cli(
-        &home,
-        &[
-            "load",
-            obj.to_str().expect("utf-8 path"),
-            "--set",
-            "throttle_ns=20000000",
-            "--set",
-            "active_window_ns=3000000000",
-        ],
-    ));
-    ok(&cli(
-        &home,
-        &[
-            "maps",
-            "update",
-            "prio_comms",
-            "--key",
-            "app_high",
-            "--value",
-            "1",
-        ],
-    ));
 
     // Streams: the listed process's request is raised (the driver clamps -1000 to -5).
     assert_eq!(
@@ -114,30 +113,7 @@ fn after_the_window_nothing_is_throttled() {
     let Some(Session { mock, tmp, home }) = session() else {
         return;
     };
-    let obj = common::cli::build_policy(tmp.path(), "policies/priority.bpf.c").expect("priority");
-    let high = tmp.path().join("app_high");
-    std::fs::copy(&mock.app_link, &high).expect("copy the application");
-    ok(&cli(
-        &home,
-        &[
-            "load",
-            obj.to_str().expect("utf-8 path"),
-            "--set",
-            "active_window_ns=50000000",
-        ],
-    ));
-    ok(&cli(
-        &home,
-        &[
-            "maps",
-            "update",
-            "prio_comms",
-            "--key",
-            "app_high",
-            "--value",
-            "1",
-        ],
-    ));
+    let high = setup(mock, tmp.path(), &home, &["active_window_ns=50000000"]);
     run(mock, &home, &high, &["launch", "1"]);
     std::thread::sleep(Duration::from_millis(200));
     run(mock, &home, &mock.app_link, &["launch", "2"]);
