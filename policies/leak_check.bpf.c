@@ -16,16 +16,17 @@
  *   cuMemCreate                              physical allocations, freed by cuMemRelease
  * Arrays and mipmapped arrays are not tracked.
  *
- * The call site: a program sees the API and its arguments, not the caller's return
- * address, so an allocation is described by pid, tid, API and a CLOCK_MONOTONIC time
- * (compare with the application's own log, or with `gpubpf record`).
+ * The call site: `site` is where the application called the driver, as `module+0xoffset`
+ * (gpubpf_get_caller: the first frame outside the shim — the application's code, or the
+ * library that called the driver, e.g. a dynamically linked cudart), for
+ * `addr2line -f -e MODULE OFFSET`; with pid, tid, API and a CLOCK_MONOTONIC time.
  *
  * Knobs (`const volatile`, set with `--set`):
  *   min_size     track only allocations of at least this many bytes (default 0: all)
  *
  * Maps (pinned by name, so they outlive an unload and a reload):
  *   leak_live     hash (65536), { handle, pid, kind } -> struct leak_alloc { size, time_ns,
- *                 pid, tid, api_id, kind }; kind: 1 device pointer, 2 host pointer,
+ *                 pid, tid, api_id, kind, site }; kind: 1 device pointer, 2 host pointer,
  *                 3 cuMemCreate handle. When full, new allocations are counted in
  *                 leak_summary.untracked instead.
  *   leak_summary  hash (4096), pid -> { allocs, frees, live_bytes, untracked }
@@ -56,6 +57,7 @@ struct leak_alloc {
 	__u32 tid;
 	__u32 api_id;   /* GPUBPF_API_* of the allocating call */
 	__u32 kind;
+	char site[64];  /* the call site, `module+0xoffset` (empty when unknown) */
 };
 
 struct leak_summary {
@@ -106,6 +108,9 @@ static __always_inline void track(struct gpubpf_ctx_header *hdr, __u64 handle, _
 		.api_id = hdr->api_id,
 		.kind = kind,
 	};
+
+	if (gpubpf_get_caller(a.site, sizeof(a.site)) < 0)
+		a.site[0] = 0;
 
 	if (bpf_map_update_elem(&leak_live, &key, &a, BPF_ANY) != 0) {
 		if (s)

@@ -62,4 +62,7 @@ static long (* const gpubpf_get_kernel_name)(__u64 f, char *buf, __u32 size) = (
 /* gpubpf_delay_ns (id 65537): Sleep in the calling thread for ns nanoseconds, at most 100 ms a call (GPUBPF_MAX_DELAY_NS); the nanoseconds requested after that bound. */
 static long (* const gpubpf_delay_ns)(__u64 ns) = (void *) 65537;
 
+/* gpubpf_get_caller (id 65538): Copy where the application called the hooked driver function from, as `module+0xoffset` (the file name of the calling module and the offset of the call in it, for addr2line), NUL-terminated and zero-padded to size; its length incl. NUL, or -ENOENT (unknown: not under the shim) with buf zeroed. Walks the stack: for debugging policies, not for every call. */
+static long (* const gpubpf_get_caller)(char *buf, __u32 size) = (void *) 65538;
+
 #endif /* __GPUBPF_HELPERS_H__ */

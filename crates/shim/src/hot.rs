@@ -187,6 +187,9 @@ struct Frame {
     t_entry: u64,
     /// An entry program refused the call.
     refused: bool,
+    /// The application's return address, when a program of the chain asks for it
+    /// (`gpubpf_get_caller`), else 0.
+    caller: u64,
 }
 
 /// Everything a thread keeps for the shim, in one thread-local so that a policed call
@@ -235,6 +238,7 @@ thread_local! {
                 Cell::new(Frame {
                     t_entry: 0,
                     refused: false,
+                    caller: 0,
                 })
             }; FRAMES],
             shard: Cell::new(UNCLAIMED),
@@ -364,6 +368,7 @@ fn policed_slow(point: usize) -> Option<Policed> {
         f.set(Frame {
             t_entry: record_start(),
             refused: false,
+            caller: 0,
         });
     }
     Some(Policed { tagged, thread })
@@ -629,6 +634,9 @@ impl Policed {
     #[inline]
     pub fn enter(&self, c: &mut [u64]) -> Option<CUresult> {
         let chain = self.chain();
+        if chain.wants_caller {
+            self.capture_caller();
+        }
         let mut rec = Recorder::new(self.thread);
         rec.add(Counter::calls, chain.stats_slot);
         if chain.entry.is_empty() && !chain.broken {
@@ -687,9 +695,29 @@ impl Policed {
         let _ = self.thread.as_busy(|| crate::record::call(&call));
     }
 
+    /// Walks the stack for the application's call site (for `gpubpf_get_caller`) and keeps
+    /// it in this call's frame for the exit programs.
+    #[cold]
+    #[inline(never)]
+    fn capture_caller(&self) {
+        let ip = self.thread.as_busy(crate::caller::capture).unwrap_or(0);
+        if let Some(f) = self.frame() {
+            f.set(Frame {
+                caller: ip,
+                ..f.get()
+            });
+        }
+        gpubpf_runtime::helpers::caller::set_caller(ip);
+    }
+
     #[inline(never)]
     fn run_exit(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
         let chain = self.chain();
+        if chain.wants_caller {
+            // A nested call's programs may have set another caller meanwhile.
+            let ip = self.frame().map_or(0, |f| f.get().caller);
+            gpubpf_runtime::helpers::caller::set_caller(ip);
+        }
         let mut rec = Recorder::new(self.thread);
         match self
             .thread

@@ -19,6 +19,7 @@
 //! (fail open).
 
 pub mod abi_types;
+mod caller;
 #[cfg(test)]
 mod codegen;
 pub mod driver;

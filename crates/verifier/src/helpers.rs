@@ -284,6 +284,20 @@ pub static HELPERS: &[HelperSig] = &[
         doc: "Sleep in the calling thread for ns nanoseconds, at most 100 ms a call \
               (GPUBPF_MAX_DELAY_NS); the nanoseconds requested after that bound.",
     },
+    HelperSig {
+        id: GPUBPF_HELPER_BASE + 2,
+        name: "gpubpf_get_caller",
+        c_ret: "long",
+        c_params: "char *buf, __u32 size",
+        args: &[A::WritableMem, A::ConstSize],
+        ret: RetKind::Scalar,
+        map_class: MapClass::None,
+        doc: "Copy where the application called the hooked driver function from, as \
+              `module+0xoffset` (the file name of the calling module and the offset of the \
+              call in it, for addr2line), NUL-terminated and zero-padded to size; its length \
+              incl. NUL, or -ENOENT (unknown: not under the shim) with buf zeroed. Walks \
+              the stack: for debugging policies, not for every call.",
+    },
 ];
 
 /// Looks a helper up by id.

@@ -376,6 +376,9 @@ pub struct Chain {
     /// Some program reads `hdr.flags` (the shim asks the driver whether the call's stream is
     /// being captured only then). [`Chain::compute_reads`] sets it.
     pub reads_flags: bool,
+    /// Some program calls `gpubpf_get_caller` (the shim walks the application's stack for
+    /// the caller's address only then). [`Chain::compute_reads`] sets it.
+    pub wants_caller: bool,
 }
 
 /// What happened to one call that went through a [`Chain`].
@@ -393,7 +396,7 @@ pub struct CallOutcome {
 
 impl Chain {
     /// Sets [`Chain::reads_device`] and [`Chain::reads_flags`] from what the verifier saw
-    /// the programs read at `point`.
+    /// the programs read at `point`, and [`Chain::wants_caller`] from their helper calls.
     pub fn compute_reads(&mut self, point: &AttachPoint) {
         let reads = |field: &str| {
             let off = point.field(field).map(|f| f.offset);
@@ -404,6 +407,12 @@ impl Chain {
         };
         self.reads_device = reads("hdr.device");
         self.reads_flags = reads("hdr.flags");
+        let caller = gpubpf_verifier::helpers::GPUBPF_HELPER_BASE + 2;
+        self.wants_caller = self.entry.iter().chain(&self.exit).any(|p| {
+            p.insns()
+                .iter()
+                .any(|i| i.opc == gpubpf_isa::opcode::CALL && i.src == 0 && i.imm == caller)
+        });
     }
 
     /// Runs a call: entry programs in priority order (the first non-zero verdict wins and

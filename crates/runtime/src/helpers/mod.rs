@@ -9,6 +9,7 @@
 //! dereferenced directly: they are read with `process_vm_readv` on our own process, which
 //! fails cleanly (`-EFAULT`) on an unmapped address.
 
+pub mod caller;
 pub mod kernel;
 pub(crate) mod map_ops;
 mod misc;
@@ -48,6 +49,10 @@ pub const IMPLEMENTATIONS: &[(i32, HelperFn)] = &[
     (
         gpubpf_verifier::helpers::GPUBPF_HELPER_BASE + 1,
         misc::delay_ns,
+    ),
+    (
+        gpubpf_verifier::helpers::GPUBPF_HELPER_BASE + 2,
+        caller::get_caller,
     ),
 ];
 
