@@ -10,26 +10,18 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::cli::{ok, ok_json, run_with_registry as cli};
-use common::shim::{session, shim_library, MockStack, Session};
+use common::shim::{session, MockStack, Session};
 use serde_json::Value;
 
 /// `gpubpf run -- app_link link ARGS…` on the mock stack; returns its pid and output
 /// (asserting success).
 fn run_app(mock: &MockStack, home: &Path, args: &[&str]) -> (u32, Output) {
-    shim_library(); // `gpubpf run` finds it beside the gpubpf binary
-    let child = Command::new(common::cli::gpubpf())
+    let child = mock
+        .gpubpf_command(home)
         .args(["run", "--"])
         .arg(&mock.app_link)
         .arg("link")
         .args(args)
-        .env("GPUBPF_HOME", home)
-        .env("GPUBPF_CUDA_LIBRARY", &mock.libcuda)
-        .env("LD_LIBRARY_PATH", &mock.dir)
-        .env_remove("GPUBPF_SHIM")
-        .env_remove("GPUBPF_LOG")
-        .env_remove("GPUBPF_TRACE_STDERR")
-        .env_remove("LD_PRELOAD")
-        .env_remove("RUST_LOG")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

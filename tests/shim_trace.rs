@@ -13,30 +13,20 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::cli::{ok, ok_json, run_with_registry as cli};
-use common::shim::{session, shim_library, MockStack, Session};
+use common::shim::{session, MockStack, Session};
 
 /// `gpubpf run -- app_link link ARGS…` on the mock stack, started (with
 /// `GPUBPF_TRACE_STDERR=1` when `trace_stderr`); the child's pid is the application's
 /// (`gpubpf run` replaces itself with it).
 fn start_app(mock: &MockStack, home: &Path, trace_stderr: bool, args: &[&str]) -> Child {
-    shim_library(); // `gpubpf run` finds it beside the gpubpf binary
-    let mut cmd = Command::new(common::cli::gpubpf());
+    let mut cmd = mock.gpubpf_command(home);
     if trace_stderr {
         cmd.env("GPUBPF_TRACE_STDERR", "1");
-    } else {
-        cmd.env_remove("GPUBPF_TRACE_STDERR");
     }
     cmd.args(["run", "--"])
         .arg(&mock.app_link)
         .arg("link")
         .args(args)
-        .env("GPUBPF_HOME", home)
-        .env("GPUBPF_CUDA_LIBRARY", &mock.libcuda)
-        .env("LD_LIBRARY_PATH", &mock.dir)
-        .env_remove("GPUBPF_SHIM")
-        .env_remove("GPUBPF_LOG")
-        .env_remove("LD_PRELOAD")
-        .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     cmd.spawn().expect("run gpubpf run")

@@ -193,8 +193,25 @@ impl MockStack {
         }
     }
 
+    /// `gpubpf` on the mock stack, with its registry at `home`, for commands that start the
+    /// application themselves (`run`, `record`): the shim found beside the binary (built
+    /// here), nothing preloaded, no logging or trace-to-stderr inherited from the test.
+    pub fn gpubpf_command(&self, home: &Path) -> Command {
+        shim_library(); // built beside the gpubpf binary
+        let mut cmd = Command::new(super::cli::gpubpf());
+        cmd.env("GPUBPF_HOME", home)
+            .env("GPUBPF_CUDA_LIBRARY", &self.libcuda)
+            .env("LD_LIBRARY_PATH", &self.dir)
+            .env_remove("GPUBPF_SHIM")
+            .env_remove("GPUBPF_LOG")
+            .env_remove("GPUBPF_TRACE_STDERR")
+            .env_remove("LD_PRELOAD")
+            .env_remove("RUST_LOG");
+        cmd
+    }
+
     /// `gpubpf record -o RECORD --policy QUOTA --set limit_bytes=LIMIT --set log_denials=0
-    /// -- app_link link ARGS…` on the mock stack (the shim found beside `gpubpf`).
+    /// -- app_link link ARGS…` on the mock stack.
     pub fn record_quota(
         &self,
         home: &Path,
@@ -203,8 +220,7 @@ impl MockStack {
         limit: u64,
         args: &[&str],
     ) -> Output {
-        shim_library(); // built beside the gpubpf binary
-        Command::new(super::cli::gpubpf())
+        self.gpubpf_command(home)
             .arg("record")
             .arg("-o")
             .arg(record)
@@ -220,12 +236,6 @@ impl MockStack {
             .arg(&self.app_link)
             .arg("link")
             .args(args)
-            .env("GPUBPF_HOME", home)
-            .env("GPUBPF_CUDA_LIBRARY", &self.libcuda)
-            .env("LD_LIBRARY_PATH", &self.dir)
-            .env_remove("GPUBPF_SHIM")
-            .env_remove("LD_PRELOAD")
-            .env_remove("RUST_LOG")
             .output()
             .expect("run gpubpf record")
     }
