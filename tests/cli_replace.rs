@@ -549,14 +549,7 @@ fn a_live_process_picks_up_a_replacement_and_keeps_its_counters() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !ready.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "application never got ready"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    common::process::wait_for_files(&[&ready], "application never got ready");
     let g = Registry::open(&home).unwrap().generation();
     let v = j(&run(
         &home,

@@ -15,11 +15,12 @@ use std::collections::BTreeSet;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::cli::{build_policy, gpubpf, ok_json, run_with_registry};
+use common::process::{wait_for_files, Reaped};
 use common::shim::{session, Session};
 
 const KUBE_VALIDATE: &str = "kubernetes-validate==1.37.0";
@@ -258,16 +259,6 @@ fn the_chart_renders_the_plain_manifests_and_validates_with_other_values() {
     assert!(cm.contains("quota.o: f0VMRgIBAQ=="), "{cm}");
 }
 
-/// Kills and reaps a child when dropped.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The exporter container's `--stats`/`--map=` arguments in the DaemonSet.
 fn daemonset_exporter_args() -> Vec<String> {
     let ds = std::fs::read_to_string(repo().join("deploy/kubernetes/daemonset.yaml"))
@@ -367,20 +358,12 @@ fn every_metric_of_the_dashboard_is_served_by_the_exporter() {
     ));
     let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
     let app = Reaped(
-        mock.command(&mock.app_link, &home)
-            .args(["link", "live"])
-            .arg(&ready)
-            .arg(&go)
-            .arg("100")
+        mock.live(&home, &ready, &go, "100")
             .stdout(Stdio::null())
             .spawn()
             .expect("spawn the app"),
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "the app never got ready");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_files(&[&ready], "the app never got ready");
     let mut child = Command::new(gpubpf())
         .args(["exporter", "--listen", "127.0.0.1:0"])
         .args(daemonset_exporter_args())

@@ -11,33 +11,14 @@ mod common;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use common::cli::{gpubpf, ok_json, run_with_registry as cli};
+use common::process::{have_package, wait_for_files, Reaped};
 use common::shim::{session, Session};
-
-/// Kills and reaps a child when dropped (the test may fail halfway).
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn have_prometheus() -> bool {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ensure-packages.sh");
-    Command::new("bash")
-        .arg(script)
-        .arg("prometheus")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -165,7 +146,7 @@ fn prometheus_scrapes_processes_counts_run_statistics_and_map_series() {
     let Some(Session { mock, tmp, home }) = session() else {
         return;
     };
-    if !have_prometheus() {
+    if !have_package("prometheus") {
         eprintln!("skipped: prometheus is not installed and could not be installed");
         return;
     }
@@ -196,11 +177,7 @@ fn prometheus_scrapes_processes_counts_run_statistics_and_map_series() {
             tmp.path().join("go"),
         );
         let child = mock
-            .command(&mock.app_link, &home)
-            .args(["link", "live"])
-            .arg(&ready)
-            .arg(&go)
-            .arg(size)
+            .live(&home, &ready, &go, size)
             .stdout(Stdio::null())
             .spawn()
             .expect("spawn the app");
@@ -209,11 +186,7 @@ fn prometheus_scrapes_processes_counts_run_statistics_and_map_series() {
     let (small, small_ready) = live("small", "100");
     let (big, big_ready) = live("big", "200");
     let (a, b) = (small.0.id(), big.0.id());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !(small_ready.exists() && big_ready.exists()) {
-        assert!(Instant::now() < deadline, "the apps never got ready");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_files(&[&small_ready, &big_ready], "the apps never got ready");
 
     until(&prom, "up{job=\"gpubpf\"}", |r| {
         r.first().is_some_and(|x| x.1 == 1.0)

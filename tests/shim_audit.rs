@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::cli::{ok, ok_json, run_with_registry as cli};
+use common::process::Reaped;
 use common::shim::{session, MockStack, Session};
 use serde_json::Value;
 
@@ -137,16 +138,6 @@ fn shadow_quota_changes_no_outcome_and_audit_shows_each_decision_once() {
     assert_decisions(&audit(&home), pid, denied, false);
 }
 
-/// Kills the child on drop, so that a failing test leaves no `gpubpf audit -f` behind.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `audit -f -j` follows: one JSON object per line as decisions are made, across runs.
 #[test]
 fn audit_follow_prints_decisions_as_they_come() {
@@ -159,7 +150,7 @@ fn audit_follow_prints_decisions_as_they_come() {
         &home,
         &["load", quota.to_str().unwrap(), "--set", "limit_bytes=250"],
     ));
-    let mut follower = KillOnDrop(
+    let mut follower = Reaped(
         Command::new(common::cli::gpubpf())
             .args(["-j", "audit", "-f"])
             .env("GPUBPF_HOME", &home)

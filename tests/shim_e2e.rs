@@ -18,6 +18,7 @@ use gpubpf_runtime::registry::Registry;
 use serde_json::Value;
 
 use common::cli::{ok, ok_json, run_with_registry as cli};
+use common::process::wait_for_files;
 use common::shim::{have_cc, mock_stack, session, shim_library, Session};
 
 const ROUTES: [&str; 4] = ["link", "dlsym", "proc", "rt"];
@@ -232,11 +233,7 @@ fn a_policy_loaded_while_the_application_runs_takes_effect() {
         .spawn()
         .expect("spawn");
     let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "application never got ready");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_files(&[&ready], "application never got ready");
     // `--wait` returns once the process acknowledged the change (its watcher republished).
     let j = ok_json(&cli(
         &home,

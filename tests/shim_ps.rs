@@ -107,11 +107,7 @@ fn ps_lists_a_live_process_with_exact_counts_and_its_failed_object() {
     corrupt(&home, "count_launch");
     let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
     let child = mock
-        .command(&mock.app_link, &home)
-        .args(["link", "live"])
-        .arg(&ready)
-        .arg(&go)
-        .arg("100")
+        .live(&home, &ready, &go, "100")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -289,11 +285,7 @@ fn ps_shows_shadow_programs_and_what_they_would_have_denied() {
     );
     let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
     let child = mock
-        .command(&mock.app_link, &home)
-        .args(["link", "live"])
-        .arg(&ready)
-        .arg(&go)
-        .arg("100")
+        .live(&home, &ready, &go, "100")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -17,11 +17,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use common::cli::{ok_json, run_with_registry as cli};
+use common::process::wait_for_files;
 use common::shim::{session, MockStack, Session};
 
 /// Every family the app knows, allocated and freed by its own driver calls.
@@ -194,14 +194,7 @@ fn hold(mock: &MockStack, home: &Path, dir: &Path, family: &str, size: u64) -> (
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn the holding process");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the holding process never got ready"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_files(&[&ready], "the holding process never got ready");
     (child, go)
 }
 

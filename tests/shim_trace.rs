@@ -13,6 +13,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::cli::{ok, ok_json, run_with_registry as cli};
+use common::process::Reaped;
 use common::shim::{session, MockStack, Session};
 
 /// `gpubpf run -- app_link link ARGS…` on the mock stack, started (with
@@ -62,17 +63,6 @@ fn split(line: &str) -> (String, u32, u32, String) {
         pid.parse().expect("pid"),
         message.to_string(),
     )
-}
-
-/// Kills the child on drop, so that a failing test leaves no `gpubpf trace -f` behind (it
-/// would hold the test's stderr open and keep `cargo test` waiting).
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn lines(s: &str) -> Vec<String> {
@@ -178,7 +168,7 @@ fn trace_follow_prints_each_threads_lines_as_they_come() {
         common::cli::build_policy(tmp.path(), "tests/shim/printk_tid.bpf.c").expect("built");
     // `-f` opens (creates) the ring before any process ran, in the registry `load` made.
     ok(&cli(&home, &["load", printk.to_str().unwrap()]));
-    let mut follower = KillOnDrop(
+    let mut follower = Reaped(
         Command::new(common::cli::gpubpf())
             .args(["trace", "-f"])
             .env("GPUBPF_HOME", &home)

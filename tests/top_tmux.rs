@@ -9,11 +9,11 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cli::{gpubpf, ok_json, run_with_registry as cli};
+use common::process::{have_package, Reaped};
 use common::shim::{session, Session};
 
 /// A tmux server of the test's own (`-L NAME`), killed when dropped.
@@ -63,26 +63,6 @@ impl Drop for Tmux {
     }
 }
 
-/// Kills and reaps a child when dropped.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn have_tmux() -> bool {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ensure-packages.sh");
-    Command::new("bash")
-        .arg(script)
-        .arg("tmux")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// The whitespace-separated words of the first line holding `needle`.
 fn words_of(screen: &str, needle: &str) -> Vec<String> {
     line_where(screen, |l| l.contains(needle))
@@ -101,7 +81,7 @@ fn top_shows_a_live_app_its_counts_and_memory_sorts_and_quits_on_q() {
     let Some(Session { mock, tmp, home }) = session() else {
         return;
     };
-    if !have_tmux() {
+    if !have_package("tmux") {
         eprintln!("skipped: tmux is not installed and could not be installed");
         return;
     }
@@ -146,11 +126,7 @@ fn top_shows_a_live_app_its_counts_and_memory_sorts_and_quits_on_q() {
 
     let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
     let app = Reaped(
-        mock.command(&mock.app_link, &home)
-            .args(["link", "live"])
-            .arg(&ready)
-            .arg(&go)
-            .arg("100")
+        mock.live(&home, &ready, &go, "100")
             .stdout(Stdio::null())
             .spawn()
             .expect("spawn the app"),

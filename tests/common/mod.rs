@@ -6,4 +6,5 @@
 pub mod cli;
 pub mod conformance_data;
 pub mod conformance_run;
+pub mod process;
 pub mod shim;

@@ -184,6 +184,14 @@ impl MockStack {
         cmd
     }
 
+    /// `app_link link live READY GO SIZE` under the shim ([`MockStack::command`]): one
+    /// allocation, then file READY, then waiting for file GO, then another allocation.
+    pub fn live(&self, home: &Path, ready: &Path, go: &Path, size: &str) -> Command {
+        let mut cmd = self.command(&self.app_link, home);
+        cmd.args(["link", "live"]).arg(ready).arg(go).arg(size);
+        cmd
+    }
+
     /// The application binary for `route` (`link`, `dlsym`, `proc` or `rt`).
     pub fn app(&self, route: &str) -> &Path {
         if route == "link" {
