@@ -80,14 +80,12 @@ fn entry_json(e: &Entry) -> Value {
 const AUDIT: Ring<'static, Entry> = Ring {
     name: AUDIT_RING,
     record: "audit record",
-    open_or_create: Registry::audit_ring,
-    decode: entry,
     text: entry_text,
     json: entry_json,
 };
 
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
-    AUDIT.run(args.follow, out)
+    AUDIT.run(Registry::audit_ring, entry, args.follow, out)
 }
 
 #[cfg(test)]

@@ -57,8 +57,6 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     let ring: Ring<'_, Value> = Ring {
         name: &args.map,
         record: "event",
-        open_or_create: Registry::trace_ring,
-        decode: |_| Value::Null,
         text: Value::to_string,
         json: Value::clone,
     };

@@ -14,17 +14,13 @@ use crate::output::{print_line, Output};
 /// How often `-f` looks for new records.
 const POLL: Duration = Duration::from_millis(100);
 
-/// One ring: its map name, what its records are called, how it is created, how a record
-/// is decoded and printed.
+/// One ring: its map name, what its records are called and how a decoded record is
+/// printed.
 pub struct Ring<'a, T> {
     /// Map name in the registry (`trace`, `audit`, a policy's ring for `gpubpf events`).
     pub name: &'a str,
     /// What one record is, for messages (`trace line`, `audit record`).
     pub record: &'static str,
-    /// Opens the ring, creating it when missing (for `-f`, which waits for records).
-    pub open_or_create: fn(&Registry) -> Result<Arc<Map>, RegistryError>,
-    /// Decodes one raw record.
-    pub decode: fn(&[u8]) -> T,
     /// Its text line.
     pub text: fn(&T) -> String,
     /// Its JSON form.
@@ -39,8 +35,16 @@ impl<T> Ring<'_, T> {
         Ok(v)
     }
 
-    /// Prints (and consumes) the records: all of them at once, or following with `follow`.
-    pub fn run(&self, follow: bool, out: &Output) -> anyhow::Result<()> {
+    /// Prints (and consumes) the records of one of the registry's own rings, decoded with
+    /// `decode`: all of them at once, or following with `follow` (the ring is then created
+    /// with `open_or_create` when missing, to wait for records).
+    pub fn run(
+        &self,
+        open_or_create: fn(&Registry) -> Result<Arc<Map>, RegistryError>,
+        decode: fn(&[u8]) -> T,
+        follow: bool,
+        out: &Output,
+    ) -> anyhow::Result<()> {
         let Some(reg) = super::existing_registry()? else {
             if follow {
                 return Err(super::no_registry());
@@ -50,7 +54,7 @@ impl<T> Ring<'_, T> {
         };
         let what = || format!("cannot open the {} ring", self.name);
         let ring: Arc<Map> = if follow {
-            (self.open_or_create)(&reg).with_context(what)?
+            open_or_create(&reg).with_context(what)?
         } else {
             match reg.open_map(self.name) {
                 Ok(m) => m,
@@ -65,11 +69,11 @@ impl<T> Ring<'_, T> {
             ring.spec().map_type,
             self.name
         );
-        self.read(&ring, &self.decode, follow, out)
+        self.read(&ring, &decode, follow, out)
     }
 
-    /// Prints (and consumes) the records of `ring`, decoded with `decode` (which may hold
-    /// state, unlike [`Ring::decode`]): all of them at once, or following with `follow`.
+    /// Prints (and consumes) the records of `ring`, decoded with `decode`: all of them at
+    /// once, or following with `follow`.
     pub fn read(
         &self,
         ring: &Map,

@@ -104,8 +104,6 @@ fn record_text(r: &[u8]) -> String {
 const TRACE: Ring<'static, String> = Ring {
     name: TRACE_RING,
     record: "trace line",
-    open_or_create: Registry::trace_ring,
-    decode: record_text,
     text: String::clone,
     json: line_json_of,
 };
@@ -117,7 +115,7 @@ fn line_json_of(line: &String) -> Value {
 }
 
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
-    TRACE.run(args.follow, out)
+    TRACE.run(Registry::trace_ring, record_text, args.follow, out)
 }
 
 #[cfg(test)]
