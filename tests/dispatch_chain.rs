@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use gpubpf_runtime::attach::{self, Phase};
 use gpubpf_runtime::dispatch::{
-    AttachedProgram, Chain, CtxBuf, Decision, PolicySet, RunRecorder, Stack, FAIL_CLOSED_RESULT,
+    AttachedProgram, Chain, CtxBuf, Decision, PolicySet, RunError, RunRecorder, Stack,
+    FAIL_CLOSED_RESULT,
 };
 use gpubpf_runtime::helper_table::RUN_ITERATION_BUDGET;
 use gpubpf_runtime::helpers::standard_helpers;
@@ -136,7 +137,7 @@ fn a_policy_that_exhausts_the_iteration_budget_fails_open_and_is_counted() {
     // The fault is the budget, at the inner `bpf_loop` call.
     let mut ctx = CtxBuf::new(alloc, Phase::Entry);
     match chain.entry[0].run(&mut ctx, &mut stack) {
-        Err(jit::ExecError::IterationBudget { budget, .. }) => {
+        Err(RunError::Native(jit::ExecError::IterationBudget { budget, .. })) => {
             assert_eq!(budget, RUN_ITERATION_BUDGET)
         }
         other => panic!("expected the iteration budget fault, got {other:?}"),

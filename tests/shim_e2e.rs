@@ -279,6 +279,68 @@ fn a_policy_loaded_while_the_application_runs_takes_effect() {
     assert_eq!(usage[&u64::from(pid)]["denied"], 1);
 }
 
+/// A process's first driver call waits for re-verification only: the chains it publishes
+/// run on the interpreter, and the watcher swaps them for native code while the
+/// application goes on. The policy holds on both sides of the swap.
+#[test]
+fn the_first_calls_are_interpreted_then_the_watcher_compiles_to_native_code() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    ok(&cli(
+        &home,
+        &[
+            "load",
+            quota.to_str().expect("utf-8 path"),
+            "--set",
+            "limit_bytes=1500",
+            "--set",
+            "log_denials=0",
+        ],
+    ));
+    let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
+    let log = tmp.path().join("stderr");
+    let child = mock
+        .live(&home, &ready, &go, "1000")
+        .env("GPUBPF_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("create log"))
+        .spawn()
+        .expect("spawn");
+    wait_for_files(&[&ready], "application never got ready");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let native = loop {
+        let text = std::fs::read_to_string(&log).expect("read log");
+        if let Some(line) = text
+            .lines()
+            .find(|l| l.contains("policies compiled to native code"))
+        {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "never compiled: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Every program of quota (25) was swapped for native code.
+    assert!(native.contains("programs=25"), "{native}");
+    std::fs::write(&go, b"").expect("create go");
+    let out = child.wait_with_output().expect("wait");
+    let err = std::fs::read_to_string(&log).expect("read log");
+    assert!(out.status.success(), "{err}");
+    // The first allocation (interpreted) was charged; the second (native) crosses the limit.
+    assert_eq!(
+        stdout_lines(&out),
+        [
+            "before 0",
+            "after 2",
+            "mock alloc=1 free=0 launch=0 launch_ptsz=0 getinfo=0"
+        ]
+    );
+    let published = err.find("policies published").expect("published");
+    let compiled = err.find("policies compiled").expect("compiled");
+    assert!(published < compiled, "{err}");
+}
+
 #[test]
 fn a_corrupt_registry_leaves_the_process_unpoliced_and_says_why_once() {
     let Some(Session {

@@ -825,6 +825,35 @@ pub fn publish(mut chains: BTreeMap<u32, Chain>) {
     }
 }
 
+/// The chains published now, with their attach-point ids.
+pub fn published() -> Vec<(u32, Arc<Chain>)> {
+    SLOTS
+        .iter()
+        .zip(POINT_IDS.iter())
+        .filter_map(|(slot, id)| Some((*id, slot.chain.load_full()?)))
+        .collect()
+}
+
+/// Publishes `new` for attach point `id` in place of `old`, unless another chain was
+/// published there in between; returns whether it did. Calls in flight finish on `old`.
+pub fn replace(id: u32, old: &Arc<Chain>, new: Chain) -> bool {
+    let Some(slot) = POINT_IDS
+        .iter()
+        .position(|p| *p == id)
+        .and_then(|i| SLOTS.get(i))
+    else {
+        return false;
+    };
+    let new = Arc::new(new);
+    let ptr = Arc::as_ptr(&new).cast_mut();
+    let prev = slot.chain.compare_and_swap(Arc::as_ptr(old), Some(new));
+    let swapped = prev.as_ref().is_some_and(|p| Arc::ptr_eq(p, old));
+    if swapped {
+        slot.hint.store(ptr, Ordering::Release);
+    }
+    swapped
+}
+
 /// Sends every wrapper's next call to the slow path (which re-initialises a forked child);
 /// async-signal-safe (atomic stores only).
 pub fn force_slow_path() {

@@ -7,9 +7,11 @@
 //!    does not exist or cannot be opened leaves the process unpoliced (logged once); the
 //!    shim never creates one in an application's name.
 //! 3. The process registers in the registry's process table, builds a `PolicySet` with
-//!    every object re-verified and compiled (an object that fails is left out on its own,
-//!    logged), publishes the chains and acknowledges the generation.
-//! 4. A watcher thread sleeps on the generation word (`Control::wait_change`); on a change
+//!    every object re-verified (an object that fails is left out on its own, logged),
+//!    publishes the chains and acknowledges the generation. This first build leaves the
+//!    programs to the interpreter: the first driver call waits for verification only.
+//! 4. A watcher thread first JIT-compiles the published chains and swaps each for its
+//!    native twin (same programs, same decisions, faster), then sleeps on the generation word (`Control::wait_change`); on a change
 //!    it rebuilds and republishes off the hot path, then acknowledges.
 //! 5. `GPUBPF_FAIL` (read once): `open` (default) — an object that cannot be built is
 //!    skipped, a registry that cannot be read leaves the process unpoliced, a program that
@@ -35,7 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 use std::time::Duration;
 
-use gpubpf_runtime::dispatch::PolicySet;
+use gpubpf_runtime::dispatch::{PolicySet, Tier};
 use gpubpf_runtime::helpers::standard_helpers;
 use gpubpf_runtime::registry::procstats::ProcStats;
 use gpubpf_runtime::registry::{self, Registry};
@@ -187,7 +189,10 @@ fn start(reg: &'static Registry) {
     reload(reg, slot, true);
     let spawned = std::thread::Builder::new()
         .name("gpubpf-watch".into())
-        .spawn(move || watch(reg, slot, seen));
+        .spawn(move || {
+            let _ = hot::as_busy(to_native);
+            watch(reg, slot, seen)
+        });
     if let Err(e) = spawned {
         tracing::warn!(error = %e, "cannot start the watcher thread; policies stay as loaded");
     }
@@ -237,6 +242,39 @@ fn init() {
     start(reg);
 }
 
+/// Replaces every published chain that runs on the interpreter (the first build's) with
+/// its native twin, one attach point at a time; a chain that fails to compile stays
+/// interpreted (logged once). Runs on the watcher thread before it first waits, so no
+/// other build publishes meanwhile.
+fn to_native() {
+    let started = std::time::Instant::now();
+    let helpers = standard_helpers();
+    let mut programs = 0usize;
+    for (id, chain) in hot::published() {
+        if !chain.interpreted() {
+            continue;
+        }
+        match chain.to_native(&helpers) {
+            Ok(native) => {
+                programs += native.entry.len() + native.exit.len();
+                hot::replace(id, &chain, native);
+            }
+            Err(e) => {
+                let reason = error_chain(&e);
+                warn_once(
+                    format!("native\0{id}\0{reason}"),
+                    || tracing::warn!(api_id = id, error = %reason, "programs stay on the interpreter: JIT compilation failed"),
+                );
+            }
+        }
+    }
+    tracing::info!(
+        programs,
+        micros = started.elapsed().as_micros() as u64,
+        "policies compiled to native code"
+    );
+}
+
 fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64) {
     loop {
         let g = reg.control().wait_change(seen, Duration::from_secs(3600));
@@ -251,7 +289,15 @@ fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64) {
 /// read, the chains already published stay; at `first` nothing is published then).
 fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
     let started = std::time::Instant::now();
-    match PolicySet::load_each(reg, &standard_helpers()) {
+    // The first build waits only for re-verification: its programs start on the
+    // interpreter, and the watcher compiles them (`to_native`). Later builds happen on the
+    // watcher, off every call's path, and compile at once.
+    let tier = if first {
+        Tier::Interpreted
+    } else {
+        Tier::Native
+    };
+    match PolicySet::load_each_in(reg, &standard_helpers(), tier) {
         Ok((set, failed)) => {
             let closed = fail_closed();
             for f in &failed {

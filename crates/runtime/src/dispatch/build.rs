@@ -30,6 +30,21 @@ pub struct LoadedObject {
     maps: Vec<Arc<Map>>,
 }
 
+/// One program verified for one link and prepared against the bound maps, not yet
+/// compiled.
+#[derive(Debug)]
+pub struct VerifiedProgram {
+    /// Where it runs.
+    pub point: &'static AttachPoint,
+    /// Entry or exit.
+    pub phase: Phase,
+    /// What the verifier reported in this process.
+    pub stats: VerifyStats,
+    /// The instructions that run (map references rewritten to addresses, unreached code
+    /// replaced by traps); keeps the maps alive.
+    pub prepared: PreparedProgram,
+}
+
 /// One program built for one link: re-verified at the link's attach point, prepared
 /// against the bound maps and JIT-compiled.
 #[derive(Debug)]
@@ -99,15 +114,15 @@ impl LoadedObject {
             })
     }
 
-    /// Builds program `prec` for `link`: re-verifies it at the link's attach point (never
-    /// trusting that the CLI did), prepares it against the bound maps, JIT-compiles it and
-    /// checks that its phase is still the recorded one.
-    pub fn build(
+    /// Re-verifies program `prec` at `link`'s attach point (never trusting that the CLI
+    /// did), turns the code no verified path reaches into traps, prepares it against the
+    /// bound maps and checks that its phase is still the recorded one: everything but
+    /// code generation.
+    pub fn verify(
         &self,
         prec: &ProgramRecord,
         link: &LinkRecord,
-        helpers: &HelperTable,
-    ) -> Result<BuiltProgram, DispatchError> {
+    ) -> Result<VerifiedProgram, DispatchError> {
         let p = self.program(prec)?;
         let point = attach::resolve(&link.attach_point)?;
         let stats = verify_at(&self.object, p, point).map_err(|e| DispatchError::Rejected {
@@ -118,10 +133,6 @@ impl LoadedObject {
         // Code no verified path reaches becomes traps (docs/design-decisions.md, Verifier).
         let insns = sanitize_dead_code(&p.insns, &stats.unreached);
         let prepared = prepare(&insns, &self.maps)?;
-        // Array lookups are inlined: `BuiltProgram` (and the `AttachedProgram` made of it)
-        // keeps `prepared`, and with it the maps, alive as long as `compiled`.
-        let compiled =
-            jit::compile_with_arrays(&prepared.insns, helpers, &prepared.inline_arrays())?;
         let phase = attach_phase(p.phase);
         let expected = match link.phase {
             RecordPhase::Entry => Phase::Entry,
@@ -133,11 +144,31 @@ impl LoadedObject {
                 message: format!("program `{}` changed phase since it was loaded", p.name),
             });
         }
-        Ok(BuiltProgram {
+        Ok(VerifiedProgram {
             point,
             phase,
             stats,
             prepared,
+        })
+    }
+
+    /// [`LoadedObject::verify`], then JIT-compiles the program.
+    pub fn build(
+        &self,
+        prec: &ProgramRecord,
+        link: &LinkRecord,
+        helpers: &HelperTable,
+    ) -> Result<BuiltProgram, DispatchError> {
+        let v = self.verify(prec, link)?;
+        // Array lookups are inlined: `BuiltProgram` (and the `AttachedProgram` made of it)
+        // keeps `prepared`, and with it the maps, alive as long as `compiled`.
+        let compiled =
+            jit::compile_with_arrays(&v.prepared.insns, helpers, &v.prepared.inline_arrays())?;
+        Ok(BuiltProgram {
+            point: v.point,
+            phase: v.phase,
+            stats: v.stats,
+            prepared: v.prepared,
             compiled,
         })
     }

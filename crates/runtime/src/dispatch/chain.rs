@@ -2,118 +2,16 @@
 
 use std::collections::BTreeMap;
 
-use gpubpf_verifier::VerifyStats;
-
 use crate::attach::abi::FLAG_OUT_VALID;
 use crate::attach::{self, AttachPoint, Phase};
-use crate::helper_table::{HelperTable, STACK_SIZE};
-use crate::jit::{self, CompiledProgram};
-use crate::program::PreparedProgram;
+use crate::helper_table::HelperTable;
+use crate::jit::JitError;
 use crate::registry::{LinkRecord, ObjectRecord, ProgramRecord, Registry};
 
+use super::attached::{AttachedProgram, ProgramParts, Stack, Tier, WordsError};
 use super::build::LoadedObject;
 use super::ctx::CtxBuf;
 use super::DispatchError;
-
-/// The stack area of one execution: `STACK_SIZE` bytes, 16-byte aligned so that stack
-/// atomics never straddle a cache line. Allocate one per thread and reuse it for every call.
-#[derive(Debug)]
-#[repr(C, align(16))]
-pub struct Stack(pub [u8; STACK_SIZE]);
-
-impl Stack {
-    /// A zeroed stack on the heap.
-    pub fn new_boxed() -> Box<Stack> {
-        Box::new(Stack([0; STACK_SIZE]))
-    }
-}
-
-/// One verified, JIT-compiled program attached to one attach point.
-#[derive(Debug)]
-pub struct AttachedProgram {
-    /// Registry name of the object it came from.
-    pub object: String,
-    /// Program (function) name.
-    pub name: String,
-    /// Entry or exit.
-    pub phase: Phase,
-    /// Lower runs first.
-    pub priority: i32,
-    /// What the verifier reported when this process re-verified it.
-    pub stats: VerifyStats,
-    compiled: CompiledProgram,
-    /// Keeps the maps the code addresses alive as long as the code may run.
-    prepared: PreparedProgram,
-    /// Size of the ctx the program was verified against (its attach point's `ctx_size`).
-    ctx_size: u32,
-    /// Where the process counts this program's runs (the shim's statistics slot); `None`
-    /// when not counted.
-    pub stats_slot: Option<u32>,
-    /// Loaded with `load --shadow`: runs on a copy of the ctx, its decisions are reported
-    /// ([`RunRecorder::decision`]) but never applied.
-    pub shadow: bool,
-}
-
-impl AttachedProgram {
-    /// Machine-code size in bytes.
-    pub fn code_size(&self) -> usize {
-        self.compiled.code_size()
-    }
-
-    /// Number of instruction slots executed by the engines.
-    pub fn insn_count(&self) -> usize {
-        self.prepared.insns.len()
-    }
-
-    /// The instruction slots the code was compiled from: map references rewritten to
-    /// addresses, never-reached instructions replaced by dead-code traps.
-    pub fn insns(&self) -> &[gpubpf_isa::Insn] {
-        &self.prepared.insns
-    }
-
-    /// Runs the program on `ctx`.
-    pub fn run(&self, ctx: &mut CtxBuf, stack: &mut Stack) -> Result<u64, jit::ExecError> {
-        debug_assert_eq!(ctx.phase(), self.phase);
-        // SAFETY: the program was accepted by the verifier (in `PolicySet::load`) for the
-        // ctx layout of `ctx.point()` in `self.phase`; `CtxBuf` allocates exactly that
-        // layout (8-byte aligned, `ctx_size` bytes). The maps it addresses are kept alive by
-        // `self.prepared`, and `stack` is a full `STACK_SIZE` frame area.
-        unsafe { self.compiled.execute(ctx.as_mut_ptr(), &mut stack.0) }
-    }
-
-    /// Runs the program on a ctx held in 64-bit words (the shim's stack array), laid out
-    /// as the attach catalog says for the program's attach point. A ctx shorter than that
-    /// layout is refused with [`WordsError::CtxTooSmall`] instead of running.
-    #[inline]
-    pub fn run_words(&self, ctx: &mut [u64], stack: &mut Stack) -> Result<u64, WordsError> {
-        let have = ctx.len().saturating_mul(8);
-        if have < self.ctx_size as usize {
-            return Err(WordsError::CtxTooSmall {
-                have,
-                need: self.ctx_size,
-            });
-        }
-        // SAFETY: as in `run`: the program was verified against the layout of its attach
-        // point, which spans `ctx_size` bytes; `ctx` is 8-byte aligned and at least that
-        // long (checked above). `self.prepared` keeps the maps alive.
-        unsafe {
-            self.compiled
-                .execute(ctx.as_mut_ptr().cast(), &mut stack.0)
-                .map_err(WordsError::Exec)
-        }
-    }
-}
-
-/// Why [`AttachedProgram::run_words`] did not produce a return value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum WordsError {
-    /// The ctx is shorter than the layout the program was verified against.
-    #[error("ctx of {have} bytes is shorter than the {need} bytes of the attach point's layout")]
-    CtxTooSmall { have: usize, need: u32 },
-    /// The program stopped with a run-time error.
-    #[error("program fault")]
-    Exec(#[source] jit::ExecError),
-}
 
 /// What the entry programs decided, from [`Chain::entry_words`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -395,6 +293,30 @@ pub struct CallOutcome {
 }
 
 impl Chain {
+    /// This chain with every program compiled to native code: same programs, order,
+    /// statistics slots and flags. What a process publishes in place of the interpreted
+    /// chain its first build made ([`Tier::Interpreted`]).
+    pub fn to_native(&self, helpers: &HelperTable) -> Result<Chain, JitError> {
+        let native = |ps: &[AttachedProgram]| -> Result<Vec<AttachedProgram>, JitError> {
+            ps.iter().map(|p| p.to_native(helpers)).collect()
+        };
+        Ok(Chain {
+            entry: native(&self.entry)?,
+            exit: native(&self.exit)?,
+            broken: self.broken,
+            fail_closed: self.fail_closed,
+            stats_slot: self.stats_slot,
+            reads_device: self.reads_device,
+            reads_flags: self.reads_flags,
+            wants_caller: self.wants_caller,
+        })
+    }
+
+    /// Whether some program of the chain runs on the interpreter.
+    pub fn interpreted(&self) -> bool {
+        self.entry.iter().chain(&self.exit).any(|p| !p.is_native())
+    }
+
     /// Sets [`Chain::reads_device`] and [`Chain::reads_flags`] from what the verifier saw
     /// the programs read at `point`, and [`Chain::wants_caller`] from their helper calls.
     pub fn compute_reads(&mut self, point: &AttachPoint) {
@@ -478,6 +400,25 @@ impl Chain {
     }
 }
 
+/// What `AttachedProgram::build` needs besides the code.
+fn parts(
+    loaded: &LoadedObject,
+    prec: &ProgramRecord,
+    link: &LinkRecord,
+    v: super::build::VerifiedProgram,
+) -> ProgramParts {
+    ProgramParts {
+        object: loaded.record.name.clone(),
+        name: prec.name.clone(),
+        phase: v.phase,
+        priority: link.priority,
+        stats: v.stats,
+        prepared: v.prepared,
+        ctx_size: v.point.ctx_size,
+        shadow: loaded.record.shadow,
+    }
+}
+
 /// An object [`PolicySet::load_each`] left out.
 #[derive(Debug)]
 pub struct FailedObject {
@@ -522,6 +463,17 @@ impl PolicySet {
         reg: &Registry,
         helpers: &HelperTable,
     ) -> Result<(Self, Vec<FailedObject>), DispatchError> {
+        Self::load_each_in(reg, helpers, Tier::Native)
+    }
+
+    /// [`PolicySet::load_each`] with the programs built for `tier`: a process's first build
+    /// is [`Tier::Interpreted`] (re-verification only), its chains are then replaced by
+    /// their [`Chain::to_native`] twins.
+    pub fn load_each_in(
+        reg: &Registry,
+        helpers: &HelperTable,
+        tier: Tier,
+    ) -> Result<(Self, Vec<FailedObject>), DispatchError> {
         let snap = reg.snapshot()?;
         let mut set = PolicySet {
             generation: snap.generation,
@@ -548,22 +500,10 @@ impl PolicySet {
             })
             .collect();
         let built = super::parallel::par_map(&tasks, |(_, loaded, prec, link)| {
-            let b = loaded.build(prec, link, helpers)?;
-            Ok::<_, DispatchError>((
-                b.point.id,
-                AttachedProgram {
-                    object: loaded.record.name.clone(),
-                    name: prec.name.clone(),
-                    phase: b.phase,
-                    priority: link.priority,
-                    stats: b.stats,
-                    compiled: b.compiled,
-                    prepared: b.prepared,
-                    ctx_size: b.point.ctx_size,
-                    stats_slot: None,
-                    shadow: loaded.record.shadow,
-                },
-            ))
+            let v = loaded.verify(prec, link)?;
+            let id = v.point.id;
+            let parts = parts(loaded, prec, link, v);
+            Ok::<_, DispatchError>((id, AttachedProgram::build(parts, tier, helpers)?))
         });
         let owners: Vec<usize> = tasks.iter().map(|t| t.0).collect();
         drop(tasks);
@@ -620,21 +560,12 @@ impl PolicySet {
             // A recorded program missing from the object is an error even without links.
             loaded.program(prec)?;
             for link in &prec.links {
-                let built = loaded.build(prec, link, helpers)?;
-                let attached = AttachedProgram {
-                    object: rec.name.clone(),
-                    name: prec.name.clone(),
-                    phase: built.phase,
-                    priority: link.priority,
-                    stats: built.stats,
-                    compiled: built.compiled,
-                    prepared: built.prepared,
-                    ctx_size: built.point.ctx_size,
-                    stats_slot: None,
-                    shadow: rec.shadow,
-                };
-                let chain = self.chains.entry(built.point.id).or_default();
-                match built.phase {
+                let v = loaded.verify(prec, link)?;
+                let (id, phase) = (v.point.id, v.phase);
+                let attached =
+                    AttachedProgram::build(parts(&loaded, prec, link, v), Tier::Native, helpers)?;
+                let chain = self.chains.entry(id).or_default();
+                match phase {
                     Phase::Entry => chain.entry.push(attached),
                     Phase::Exit => chain.exit.push(attached),
                 }

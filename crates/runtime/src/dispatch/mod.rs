@@ -2,7 +2,8 @@
 //!
 //! - [`PolicySet::load`] reads the registry, **re-verifies** every program at every link (a
 //!   process never trusts that the CLI verified), binds the recorded maps, prepares and
-//!   JIT-compiles, and groups the programs per attach point into [`Chain`]s sorted by
+//!   JIT-compiles (or, for a process's first build, leaves the programs to the
+//!   interpreter until [`Chain::to_native`] catches up: [`Tier`]), and groups the programs per attach point into [`Chain`]s sorted by
 //!   priority. The per-object and per-link steps are [`LoadedObject::open`] and
 //!   [`LoadedObject::build`], which `gpubpf prog dump` also uses.
 //! - [`CtxBuf`] is the ctx of one call, laid out as `attach` describes (header, argument
@@ -13,15 +14,17 @@
 //! The `gpubpf demo` command drives a mock CUDA driver through this module; the shim's
 //! wrappers will do the same around the real driver.
 
+mod attached;
 mod build;
 mod chain;
 mod ctx;
 mod parallel;
 
-pub use build::{BuiltProgram, LoadedObject};
+pub use attached::{AttachedProgram, RunError, Stack, Tier, WordsError};
+pub use build::{BuiltProgram, LoadedObject, VerifiedProgram};
 pub use chain::{
-    AttachedProgram, CallOutcome, Chain, Decision, EntryVerdict, FailedObject, NoRecorder,
-    PolicySet, RunRecorder, Stack, WordsError, FAIL_CLOSED_RESULT,
+    CallOutcome, Chain, Decision, EntryVerdict, FailedObject, NoRecorder, PolicySet, RunRecorder,
+    FAIL_CLOSED_RESULT,
 };
 pub use ctx::CtxBuf;
 
@@ -48,4 +51,9 @@ pub enum DispatchError {
     Prepare(#[from] crate::program::PrepareError),
     #[error("jit")]
     Jit(#[from] crate::jit::JitError),
+    #[error("interpreter")]
+    Interpret {
+        #[source]
+        source: crate::interp::ExecError,
+    },
 }

@@ -1,0 +1,256 @@
+//! One verified program attached to one attach point, and how it executes: native code
+//! from the JIT, or — for the first calls of a process, until the JIT has caught up — the
+//! reference interpreter ([`Tier`]).
+
+use gpubpf_verifier::VerifyStats;
+
+use crate::attach::Phase;
+use crate::helper_table::{HelperTable, STACK_SIZE};
+use crate::interp::{self, Interpreter};
+use crate::jit::{self, CompiledProgram, JitError};
+use crate::program::PreparedProgram;
+
+use super::ctx::CtxBuf;
+
+/// The stack area of one execution: `STACK_SIZE` bytes, 16-byte aligned so that stack
+/// atomics never straddle a cache line. Allocate one per thread and reuse it for every call.
+#[derive(Debug)]
+#[repr(C, align(16))]
+pub struct Stack(pub [u8; STACK_SIZE]);
+
+impl Stack {
+    /// A zeroed stack on the heap.
+    pub fn new_boxed() -> Box<Stack> {
+        Box::new(Stack([0; STACK_SIZE]))
+    }
+}
+
+/// How the programs of a [`super::PolicySet`] are built to execute.
+///
+/// Re-verification is the same for both; only the last step differs. A process starts on
+/// [`Tier::Interpreted`] (verification alone is what its first driver call waits for) and
+/// swaps each chain for its native twin ([`super::Chain::to_native`]) off the hot path;
+/// both engines pass the same conformance suite and differential tests, so the swap
+/// changes speed, never behaviour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// JIT-compiled to native code.
+    Native,
+    /// Run by the reference interpreter (memory unchecked: the program is verified).
+    Interpreted,
+}
+
+/// The executable form of an attached program.
+#[derive(Debug)]
+enum Code {
+    Native(CompiledProgram),
+    Interpreted(Box<Interpreter>),
+}
+
+/// A program fault at run time, from whichever engine ran it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// Raised by JIT-compiled code.
+    #[error(transparent)]
+    Native(#[from] jit::ExecError),
+    /// Raised by the interpreter.
+    #[error(transparent)]
+    Interpreted(#[from] interp::ExecError),
+}
+
+/// One verified program attached to one attach point.
+#[derive(Debug)]
+pub struct AttachedProgram {
+    /// Registry name of the object it came from.
+    pub object: String,
+    /// Program (function) name.
+    pub name: String,
+    /// Entry or exit.
+    pub phase: Phase,
+    /// Lower runs first.
+    pub priority: i32,
+    /// What the verifier reported when this process re-verified it.
+    pub stats: VerifyStats,
+    code: Code,
+    /// Keeps the maps the code addresses alive as long as the code may run.
+    prepared: PreparedProgram,
+    /// Size of the ctx the program was verified against (its attach point's `ctx_size`).
+    ctx_size: u32,
+    /// Where the process counts this program's runs (the shim's statistics slot); `None`
+    /// when not counted.
+    pub stats_slot: Option<u32>,
+    /// Loaded with `load --shadow`: runs on a copy of the ctx, its decisions are reported
+    /// ([`super::RunRecorder::decision`]) but never applied.
+    pub shadow: bool,
+}
+
+/// The parts of an [`AttachedProgram`] besides its code, as the build produced them.
+#[derive(Debug)]
+pub(super) struct ProgramParts {
+    pub object: String,
+    pub name: String,
+    pub phase: Phase,
+    pub priority: i32,
+    pub stats: VerifyStats,
+    pub prepared: PreparedProgram,
+    pub ctx_size: u32,
+    pub shadow: bool,
+}
+
+impl AttachedProgram {
+    /// A program that runs `parts.prepared` in `tier`.
+    pub(super) fn build(
+        parts: ProgramParts,
+        tier: Tier,
+        helpers: &HelperTable,
+    ) -> Result<Self, super::DispatchError> {
+        let code = make_code(&parts.prepared, tier, helpers)?;
+        Ok(Self::assemble(parts, code))
+    }
+
+    fn assemble(parts: ProgramParts, code: Code) -> Self {
+        Self {
+            object: parts.object,
+            name: parts.name,
+            phase: parts.phase,
+            priority: parts.priority,
+            stats: parts.stats,
+            code,
+            prepared: parts.prepared,
+            ctx_size: parts.ctx_size,
+            stats_slot: None,
+            shadow: parts.shadow,
+        }
+    }
+
+    /// The same program compiled to native code (statistics slot included); a program that
+    /// already is native is compiled again.
+    pub fn to_native(&self, helpers: &HelperTable) -> Result<Self, JitError> {
+        let compiled = jit::compile_with_arrays(
+            &self.prepared.insns,
+            helpers,
+            &self.prepared.inline_arrays(),
+        )?;
+        Ok(Self {
+            object: self.object.clone(),
+            name: self.name.clone(),
+            phase: self.phase,
+            priority: self.priority,
+            stats: self.stats.clone(),
+            code: Code::Native(compiled),
+            prepared: self.prepared.clone(),
+            ctx_size: self.ctx_size,
+            stats_slot: self.stats_slot,
+            shadow: self.shadow,
+        })
+    }
+
+    /// Whether it runs as native code (rather than on the interpreter).
+    pub fn is_native(&self) -> bool {
+        matches!(self.code, Code::Native(_))
+    }
+
+    /// Machine-code size in bytes (0 while interpreted).
+    pub fn code_size(&self) -> usize {
+        match &self.code {
+            Code::Native(c) => c.code_size(),
+            Code::Interpreted(_) => 0,
+        }
+    }
+
+    /// Number of instruction slots executed by the engines.
+    pub fn insn_count(&self) -> usize {
+        self.prepared.insns.len()
+    }
+
+    /// The instruction slots the code was compiled from: map references rewritten to
+    /// addresses, never-reached instructions replaced by dead-code traps.
+    pub fn insns(&self) -> &[gpubpf_isa::Insn] {
+        &self.prepared.insns
+    }
+
+    /// Runs the program on `ctx`.
+    pub fn run(&self, ctx: &mut CtxBuf, stack: &mut Stack) -> Result<u64, RunError> {
+        debug_assert_eq!(ctx.phase(), self.phase);
+        // SAFETY: the program was accepted by the verifier (in `PolicySet::load`) for the
+        // ctx layout of `ctx.point()` in `self.phase`; `CtxBuf` allocates exactly that
+        // layout (8-byte aligned, `ctx_size` bytes). The maps it addresses are kept alive by
+        // `self.prepared`, and `stack` is a full `STACK_SIZE` frame area.
+        unsafe { self.execute(ctx.as_mut_ptr(), stack) }
+    }
+
+    /// Runs the program on a ctx held in 64-bit words (the shim's stack array), laid out
+    /// as the attach catalog says for the program's attach point. A ctx shorter than that
+    /// layout is refused with [`WordsError::CtxTooSmall`] instead of running.
+    #[inline]
+    pub fn run_words(&self, ctx: &mut [u64], stack: &mut Stack) -> Result<u64, WordsError> {
+        let have = ctx.len().saturating_mul(8);
+        if have < self.ctx_size as usize {
+            return Err(WordsError::CtxTooSmall {
+                have,
+                need: self.ctx_size,
+            });
+        }
+        // SAFETY: as in `run`: the program was verified against the layout of its attach
+        // point, which spans `ctx_size` bytes; `ctx` is 8-byte aligned and at least that
+        // long (checked above). `self.prepared` keeps the maps alive.
+        unsafe {
+            self.execute(ctx.as_mut_ptr().cast(), stack)
+                .map_err(WordsError::Exec)
+        }
+    }
+
+    /// # Safety
+    /// `ctx` points to `ctx_size` writable, 8-byte aligned bytes laid out as the program's
+    /// attach point says.
+    #[inline]
+    unsafe fn execute(&self, ctx: *mut u8, stack: &mut Stack) -> Result<u64, RunError> {
+        match &self.code {
+            // SAFETY: the caller's guarantee is `execute`'s precondition; the code was
+            // compiled from `self.prepared`, verified for that layout.
+            Code::Native(c) => unsafe { c.execute(ctx, &mut stack.0) }.map_err(RunError::Native),
+            // SAFETY: the program was verified for the ctx the caller passes; its map
+            // pointers stay valid (`self.prepared` holds the maps) and the stack is a full
+            // `STACK_SIZE` area, so every access it makes is to valid memory.
+            Code::Interpreted(i) => unsafe { i.execute_unchecked(&[ctx as u64], &mut stack.0) }
+                .map_err(RunError::Interpreted),
+        }
+    }
+}
+
+/// The code of `prepared` for `tier`.
+fn make_code(
+    prepared: &PreparedProgram,
+    tier: Tier,
+    helpers: &HelperTable,
+) -> Result<Code, super::DispatchError> {
+    Ok(match tier {
+        // Array lookups are inlined: the program keeps `prepared`, and with it the maps,
+        // alive as long as the code.
+        Tier::Native => Code::Native(jit::compile_with_arrays(
+            &prepared.insns,
+            helpers,
+            &prepared.inline_arrays(),
+        )?),
+        Tier::Interpreted => {
+            let program = interp::Program::from_insns(&prepared.insns)
+                .map_err(|e| super::DispatchError::Interpret { source: e })?;
+            // No instruction limit beyond the JIT's: the iteration budget, shared by both
+            // engines, bounds every run.
+            Code::Interpreted(Box::new(
+                Interpreter::new(program, helpers.clone()).with_instruction_limit(u64::MAX),
+            ))
+        }
+    })
+}
+
+/// Why [`AttachedProgram::run_words`] did not produce a return value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WordsError {
+    /// The ctx is shorter than the layout the program was verified against.
+    #[error("ctx of {have} bytes is shorter than the {need} bytes of the attach point's layout")]
+    CtxTooSmall { have: usize, need: u32 },
+    /// The program stopped with a run-time error.
+    #[error("program fault")]
+    Exec(#[source] RunError),
+}
