@@ -41,17 +41,40 @@ pub fn cond_jump(
     if a.ty.is_pointer() || b.ty.is_pointer() {
         return pointer_jump(env, st, width, cond, dst, &a, sreg, &b, fall_pc, taken_pc);
     }
-    let fall = refined(st, width, negate(cond), dst, &a, sreg, &b);
-    let taken = refined(st, width, cond, dst, &a, sreg, &b);
+    let fall = refine(width, negate(cond).into(), a.val, b.val);
+    let taken = refine(width, cond.into(), a.val, b.val);
+    // The state the jump starts from is not used again (the engine continues with the
+    // states of the step): the last branch built takes it instead of a copy.
+    let refined = |s: State, (na, nb): (Scalar, Scalar)| {
+        let mut s = s;
+        set_scalar(&mut s, dst, &a, na);
+        if let Some(r) = sreg {
+            set_scalar(&mut s, r, &b, nb);
+        }
+        s
+    };
     Ok(match (fall, taken) {
-        (Some(f), Some(t)) => Step::Fork(
-            Box::new((f, fall_pc, Point::Insn)),
-            Box::new((t, taken_pc, Point::Insn)),
-        ),
-        (Some(f), None) => Step::Goto(Box::new((f, fall_pc, Point::Insn))),
-        (None, Some(t)) => Step::Goto(Box::new((t, taken_pc, Point::Insn))),
+        (Some(f), Some(t)) => {
+            let t = refined(st.clone(), t);
+            let f = refined(take(st), f);
+            Step::Fork(
+                Box::new((f, fall_pc, Point::Insn)),
+                Box::new((t, taken_pc, Point::Insn)),
+            )
+        }
+        (Some(f), None) => Step::Goto(Box::new((refined(take(st), f), fall_pc, Point::Insn))),
+        (None, Some(t)) => Step::Goto(Box::new((refined(take(st), t), taken_pc, Point::Insn))),
         (None, None) => Step::Dead,
     })
+}
+
+/// `st`, leaving an empty state (no frames) behind: for a step that ends the use of the
+/// state it was given.
+fn take(st: &mut State) -> State {
+    State {
+        frames: std::mem::take(&mut st.frames),
+        refs: std::mem::take(&mut st.refs),
+    }
 }
 
 /// Whether `a` and `b` are known to point into one and the same object, so that comparing
@@ -79,7 +102,7 @@ pub fn same_object(a: &Reg, b: &Reg, maps: &[MapInfo]) -> bool {
 #[allow(clippy::too_many_arguments)]
 fn pointer_jump(
     env: &Env<'_>,
-    st: &State,
+    st: &mut State,
     width: Width,
     cond: JmpCond,
     dst: u8,
@@ -118,7 +141,7 @@ fn pointer_jump(
             JmpCond::Set => false,
         };
         let next = if taken { taken_pc } else { fall_pc };
-        return Ok(Step::Goto(Box::new((st.clone(), next, Point::Insn))));
+        return Ok(Step::Goto(Box::new((take(st), next, Point::Insn))));
     }
     if !null_check {
         return Err(rej(
@@ -131,13 +154,14 @@ fn pointer_jump(
     }
     // `eq_state`: where the pointer is NULL; `ne_state`: where it is not.
     let (eq_state, ne_state) = if p.ty.is_or_null() {
+        let id = p.id;
         let mut z = st.clone();
-        mark_null(&mut z, p.id, true);
-        let mut nz = st.clone();
-        mark_null(&mut nz, p.id, false);
+        mark_null(&mut z, id, true);
+        let mut nz = take(st);
+        mark_null(&mut nz, id, false);
         (Some(z), Some(nz))
     } else {
-        (None, Some(st.clone()))
+        (None, Some(take(st)))
     };
     let (taken, fall) = match cond {
         JmpCond::Eq => (eq_state, ne_state),
@@ -230,25 +254,6 @@ impl From<JmpCond> for Cond {
             JmpCond::Set => Cond::Set,
         }
     }
-}
-
-/// The state on the branch where `a cond b` holds, or `None` when it cannot.
-fn refined(
-    st: &State,
-    width: Width,
-    cond: impl Into<Cond>,
-    dst: u8,
-    a: &Reg,
-    sreg: Option<u8>,
-    b: &Reg,
-) -> Option<State> {
-    let (na, nb) = refine(width, cond.into(), a.val, b.val)?;
-    let mut s = st.clone();
-    set_scalar(&mut s, dst, a, na);
-    if let Some(r) = sreg {
-        set_scalar(&mut s, r, b, nb);
-    }
-    Some(s)
 }
 
 /// Writes the refined value of register `r` and of every copy sharing its scalar id.

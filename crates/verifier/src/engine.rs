@@ -171,6 +171,9 @@ struct Engine<'a> {
     done: HashMap<(usize, Point), Vec<usize>>,
     /// In-progress checkpoints by point and exact-state hash (for loop detection).
     inprog: HashMap<(usize, Point, u64), Vec<usize>>,
+    /// How many in-progress checkpoints each point has: a visit hashes its state only when
+    /// there is one to compare with or it stores a checkpoint itself.
+    inprog_at: HashMap<(usize, Point), u32>,
     /// In-progress checkpoints at `bpf_loop` iteration points, by call and invocation, in
     /// round order (they are ancestors of the current path).
     inprog_iter: HashMap<(usize, u32), Vec<usize>>,
@@ -238,6 +241,15 @@ impl Engine<'_> {
             p = cp.parent;
             if let Some(v) = self.inprog.get_mut(&(key.0, key.1, hash)) {
                 remove_idx(v, i);
+                if v.is_empty() {
+                    self.inprog.remove(&(key.0, key.1, hash));
+                }
+                if let Some(n) = self.inprog_at.get_mut(&key) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        self.inprog_at.remove(&key);
+                    }
+                }
             }
             if key.1 == Point::LoopIter {
                 if let Some(v) = self.inprog_iter.get_mut(&(key.0, inv)) {
@@ -310,7 +322,9 @@ impl Engine<'_> {
             self.widen_loop_state(path);
         }
         let live = live_masks(self.env.prog, &path.st, path.pc, path.point);
-        let hash = state_hash(&path.st, &live);
+        // Computed when first needed (most visits neither find an in-progress state at this
+        // point nor store one).
+        let mut hash: Option<u64> = None;
         let mut pruned = false;
         if path.point == Point::LoopIter {
             let inv = path.st.cur().loop_inv;
@@ -327,10 +341,11 @@ impl Engine<'_> {
                 }
             }
         }
-        if !pruned {
+        if !pruned && self.inprog_at.contains_key(&key) {
+            let h = *hash.get_or_insert_with(|| state_hash(&path.st, &live));
             for &i in self
                 .inprog
-                .get(&(key.0, key.1, hash))
+                .get(&(key.0, key.1, h))
                 .map(Vec::as_slice)
                 .unwrap_or(&[])
             {
@@ -341,6 +356,8 @@ impl Engine<'_> {
                     return Err(rej(ErrorKind::InfiniteLoop { pc: path.pc }, &[]));
                 }
             }
+        }
+        if !pruned {
             if let Some(list) = self.done.get(&key) {
                 for &i in list {
                     let Some(old) = &self.cps[i].state else {
@@ -376,6 +393,7 @@ impl Engine<'_> {
         let force =
             path.point == Point::LoopIter || self.env.prog.subprogs.binary_search(&path.pc).is_ok();
         if force || (path.jmps_since >= 2 && path.insns_since >= 8) || path.insns_since >= 64 {
+            let hash = hash.unwrap_or_else(|| state_hash(&path.st, &live));
             let idx = self.cps.len();
             self.cps.push(Checkpoint {
                 state: Some(path.st.clone()),
@@ -391,6 +409,7 @@ impl Engine<'_> {
                 .entry((key.0, key.1, hash))
                 .or_default()
                 .push(idx);
+            *self.inprog_at.entry(key).or_default() += 1;
             if key.1 == Point::LoopIter {
                 self.inprog_iter
                     .entry((key.0, path.st.cur().loop_inv))
@@ -760,6 +779,7 @@ pub fn run(
         cps: Vec::new(),
         done: HashMap::default(),
         inprog: HashMap::default(),
+        inprog_at: HashMap::default(),
         inprog_iter: HashMap::default(),
         live_states: 0,
         reached: vec![false; input.insns.len()],
