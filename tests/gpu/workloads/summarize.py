@@ -155,6 +155,27 @@ def startup(work):
                f"({added} start-up cost); in-process median cuInit {inner(base, 'init_ms')} vs "
                f"{inner(shim, 'init_ms')} ms, total {inner(base, 'total_ms')} vs "
                f"{inner(shim, 'total_ms')} ms")
+    # One at a time without a context (alternating rounds): the shim's initialisation alone.
+    noctx = {k: [spawn_summary(p(work, f"startup-noctx-{k}-{r}.txt")) for r in (1, 2, 3, 4)]
+             for k in ("base", "shim")}
+
+    def noctx_med(k, field):
+        v = [s["inner_ms_median"][field] for s in noctx[k]
+             if s and s.get("inner_ms_median", {}).get(field) is not None]
+        return round(med(v), 3) if v else None
+
+    def noctx_wall(k):
+        v = [s["proc_wall_ms_median"] for s in noctx[k] if s and s.get("proc_wall_ms_median")]
+        return round(med(v), 2) if v else None
+
+    nb, ns = noctx_med("base", "total_ms"), noctx_med("shim", "total_ms")
+    wb, ws = noctx_wall("base"), noctx_wall("shim")
+    if None not in (nb, ns, wb, ws):
+        figure("startup-noctx",
+               f"one at a time without a context (cuInit + cuDeviceTotalMem, 4 alternating "
+               f"rounds of 10): in-process {nb} ms vs {ns} ms with the shim (quota+trace) "
+               f"({ns - nb:+.2f} ms: the shim's initialisation on the first driver call); "
+               f"spawn to exit {wb} vs {ws} ms ({ws - wb:+.2f} ms)")
     # The processes started at once make one policed call each (cuDeviceTotalMem, counted by
     # count_launch.o attached there); the ones started one at a time allocate and free under
     # quota.
