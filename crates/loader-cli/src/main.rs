@@ -84,6 +84,9 @@ enum Command {
     Exporter(cmd::exporter::Args),
     /// A live terminal view of the processes under the shim (`q` quits).
     Top(cmd::top::Args),
+    /// Which registry the commands use; create a node's system registry (`init --system`).
+    #[command(subcommand)]
+    Registry(cmd::registry::Command),
 }
 
 /// Behave like other Unix filters when stdout is a closed pipe (`gpubpf maps dump m | head`):
@@ -138,6 +141,7 @@ fn main() -> ExitCode {
         Command::Trace(a) => cmd::trace::run(a, &out),
         Command::Events(a) => cmd::events::run(a, &out),
         Command::Audit(a) => cmd::audit::run(a, &out),
+        Command::Registry(c) => cmd::registry::run(c, &out),
         Command::Exporter(a) => cmd::exporter::run(a, &out),
         Command::Top(a) => cmd::top::run(a, &out),
     };

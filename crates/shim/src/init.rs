@@ -161,7 +161,9 @@ fn start(reg: &'static Registry) {
     let stats = slot.and_then(|i| {
         let pid = std::process::id();
         let start = registry::process_start_time(pid).unwrap_or(0);
-        ProcStats::create(reg.home(), i, pid, start, fail_closed())
+        // SAFETY: geteuid cannot fail.
+        let path = reg.stats_path_of(i, unsafe { libc::geteuid() });
+        ProcStats::create_at(&path, i, pid, start, fail_closed())
             .map_err(|e| {
                 tracing::warn!(error = %error_chain(&e), "no stats file; `gpubpf ps` will show no counts for this process")
             })

@@ -41,7 +41,7 @@ pub fn cond_jump(
     if a.ty.is_pointer() || b.ty.is_pointer() {
         return pointer_jump(env, st, width, cond, dst, &a, sreg, &b, fall_pc, taken_pc);
     }
-    let fall = refine(width, negate(cond).into(), a.val, b.val);
+    let fall = refine(width, negate(cond), a.val, b.val);
     let taken = refine(width, cond.into(), a.val, b.val);
     // The state the jump starts from is not used again (the engine continues with the
     // states of the step): the last branch built takes it instead of a copy.

@@ -95,7 +95,9 @@ pub fn helper(env: &mut Env<'_>, st: &mut State, pc: usize, id: i32) -> R<Step> 
                     }
                     MapClass::None => true,
                 };
-                if ok && h.map_class == MapClass::KeyValueWritable && info.read_only {
+                // Every ring-buffer helper writes the ring (a record or its positions).
+                let writes = matches!(h.map_class, MapClass::KeyValueWritable | MapClass::Ringbuf);
+                if ok && writes && info.read_only {
                     return Err(rej(
                         ErrorKind::HelperWritesReadOnlyMap {
                             helper: h.name,

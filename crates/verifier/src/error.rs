@@ -105,7 +105,7 @@ pub enum ErrorKind {
     UnknownHelper { id: i32 },
     #[error(
         "{helper}: argument r{arg}: map `{map}` is read-only to programs (a frozen \
-         `.rodata`): {helper} would write into it"
+         `.rodata`, or a map this process may only read): {helper} would write into it"
     )]
     HelperWritesReadOnlyMap {
         helper: &'static str,

@@ -104,7 +104,8 @@ pub struct MapInfo {
     pub key_size: u32,
     pub value_size: u32,
     pub max_entries: u32,
-    /// Programs may not store into its values (a frozen `.rodata`).
+    /// Programs may not store into its values or write it through helpers (a frozen
+    /// `.rodata`, or a map the process may only read).
     pub read_only: bool,
 }
 

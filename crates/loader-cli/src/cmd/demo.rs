@@ -325,6 +325,7 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
         set: vec![format!("limit_bytes={limit}")],
         priority: 0,
         wait: None,
+        map_access: Vec::new(),
         replace: None,
         recreate_maps: false,
         shadow: false,

@@ -38,6 +38,8 @@ pub struct Args {
 /// `gpubpf events`.
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     let reg = super::existing_registry()?.ok_or_else(super::no_registry)?;
+    // Reading a ring consumes its records: the owner's, in a system registry.
+    reg.check_owner()?;
     let map = match reg.open_map(&args.map) {
         Ok(m) => m,
         Err(RegistryError::NoSuchMap { .. }) => anyhow::bail!(

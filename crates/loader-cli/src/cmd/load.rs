@@ -64,6 +64,30 @@ pub struct Args {
     /// fail after TIMEOUT: `10s`, `500ms`, plain seconds; default 10s), saying how many did.
     #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "10s")]
     pub wait: Option<String>,
+    /// In a system registry: what applications (processes of other users than the owner)
+    /// may do with map MAP (its name in the object or the registry): `rw` (the default,
+    /// what a policy that counts needs), `ro` (the default for `.rodata`; programs that
+    /// write it are rejected in those processes) or `none`. Repeatable.
+    #[arg(long = "map-access", value_name = "MAP=rw|ro|none")]
+    pub map_access: Vec<String>,
+}
+
+/// `MAP=rw|ro|none` pairs of `--map-access`.
+fn parse_map_access(
+    pairs: &[String],
+) -> anyhow::Result<Vec<(String, gpubpf_runtime::registry::Access)>> {
+    pairs
+        .iter()
+        .map(|p| {
+            let (name, a) = p
+                .split_once('=')
+                .with_context(|| format!("--map-access `{p}`: expected MAP=rw|ro|none"))?;
+            let a = a
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("--map-access `{p}`: {e}"))?;
+            Ok((name.to_string(), a))
+        })
+        .collect()
 }
 
 /// `10s`, `500ms`, `2m` or plain seconds.
@@ -336,6 +360,7 @@ pub fn load_report(args: &Args) -> anyhow::Result<Report> {
     }
 
     let reg = Registry::open_default().context("cannot open the registry")?;
+    let accesses = parse_map_access(&args.map_access)?;
     let mut writer = reg.writer().context("cannot lock the registry")?;
     // Read under the lock: what is replaced cannot change before this load is published.
     let previous = match &args.replace {
@@ -360,6 +385,19 @@ pub fn load_report(args: &Args) -> anyhow::Result<Report> {
     };
     let bound = bind_maps_with(&mut writer, &name, &map_defs(&obj), &opts)
         .with_context(|| format!("`{}`", path.display()))?;
+    for (m, access) in &accesses {
+        let Some(b) = bound
+            .iter()
+            .find(|b| &b.binding.object_name == m || &b.binding.registry_name == m)
+        else {
+            forget_new_maps(&mut writer, &bound);
+            anyhow::bail!("--map-access: the object has no map `{m}`");
+        };
+        if let Err(e) = writer.set_map_access(&b.binding.registry_name, *access) {
+            forget_new_maps(&mut writer, &bound);
+            return Err(anyhow::Error::new(e).context(format!("--map-access `{m}`")));
+        }
+    }
     // The prepare step must succeed here exactly as it will in every process.
     let maps: Vec<_> = bound.iter().map(|b| b.map.clone()).collect();
     for p in &obj.programs {

@@ -18,7 +18,7 @@ use anyhow::{bail, Context as _};
 use gpubpf_runtime::maps::types::{format_value, parse_patch, parse_value};
 use gpubpf_runtime::maps::{Map, MapMeta, MapSpec, MapType, BPF_ANY, BPF_EXIST, BPF_NOEXIST};
 use gpubpf_runtime::object::BPF_F_RDONLY_PROG;
-use gpubpf_runtime::registry::{Registry, TRACE_RING};
+use gpubpf_runtime::registry::{Access, Mode, Registry, TRACE_RING};
 use serde_json::{json, Value};
 
 use crate::output::{print_line, Output};
@@ -106,6 +106,16 @@ pub enum Command {
     Unpin {
         /// Map name.
         name: String,
+    },
+    /// Show or declare what applications (processes of other users than the owner) may do
+    /// with a map of a system registry: `rw`, `ro` (programs that write it are rejected in
+    /// those processes) or `none` (objects binding it do not run there).
+    Access {
+        /// Map name.
+        name: String,
+        /// The new access; without it, the current one is shown.
+        #[arg(value_parser = ["rw", "ro", "none"])]
+        access: Option<String>,
     },
     /// Create an empty map (maps are normally created by `gpubpf load`).
     Create {
@@ -241,6 +251,7 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             flags,
             force,
         } => {
+            reg.check_owner()?;
             let (key, value) = (key.join(" "), value.join(" "));
             let map = open_map(&reg, &name)?;
             let read_only = map.spec().flags & BPF_F_RDONLY_PROG != 0;
@@ -291,6 +302,7 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
             )
         }
         Command::Delete { name, key } => {
+            reg.check_owner()?;
             let key = key.join(" ");
             let map = open_map(&reg, &name)?;
             let k = parse_key(&map, &key)?;
@@ -303,8 +315,13 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                 &format!("{} key {key_text} deleted", map.name()),
             )
         }
-        Command::Consume { name, follow } => consume(&reg, &name, follow, out),
+        Command::Consume { name, follow } => {
+            // Reading a ring consumes its records: the owner's, in a system registry.
+            reg.check_owner()?;
+            consume(&reg, &name, follow, out)
+        }
         Command::Clear { name } => {
+            reg.check_owner()?;
             let map = open_map(&reg, &name)?;
             map.clear().with_context(|| format!("clear of `{name}`"))?;
             done(out, "cleared", &format!("{} cleared", map.name()))
@@ -344,6 +361,35 @@ pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
                 println!("{name} unpinned and removed (no loaded program uses it)");
             } else {
                 println!("{name} unpinned (loaded programs still use it)");
+            }
+            Ok(())
+        }
+        Command::Access { name, access } => {
+            let name = resolve(&reg, &name)?;
+            if let Some(a) = access {
+                let a: Access = a.parse().map_err(anyhow::Error::msg)?;
+                reg.writer()
+                    .context("cannot lock the registry")?
+                    .set_map_access(&name, a)
+                    .with_context(|| format!("cannot change the access of map `{name}`"))?;
+            }
+            let now = reg
+                .map_access(&name)
+                .with_context(|| format!("cannot read the access of map `{name}`"))?;
+            let system = matches!(reg.mode(), Mode::System { .. });
+            if out.json() {
+                return out.print_json(&json!({
+                    "map": name,
+                    "access": now.name(),
+                    "system_registry": system,
+                }));
+            }
+            if system {
+                println!("{name}: applications {}", now.name());
+            } else {
+                println!(
+                    "{name}: rw (a user registry is private: its owner's processes use every map)"
+                );
             }
             Ok(())
         }

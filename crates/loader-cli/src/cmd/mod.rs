@@ -17,6 +17,7 @@ pub mod prog_dump;
 pub mod prog_info;
 pub mod ps;
 pub mod record;
+pub mod registry;
 pub mod replay;
 pub mod ring_reader;
 pub mod run;

@@ -151,10 +151,10 @@ fn is_zero(n: &u64) -> bool {
 /// Run statistics of every program (by object and program name) over the live processes
 /// of `reg` (their stats files); programs with nothing counted are left out.
 pub fn live_run_stats(reg: &Registry) -> BTreeMap<(String, String), RunStats> {
-    use gpubpf_runtime::registry::procstats::{stats_path, ProcStats};
+    use gpubpf_runtime::registry::procstats::ProcStats;
     let mut out: BTreeMap<(String, String), RunStats> = BTreeMap::new();
     for p in reg.control().processes() {
-        let Ok(file) = ProcStats::open(&stats_path(reg.home(), p.slot)) else {
+        let Ok(file) = ProcStats::open(&reg.stats_path(&p)) else {
             continue;
         };
         let view = file.read();

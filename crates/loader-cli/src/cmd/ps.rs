@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use gpubpf_runtime::attach;
-use gpubpf_runtime::registry::procstats::{stats_path, ProcStats, ProcStatsView};
+use gpubpf_runtime::registry::procstats::{ProcStats, ProcStatsView};
 use gpubpf_runtime::registry::{monotonic_ns, ProcessInfo, Registry};
 use serde::Serialize;
 
@@ -174,7 +174,7 @@ fn describe(
         failed_objects: Vec::new(),
         stats_missing: None,
     };
-    let view = match ProcStats::open(&stats_path(reg.home(), info.slot)) {
+    let view = match ProcStats::open(&reg.stats_path(info)) {
         Ok(s) => s.read(),
         Err(e) => {
             p.stats_missing = Some(format!("{e:#}"));
@@ -359,7 +359,9 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     if let Some(d) = stats_for {
         let deadline =
             monotonic_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        reg.control().enable_stats_until(deadline);
+        // Asking every process to collect is a change: the owner's, in a system registry.
+        reg.check_owner()?;
+        reg.control().enable_stats_until(deadline)?;
         if !args.no_wait {
             std::thread::sleep(d.max(Duration::from_millis(1)));
         }

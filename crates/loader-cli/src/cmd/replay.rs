@@ -290,6 +290,7 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
             set: args.set.clone(),
             priority: 0,
             wait: None,
+            map_access: Vec::new(),
             replace: None,
             recreate_maps: false,
             shadow: false,

@@ -52,6 +52,8 @@ impl<T> Ring<'_, T> {
             // Nothing has run under the shim yet: nothing to print.
             return self.finish(out, Vec::new());
         };
+        // Reading a ring consumes its records: the owner's, in a system registry.
+        reg.check_owner()?;
         let what = || format!("cannot open the {} ring", self.name);
         let ring: Arc<Map> = if follow {
             open_or_create(&reg).with_context(what)?

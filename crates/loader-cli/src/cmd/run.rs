@@ -82,6 +82,7 @@ pub fn run(args: Args, _out: &Output) -> anyhow::Result<()> {
             set: args.set.clone(),
             priority: 0,
             wait: None,
+            map_access: Vec::new(),
             replace: None,
             recreate_maps: false,
             shadow: false,

@@ -270,7 +270,10 @@ impl Top {
             };
         };
         // Renewed every tick, past the next one: collection stops soon after top exits.
-        reg.control()
+        // Another user than a system registry's owner cannot switch it on: top then shows
+        // counts without run times.
+        let _ = reg
+            .control()
             .enable_stats_until(monotonic_ns().saturating_add(3_000_000_000));
         let generation = reg.generation();
         let procs = snapshot(reg, generation);

@@ -12,7 +12,7 @@ use crate::helper_table::HelperTable;
 use crate::jit::{self, CompiledProgram};
 use crate::maps::Map;
 use crate::object::{Object, Program};
-use crate::program::{attach_phase, prepare, verify_at, PreparedProgram};
+use crate::program::{attach_phase, prepare, verify_at_with, PreparedProgram};
 use crate::registry::{LinkRecord, ObjectRecord, Phase as RecordPhase, ProgramRecord, Registry};
 
 use super::DispatchError;
@@ -125,10 +125,14 @@ impl LoadedObject {
     ) -> Result<VerifiedProgram, DispatchError> {
         let p = self.program(prec)?;
         let point = attach::resolve(&link.attach_point)?;
-        let stats = verify_at(&self.object, p, point).map_err(|e| DispatchError::Rejected {
-            object: self.record.name.clone(),
-            program: p.name.clone(),
-            message: e.to_string(),
+        // Maps this process could only map for reading are read-only to the program.
+        let read_only: Vec<bool> = self.maps.iter().map(|m| !m.is_writable()).collect();
+        let stats = verify_at_with(&self.object, p, point, &read_only).map_err(|e| {
+            DispatchError::Rejected {
+                object: self.record.name.clone(),
+                program: p.name.clone(),
+                message: e.to_string(),
+            }
         })?;
         // Code no verified path reaches becomes traps (docs/design-decisions.md, Verifier).
         let insns = sanitize_dead_code(&p.insns, &stats.unreached);

@@ -52,6 +52,8 @@ pub(super) struct HashMap {
     pub(super) max_entries: u32,
     pub(super) seed: u64,
     pub(super) lru: bool,
+    /// Mapped read-write; a read-only mapping never stamps LRU entries.
+    pub(super) writable: bool,
     pub(super) name: String,
 }
 
@@ -238,7 +240,7 @@ impl HashMap {
         let h = hash_key(self.seed, key);
         match self.find(key, h) {
             Some(i) => {
-                if self.lru {
+                if self.lru && self.writable {
                     self.touch(i);
                 }
                 self.e_value(i)

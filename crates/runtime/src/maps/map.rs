@@ -29,6 +29,10 @@ pub struct Map {
     meta: MapMeta,
     path: PathBuf,
     mapping: Mapping,
+    /// Mapped read-write. A map file this process may only read (a system registry's map
+    /// the operator declared read-only for applications) is mapped `PROT_READ`: every
+    /// change is refused with [`MapError::ReadOnly`] before it touches memory.
+    writable: bool,
 }
 
 // SAFETY: all shared state is accessed through atomics and robust shared locks; the raw
@@ -120,7 +124,7 @@ impl Map {
         std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(META_OFFSET as u64))
             .map_err(io("seek"))?;
         file.write_all(meta_json).map_err(io("write metadata"))?;
-        let map = Self::from_file(&file, tmp, *spec, meta.clone(), lay, header.seed)?;
+        let map = Self::from_file(&file, tmp, *spec, meta.clone(), lay, header.seed, true)?;
         // SAFETY: the file is still private to us (temporary name).
         unsafe { map.init_shared()? };
         mapping::rename_noreplace(tmp, path).map_err(|source| {
@@ -145,7 +149,16 @@ impl Map {
     /// Opens and validates an existing map file: magic, version, checksum, type, sizes,
     /// file length and metadata are all checked before anything is mapped for use.
     pub fn open(path: &Path) -> Result<Map, MapError> {
-        let mut file = mapping::open_rw(path)?;
+        // A file we may not write (permission denied) is opened for reading.
+        let (mut file, writable) = match mapping::open_rw(path) {
+            Ok(f) => (f, true),
+            Err(MapError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                (mapping::open_ro(path)?, false)
+            }
+            Err(e) => return Err(e),
+        };
         let io = |op: &'static str| {
             move |source| MapError::Io {
                 path: path.to_path_buf(),
@@ -177,7 +190,7 @@ impl Map {
         if let Some(n) = path.file_name().and_then(|n| n.to_str()) {
             n.clone_into(&mut meta.name);
         }
-        Self::from_file(&file, path, spec, meta, &lay, header.seed)
+        Self::from_file(&file, path, spec, meta, &lay, header.seed, writable)
     }
 
     fn from_file(
@@ -187,10 +200,15 @@ impl Map {
         meta: MapMeta,
         lay: &Layout,
         seed: u64,
+        writable: bool,
     ) -> Result<Map, MapError> {
         let mirror = (spec.map_type == MapType::RingBuf)
             .then_some((lay.data_offset, spec.max_entries as usize));
-        let mapping = Mapping::map(file, path, lay.file_size, mirror)?;
+        let mapping = if writable {
+            Mapping::map(file, path, lay.file_size, mirror)?
+        } else {
+            Mapping::map_read_only(file, path, lay.file_size, mirror)?
+        };
         let base = mapping.base();
         // SAFETY: data_offset < file_size (validated layout).
         let data = unsafe { base.add(lay.data_offset) };
@@ -217,6 +235,7 @@ impl Map {
                 max_entries: spec.max_entries,
                 seed,
                 lru: spec.map_type == MapType::LruHash,
+                writable,
                 name,
             }),
             MapType::RingBuf => Kind::RingBuf(RingBuf {
@@ -233,6 +252,7 @@ impl Map {
             meta,
             path: path.to_path_buf(),
             mapping,
+            writable,
         })
     }
 
@@ -246,6 +266,21 @@ impl Map {
             Kind::Hash(h) => unsafe { h.init() },
             // SAFETY: forwarded contract.
             Kind::RingBuf(r) => unsafe { r.init() },
+        }
+    }
+
+    /// Whether this process mapped the map read-write (see [`MapError::ReadOnly`]).
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    fn must_write(&self) -> Result<(), MapError> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(MapError::ReadOnly {
+                name: self.meta.name.clone(),
+            })
         }
     }
 
@@ -390,6 +425,7 @@ impl Map {
         mask: Option<&[u8]>,
         flags: u64,
     ) -> Result<(), MapError> {
+        self.must_write()?;
         self.check("key", self.spec.key_size, key.len())?;
         self.check("value", self.spec.value_size, value.len())?;
         match &self.kind {
@@ -405,6 +441,7 @@ impl Map {
 
     /// Deletes the entry under `key` (arrays: `EINVAL`, as in Linux).
     pub fn delete(&self, key: &[u8]) -> Result<(), MapError> {
+        self.must_write()?;
         self.check("key", self.spec.key_size, key.len())?;
         match &self.kind {
             Kind::Hash(h) => h.delete(key),
@@ -499,6 +536,7 @@ impl Map {
     /// Removes every entry (arrays: zeroes every value; ring buffers: drops pending
     /// records).
     pub fn clear(&self) -> Result<(), MapError> {
+        self.must_write()?;
         match &self.kind {
             Kind::Array(a) => {
                 a.clear();
@@ -510,6 +548,8 @@ impl Map {
     }
 
     fn ring(&self, op: &'static str) -> Result<&RingBuf, MapError> {
+        // Every ring operation writes (a record, or the consumer position).
+        self.must_write()?;
         match &self.kind {
             Kind::RingBuf(r) => Ok(r),
             _ => Err(MapError::Unsupported {

@@ -54,6 +54,33 @@ impl Mapping {
         len: usize,
         mirror: Option<(usize, usize)>,
     ) -> Result<Self, MapError> {
+        Self::map_prot(file, path, len, mirror, true)
+    }
+
+    /// [`Mapping::map`] read-only (`PROT_READ`): any store through it faults, so only code
+    /// that never writes (readers, programs the verifier checked against a read-only map)
+    /// may use it.
+    pub fn map_read_only(
+        file: &File,
+        path: &Path,
+        len: usize,
+        mirror: Option<(usize, usize)>,
+    ) -> Result<Self, MapError> {
+        Self::map_prot(file, path, len, mirror, false)
+    }
+
+    fn map_prot(
+        file: &File,
+        path: &Path,
+        len: usize,
+        mirror: Option<(usize, usize)>,
+        writable: bool,
+    ) -> Result<Self, MapError> {
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
         let extra = mirror.map(|(_, s)| s).unwrap_or(0);
         let reserved = len.checked_add(extra).ok_or(MapError::Corrupt {
             path: path.to_path_buf(),
@@ -92,7 +119,7 @@ impl Mapping {
             libc::mmap(
                 base.cast(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
+                prot,
                 libc::MAP_SHARED | libc::MAP_FIXED,
                 fd,
                 0,
@@ -113,7 +140,7 @@ impl Mapping {
                 libc::mmap(
                     base.add(len).cast(),
                     size,
-                    libc::PROT_READ | libc::PROT_WRITE,
+                    prot,
                     libc::MAP_SHARED | libc::MAP_FIXED,
                     fd,
                     off as libc::off_t,
@@ -162,6 +189,27 @@ pub fn open_rw(path: &Path) -> Result<File, MapError> {
     OpenOptions::new()
         .read(true)
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                MapError::NotFound {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                MapError::Io {
+                    path: path.to_path_buf(),
+                    op: "open",
+                    source,
+                }
+            }
+        })
+}
+
+/// Opens an existing file read-only, refusing symlinks.
+pub fn open_ro(path: &Path) -> Result<File, MapError> {
+    OpenOptions::new()
+        .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(|source| {

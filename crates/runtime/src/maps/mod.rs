@@ -179,6 +179,8 @@ pub enum MapError {
         #[source]
         source: lock::LockError,
     },
+    #[error("map `{name}` is read-only for this process (the registry's owner declared it so, or its file is not writable)")]
+    ReadOnly { name: String },
     #[error("key already exists")]
     KeyExists,
     #[error("key not found")]
@@ -210,6 +212,7 @@ impl MapError {
             MapError::Lock { .. } => libc::EBUSY,
             MapError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
             MapError::Unsupported { .. } => libc::EOPNOTSUPP,
+            MapError::ReadOnly { .. } => libc::EPERM,
             _ => libc::EINVAL,
         }
     }

@@ -25,4 +25,6 @@ pub use bind::{
 };
 pub use from_object::{map_defs, map_type, type_desc};
 pub use prepare::{prepare, PrepareError, PreparedProgram};
-pub use verify::{attach_phase, line_infos, map_infos, record_phase, resolve_links, verify_at};
+pub use verify::{
+    attach_phase, line_infos, map_infos, record_phase, resolve_links, verify_at, verify_at_with,
+};

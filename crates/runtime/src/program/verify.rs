@@ -103,7 +103,23 @@ pub fn verify_at(
     p: &Program,
     point: &AttachPoint,
 ) -> Result<VerifyStats, Box<gpubpf_verifier::VerifierError>> {
-    let maps = map_infos(obj);
+    verify_at_with(obj, p, point, &[])
+}
+
+/// [`verify_at`], with the maps whose index `read_only` marks `true` read-only to the
+/// program besides those the object declares so: the maps this process could map for
+/// reading only (a system registry's maps the operator declared read-only for
+/// applications). A program that writes one is rejected instead of faulting.
+pub fn verify_at_with(
+    obj: &Object,
+    p: &Program,
+    point: &AttachPoint,
+    read_only: &[bool],
+) -> Result<VerifyStats, Box<gpubpf_verifier::VerifierError>> {
+    let mut maps = map_infos(obj);
+    for (m, ro) in maps.iter_mut().zip(read_only) {
+        m.read_only |= *ro;
+    }
     let lines = line_infos(p);
     let ctx = point.program_context(attach_phase(p.phase));
     gpubpf_verifier::verify(&VerifyInput {

@@ -7,8 +7,12 @@
 //! 136   stats until: u64, CLOCK_MONOTONIC nanoseconds until which processes collect
 //!       per-program run counts and times (0: off; `gpubpf ps --stats` sets it)
 //! 192   writer lock: a robust process-shared mutex
-//! 512   process table: PROC_SLOTS × ProcSlot (pid, start time, acknowledged generation)
+//! 512   process table: PROC_SLOTS × ProcSlot (pid, uid, start time, acknowledged generation)
 //! ```
+//! A system registry (`super::system`) keeps the process table in a file of its own,
+//! `procs/table` (every user's processes register there), and the control file is writable
+//! by the registry's owner only: other users map it read-only (they read the generation,
+//! sleep on the futex word and read the statistics deadline, nothing else).
 //! Readers never take the writer lock: they read the generation before and after looking
 //! at the registry and retry when it moved (a seqlock without blocking).
 
@@ -33,6 +37,9 @@ const SLOT_SIZE: usize = 32;
 /// Size of the control file.
 pub const CONTROL_SIZE: usize = TABLE + PROC_SLOTS * SLOT_SIZE;
 
+/// Size of a system registry's separate process table (`procs/table`).
+pub const TABLE_SIZE: usize = PROC_SLOTS * SLOT_SIZE;
+
 /// A live (or recently live) process registered in the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ProcessInfo {
@@ -40,6 +47,8 @@ pub struct ProcessInfo {
     pub slot: usize,
     /// Process id.
     pub pid: u32,
+    /// Effective user id the process registered with.
+    pub uid: u32,
     /// Start time (clock ticks since boot, `/proc/PID/stat` field 22), guards pid reuse.
     pub start_time: u64,
     /// Last registry generation the process reported running.
@@ -50,6 +59,12 @@ pub struct ProcessInfo {
 #[derive(Debug)]
 pub struct Control {
     mapping: Mapping,
+    /// A system registry's separate process table (`procs/table`); `None`: the table is
+    /// inside the control block.
+    table: Option<Mapping>,
+    /// The control block is mapped read-write (false: a system registry opened by
+    /// another user than its owner).
+    writable: bool,
 }
 
 fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> RegistryError + 'a {
@@ -117,6 +132,15 @@ impl Control {
     }
 
     fn from_file(f: &std::fs::File, path: &Path) -> Result<Self, RegistryError> {
+        Self::check_header(f, path, false)
+    }
+
+    /// Maps `f` (read-only when `read_only`) and checks its header.
+    fn check_header(
+        f: &std::fs::File,
+        path: &Path,
+        read_only: bool,
+    ) -> Result<Self, RegistryError> {
         let len = f.metadata().map_err(io(path, "stat"))?.len();
         let corrupt = |reason: String| RegistryError::CorruptControl {
             path: path.to_path_buf(),
@@ -125,7 +149,11 @@ impl Control {
         if len != CONTROL_SIZE as u64 {
             return Err(corrupt(format!("{len} bytes, expected {CONTROL_SIZE}")));
         }
-        let m = Mapping::map(f, path, CONTROL_SIZE, None)?;
+        let m = if read_only {
+            Mapping::map_read_only(f, path, CONTROL_SIZE, None)?
+        } else {
+            Mapping::map(f, path, CONTROL_SIZE, None)?
+        };
         // SAFETY: the mapping is CONTROL_SIZE bytes.
         let (magic, version, slots) = unsafe {
             let mut magic = [0u8; 8];
@@ -144,7 +172,62 @@ impl Control {
                 "version {version} with {slots} slots, expected {VERSION} with {PROC_SLOTS}"
             )));
         }
-        Ok(Self { mapping: m })
+        Ok(Self {
+            mapping: m,
+            table: None,
+            writable: !read_only,
+        })
+    }
+
+    /// Opens a system registry's control file (read-write when `writable`, else
+    /// read-only) and its process table file `table` (always read-write).
+    pub fn open_system(path: &Path, table: &Path, writable: bool) -> Result<Self, RegistryError> {
+        let mut c = if writable {
+            let f = mapping::open_rw(path)?;
+            Self::from_file(&f, path)?
+        } else {
+            let f = mapping::open_ro(path)?;
+            Self::check_header(&f, path, true)?
+        };
+        let tf = mapping::open_rw(table)?;
+        let len = tf.metadata().map_err(io(table, "stat"))?.len();
+        if len != TABLE_SIZE as u64 {
+            return Err(RegistryError::CorruptControl {
+                path: table.to_path_buf(),
+                reason: format!("{len} bytes, expected {TABLE_SIZE}"),
+            });
+        }
+        c.table = Some(Mapping::map(&tf, table, TABLE_SIZE, None)?);
+        c.writable = writable;
+        Ok(c)
+    }
+
+    /// Creates a system registry's process table file `table` (mode 0666: every user's
+    /// processes register in it), unless it exists.
+    pub fn create_table(table: &Path) -> Result<(), RegistryError> {
+        if table.exists() {
+            return Ok(());
+        }
+        let tmp = table.with_file_name(format!(".tmp-table-{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let f = mapping::create_new(&tmp)?;
+        f.set_len(TABLE_SIZE as u64).map_err(io(&tmp, "resize"))?;
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+            .map_err(io(&tmp, "chmod"))?;
+        match mapping::rename_noreplace(&tmp, table) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let _ = std::fs::remove_file(&tmp);
+                Ok(())
+            }
+            Err(e) => Err(io(table, "publish")(e)),
+        }
+    }
+
+    /// Whether this process may change the control block (take the writer lock, set the
+    /// statistics deadline).
+    pub fn is_writable(&self) -> bool {
+        self.writable
     }
 
     fn word64(&self, off: usize) -> &AtomicU64 {
@@ -170,8 +253,12 @@ impl Control {
 
     /// Asks every process to collect run statistics until `deadline` (CLOCK_MONOTONIC
     /// nanoseconds, [`monotonic_ns`]); a later deadline already set is kept.
-    pub fn enable_stats_until(&self, deadline: u64) {
+    pub fn enable_stats_until(&self, deadline: u64) -> Result<(), RegistryError> {
+        if !self.writable {
+            return Err(RegistryError::ReadOnlyControl);
+        }
         self.stats_until().fetch_max(deadline, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Address of the futex word (for waiters that poll it directly).
@@ -182,6 +269,9 @@ impl Control {
     /// Takes the writer lock (robust: a writer killed while holding it does not wedge the
     /// registry; the next writer is told, through [`SharedMutexGuard::recovered`]).
     pub fn lock_writer(&self) -> Result<SharedMutexGuard<'_>, RegistryError> {
+        if !self.writable {
+            return Err(RegistryError::ReadOnlyControl);
+        }
         // SAFETY: initialised at creation.
         let l = unsafe { &*self.mapping.base().add(WRITER_LOCK).cast::<SharedMutex>() };
         l.lock().map_err(|source| RegistryError::Lock { source })
@@ -242,12 +332,32 @@ impl Control {
     }
 
     fn slot(&self, i: usize) -> (&AtomicU32, &AtomicU64, &AtomicU64) {
-        let off = TABLE + i * SLOT_SIZE;
-        (
-            self.word32(off),
-            self.word64(off + 8),
-            self.word64(off + 16),
-        )
+        let (base, off) = self.slot_base(i);
+        // SAFETY: `off` is a slot offset inside the table mapping (i < PROC_SLOTS); the
+        // fields are 4- and 8-aligned.
+        unsafe {
+            (
+                &*base.add(off).cast::<AtomicU32>(),
+                &*base.add(off + 8).cast::<AtomicU64>(),
+                &*base.add(off + 16).cast::<AtomicU64>(),
+            )
+        }
+    }
+
+    /// The word holding the uid of slot `i`'s process.
+    fn slot_uid(&self, i: usize) -> &AtomicU32 {
+        let (base, off) = self.slot_base(i);
+        // SAFETY: as in `slot`.
+        unsafe { &*base.add(off + 4).cast::<AtomicU32>() }
+    }
+
+    /// The mapping holding slot `i` and the slot's offset in it.
+    fn slot_base(&self, i: usize) -> (*mut u8, usize) {
+        let i = i.min(PROC_SLOTS - 1);
+        match &self.table {
+            Some(t) => (t.base(), i * SLOT_SIZE),
+            None => (self.mapping.base(), TABLE + i * SLOT_SIZE),
+        }
     }
 
     /// Claims a process-table slot for `pid` (reusing slots of dead processes).
@@ -261,6 +371,9 @@ impl Control {
                 && p.compare_exchange(cur, pid, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
+                // SAFETY: geteuid cannot fail.
+                self.slot_uid(i)
+                    .store(unsafe { libc::geteuid() }, Ordering::Release);
                 st.store(start, Ordering::Release);
                 ack.store(0, Ordering::Release);
                 return Ok(i);
@@ -310,6 +423,7 @@ impl Control {
                 ProcessInfo {
                     slot: i,
                     pid: p.load(Ordering::Acquire),
+                    uid: self.slot_uid(i).load(Ordering::Acquire),
                     start_time: st.load(Ordering::Acquire),
                     acked_generation: ack.load(Ordering::Acquire),
                 }

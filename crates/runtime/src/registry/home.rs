@@ -9,12 +9,17 @@ use super::RegistryError;
 /// Environment variable naming the registry directory.
 pub const HOME_ENV: &str = "GPUBPF_HOME";
 
-/// The registry directory: `$GPUBPF_HOME`, else `/dev/shm/gpubpf-$UID` (tmpfs, identical for
-/// every process of the user whatever its environment), else
+/// The registry directory: `$GPUBPF_HOME`, else the node's system registry
+/// ([`super::system::SYSTEM_HOME`]) when there is one, else `/dev/shm/gpubpf-$UID` (tmpfs,
+/// identical for every process of the user whatever its environment), else
 /// `$XDG_RUNTIME_DIR/gpubpf`, else `/tmp/gpubpf-$UID`.
 pub fn default_home() -> PathBuf {
     if let Some(h) = std::env::var_os(HOME_ENV).filter(|h| !h.is_empty()) {
         return PathBuf::from(h);
+    }
+    let system = Path::new(super::system::SYSTEM_HOME);
+    if super::system::is_system_home(system) {
+        return system.to_path_buf();
     }
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };

@@ -34,20 +34,25 @@ mod pins;
 pub mod procstats;
 mod record;
 mod replace;
+pub mod system;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use control::{
-    monotonic_ns, process_start_time, Control, ProcessInfo, CONTROL_SIZE, PROC_SLOTS,
+    monotonic_ns, process_start_time, Control, ProcessInfo, CONTROL_SIZE, PROC_SLOTS, TABLE_SIZE,
 };
 pub use home::{check_private_dir, default_home, ensure_private_dir, HOME_ENV};
 pub use record::{
     sha256_hex, LinkRecord, MapBinding, ObjectRecord, Phase, ProgramRecord, Replaced, RECORD_FORMAT,
 };
+pub use system::{Access, Mode};
 
 use crate::maps::lock::SharedMutexGuard;
 use crate::maps::{Map, MapError, MapMeta, MapSpec};
+
+/// A system registry's process table, under `procs/`.
+pub const TABLE_FILE: &str = "table";
 
 /// Name of the trace ring map.
 pub const TRACE_RING: &str = "trace";
@@ -68,6 +73,10 @@ pub enum RegistryError {
     Insecure { path: PathBuf, reason: String },
     #[error("control block `{path}` is corrupted: {reason}")]
     CorruptControl { path: PathBuf, reason: String },
+    #[error("the registry at `{path}` is a system registry of uid {owner}: only its owner may load, replace or unload programs, set globals, change maps or ask processes for statistics")]
+    NotOwner { path: PathBuf, owner: u32 },
+    #[error("this process may only read the registry's control block")]
+    ReadOnlyControl,
     #[error("registry writer lock")]
     Lock {
         #[source]
@@ -142,6 +151,7 @@ fn check_name(name: &str) -> Result<(), RegistryError> {
 pub struct Registry {
     home: PathBuf,
     control: Control,
+    mode: Mode,
 }
 
 /// A consistent view of the loaded programs: a record that another one replaced
@@ -177,6 +187,9 @@ impl Registry {
     /// Opens (creating when missing) the registry at `home`, refusing a directory owned by
     /// another user or writable by group/others.
     pub fn open(home: &Path) -> Result<Self, RegistryError> {
+        if system::is_system_home(home) {
+            return Self::open_system(home);
+        }
         ensure_private_dir(home)?;
         for sub in ["maps", "progs", "procs"] {
             ensure_private_dir(&home.join(sub))?;
@@ -185,6 +198,76 @@ impl Registry {
         Ok(Self {
             home: home.to_path_buf(),
             control,
+            mode: Mode::User,
+        })
+    }
+
+    /// Opens the system registry at `home` ([`system`]): checked, never created; the
+    /// control block is writable only when we are its owner.
+    fn open_system(home: &Path) -> Result<Self, RegistryError> {
+        let owner = system::check_system_home(home)?;
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        let control = Control::open_system(
+            &home.join("control"),
+            &home.join("procs").join(TABLE_FILE),
+            me == owner,
+        )?;
+        Ok(Self {
+            home: home.to_path_buf(),
+            control,
+            mode: Mode::System { owner },
+        })
+    }
+
+    /// User or system registry.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Whether this process may change the registry (always in user mode; in system mode
+    /// when it runs as the owner).
+    pub fn is_owner(&self) -> bool {
+        self.control.is_writable()
+    }
+
+    /// Refuses, with [`RegistryError::NotOwner`], a change by another user than a system
+    /// registry's owner.
+    pub fn check_owner(&self) -> Result<(), RegistryError> {
+        match self.mode {
+            Mode::System { owner } if !self.is_owner() => Err(RegistryError::NotOwner {
+                path: self.home.clone(),
+                owner,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The stats file of registered process `p` (`procs/SLOT`; in a system registry
+    /// `procs/SLOT.UID`, since the sticky directory lets nobody replace another user's).
+    pub fn stats_path(&self, p: &ProcessInfo) -> PathBuf {
+        self.stats_path_of(p.slot, p.uid)
+    }
+
+    /// The stats file of the process of uid `uid` in process-table slot `slot`.
+    pub fn stats_path_of(&self, slot: usize, uid: u32) -> PathBuf {
+        match self.mode {
+            Mode::User => procstats::stats_path(&self.home, slot),
+            Mode::System { .. } => self.home.join("procs").join(format!("{slot}.{uid}")),
+        }
+    }
+
+    /// What applications may do with map `name` (in a user registry: everything, the
+    /// registry being private).
+    pub fn map_access(&self, name: &str) -> Result<Access, RegistryError> {
+        let path = self.map_path(name)?;
+        let md = std::fs::symlink_metadata(&path).map_err(io_err(&path, "stat"))?;
+        Ok(match self.mode {
+            Mode::User => Access::Rw,
+            Mode::System { .. } => {
+                use std::os::unix::fs::MetadataExt;
+                Access::of_mode(md.mode())
+            }
         })
     }
 
@@ -240,6 +323,7 @@ impl Registry {
     /// Takes the writer lock. Changes made through the returned [`Writer`] bump the
     /// generation (once) when it is dropped.
     pub fn writer(&self) -> Result<Writer<'_>, RegistryError> {
+        self.check_owner()?;
         let guard = self.control.lock_writer()?;
         let mut w = Writer {
             reg: self,
@@ -375,7 +459,13 @@ impl Registry {
             ..MapMeta::default()
         };
         match Map::create(&self.map_path(name)?, &spec, &meta) {
-            Ok(m) => Ok(Arc::new(m)),
+            Ok(m) => {
+                // Every process of every user writes the rings of a system registry.
+                if let Mode::System { .. } = self.mode {
+                    system::set_mode(m.path(), Access::Rw.file_mode())?;
+                }
+                Ok(Arc::new(m))
+            }
             // Another process created it first.
             Err(MapError::AlreadyExists { .. }) => self.open_map(name),
             Err(source) => Err(RegistryError::Map {
@@ -545,8 +635,34 @@ impl Writer<'_> {
             name: name.into(),
             source,
         })?;
+        // A system registry's maps start read-write for applications (what a policy that
+        // counts needs), `.rodata`-like ones read-only; the owner declares otherwise with
+        // `set_map_access`.
+        if let Mode::System { .. } = self.reg.mode {
+            let access = if spec.flags & crate::maps::BPF_F_RDONLY_PROG != 0 {
+                Access::Ro
+            } else {
+                Access::Rw
+            };
+            system::set_mode(&path, access.file_mode())?;
+        }
         self.changed = true;
         Ok(Arc::new(m))
+    }
+
+    /// Declares what applications may do with map `name` of a system registry (its file
+    /// mode); a no-op in a user registry, which no other user can reach. Processes apply
+    /// it when they next rebuild (this change bumps the generation).
+    pub fn set_map_access(&mut self, name: &str, access: Access) -> Result<(), RegistryError> {
+        let path = self.reg.map_path(name)?;
+        if !path.exists() {
+            return Err(RegistryError::NoSuchMap { name: name.into() });
+        }
+        if let Mode::System { .. } = self.reg.mode {
+            system::set_mode(&path, access.file_mode())?;
+            self.changed = true;
+        }
+        Ok(())
     }
 
     /// Removes map `name`, refusing while a loaded program binds it (unless `force`).
@@ -604,6 +720,12 @@ impl Writer<'_> {
             reason: e.to_string(),
         })?;
         std::fs::write(&meta, json).map_err(io_err(&meta, "write"))?;
+        // Every user's processes read (and re-verify) a system registry's programs.
+        if let Mode::System { .. } = self.reg.mode {
+            system::set_mode(&obj, 0o644)?;
+            system::set_mode(&meta, 0o644)?;
+            system::set_mode(&tmp, 0o755)?;
+        }
         let dst = progs.join(&record.name);
         let res = if dst.exists() {
             exchange(&tmp, &dst).and_then(|()| std::fs::remove_dir_all(&tmp))

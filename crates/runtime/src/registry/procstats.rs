@@ -194,11 +194,25 @@ impl ProcStats {
         start_time: u64,
         fail_closed: bool,
     ) -> Result<Self, ProcStatsError> {
-        let path = stats_path(home, slot);
+        Self::create_at(&stats_path(home, slot), slot, pid, start_time, fail_closed)
+    }
+
+    /// [`ProcStats::create`] at `path` (a system registry names stats files by slot and
+    /// uid, `Registry::stats_path_of`). Mode 0644: the registry's owner reads it.
+    pub fn create_at(
+        path: &Path,
+        slot: usize,
+        pid: u32,
+        start_time: u64,
+        fail_closed: bool,
+    ) -> Result<Self, ProcStatsError> {
+        let path = path.to_path_buf();
         let tmp = path.with_file_name(format!(".tmp-{slot}-{pid}"));
         let _ = std::fs::remove_file(&tmp);
         let f = mapping::create_new(&tmp)?;
         f.set_len(FILE_SIZE as u64).map_err(io(&tmp, "resize"))?;
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .map_err(io(&tmp, "chmod"))?;
         let mapping = Mapping::map(&f, &tmp, FILE_SIZE, None)?;
         let s = Self {
             mapping,
@@ -220,8 +234,18 @@ impl ProcStats {
     }
 
     /// Opens an existing stats file (for reading).
+    /// Readers only read: another user's file (a system registry's non-root owner reading
+    /// its users' processes) is mapped read-only.
     pub fn open(path: &Path) -> Result<Self, ProcStatsError> {
-        let f = mapping::open_rw(path)?;
+        let (f, writable) = match mapping::open_rw(path) {
+            Ok(f) => (f, true),
+            Err(crate::maps::MapError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                (mapping::open_ro(path)?, false)
+            }
+            Err(e) => return Err(e.into()),
+        };
         let len = f.metadata().map_err(io(path, "stat"))?.len();
         let corrupt = |reason: String| ProcStatsError::Corrupt {
             path: path.to_path_buf(),
@@ -230,7 +254,11 @@ impl ProcStats {
         if len != FILE_SIZE as u64 {
             return Err(corrupt(format!("{len} bytes, expected {FILE_SIZE}")));
         }
-        let mapping = Mapping::map(&f, path, FILE_SIZE, None)?;
+        let mapping = if writable {
+            Mapping::map(&f, path, FILE_SIZE, None)?
+        } else {
+            Mapping::map_read_only(&f, path, FILE_SIZE, None)?
+        };
         let s = Self {
             mapping,
             path: path.to_path_buf(),

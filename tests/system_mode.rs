@@ -1,0 +1,438 @@
+//! System mode (issue #16 point 1, docs/security.md section 1): a node's registry owned by
+//! its operator. Only the owner loads, replaces, unloads, sets globals, changes maps or
+//! switches statistics on; every other user reads it, and their processes under the shim
+//! run its policies with the maps the owner made usable (`rw`, `ro`, `none`).
+//!
+//! The tests run as root and act as a second user (`nobody`, uid 65534) through
+//! `setpriv`; without root or `setpriv` they say so and skip.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use gpubpf_runtime::registry::{Registry, RegistryError};
+use serde_json::Value;
+
+use common::cli::{gpubpf, with_policies};
+use common::process::wait_for_files;
+use common::shim::{have_cc, mock_stack, shim_library, MockStack};
+
+const NOBODY: u32 = 65534;
+const NOT_OWNER: &str = "only its owner may";
+
+/// Whether this test can act as two users; says why not.
+fn two_users() -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: acting as a second user needs root");
+        return false;
+    }
+    if !Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("skipped: setpriv (util-linux) not found");
+        return false;
+    }
+    true
+}
+
+/// `program args…` run as `nobody`, with the registry at `home`.
+fn as_nobody(program: &Path, home: &Path) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid",
+        "65534",
+        "--regid",
+        "65534",
+        "--clear-groups",
+        "--",
+    ])
+    .arg(program)
+    .env("GPUBPF_HOME", home)
+    .env_remove("GPUBPF_LOG")
+    .env_remove("RUST_LOG");
+    c
+}
+
+/// `gpubpf args…` as root on the registry at `home`.
+fn owner(home: &Path, args: &[&str]) -> Output {
+    Command::new(gpubpf())
+        .args(args)
+        .env("GPUBPF_HOME", home)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run gpubpf")
+}
+
+fn ok(o: Output) -> String {
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A directory everyone may traverse, holding a fresh system registry `sys` created by
+/// root (`gpubpf registry init --system`).
+fn system_registry() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let home = d.path().join("sys");
+    let out = ok(Command::new(gpubpf())
+        .args(["-j", "registry", "init", "--system", "--home"])
+        .arg(&home)
+        .output()
+        .expect("run gpubpf"));
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        (v["mode"].as_str(), v["owner"].as_u64()),
+        (Some("system"), Some(0)),
+        "{v}"
+    );
+    (d, home)
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p).expect("stat").mode() & 0o7777
+}
+
+#[test]
+fn only_the_owner_changes_a_system_registry() {
+    if !two_users() {
+        return;
+    }
+    let Some((dir, _, [quota, trace])) =
+        with_policies(["policies/quota.bpf.c", "policies/trace.bpf.c"])
+    else {
+        return;
+    };
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (_d, home) = system_registry();
+    let q = quota.to_str().expect("utf-8");
+    ok(owner(
+        &home,
+        &[
+            "load",
+            q,
+            "--set",
+            "limit_bytes=1500",
+            "--set",
+            "log_denials=0",
+        ],
+    ));
+    // The layout: what applications may use, and nothing writable by them but procs/.
+    assert_eq!(mode(&home), 0o755);
+    assert_eq!(mode(&home.join("control")), 0o644);
+    assert_eq!(mode(&home.join("procs")), 0o1777);
+    assert_eq!(mode(&home.join("procs/table")), 0o666);
+    assert_eq!(
+        mode(&home.join("maps/proc_usage")),
+        0o666,
+        "counters: rw by default"
+    );
+    assert_eq!(
+        mode(&home.join("maps/quota.rodata")),
+        0o644,
+        ".rodata: ro by default"
+    );
+    assert_eq!(mode(&home.join("progs/quota/object.o")), 0o644);
+    let generation = Registry::open(&home).expect("open").generation();
+
+    let nobody = |args: &[&str]| {
+        as_nobody(&gpubpf(), &home)
+            .args(args)
+            .output()
+            .expect("run")
+    };
+    let show: Value = serde_json::from_str(&ok(nobody(&["-j", "registry", "show"]))).expect("json");
+    assert_eq!(show["may_change"], false, "{show}");
+    let show: Value =
+        serde_json::from_str(&ok(owner(&home, &["-j", "registry", "show"]))).expect("json");
+    assert_eq!(show["may_change"], true, "{show}");
+
+    // Everything that changes the registry, or asks processes for something, is refused.
+    let t = trace.to_str().expect("utf-8");
+    for args in [
+        vec!["load", t],
+        vec!["load", q, "--name", "quota", "--set", "limit_bytes=1TiB"],
+        vec!["unload", "quota"],
+        vec!["prog", "unload", "quota"],
+        vec![
+            "maps",
+            "update",
+            "quota_limits",
+            "--key",
+            "0",
+            "--value",
+            "0",
+        ],
+        vec!["maps", "delete", "proc_usage", "--key", "1"],
+        vec!["maps", "clear", "proc_usage"],
+        vec!["maps", "access", "proc_usage", "rw"],
+        vec!["maps", "pin", "proc_usage"],
+        vec!["maps", "rm", "proc_usage", "--force"],
+        vec!["maps", "consume", "trace"],
+        vec!["ps", "--stats", "10ms"],
+        vec!["trace"],
+        vec!["audit"],
+    ] {
+        let o = nobody(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(NOT_OWNER), "{args:?}: {err}");
+    }
+    assert_eq!(
+        Registry::open(&home).expect("open").generation(),
+        generation
+    );
+    // Reading works.
+    let progs: Value = serde_json::from_str(&ok(nobody(&["-j", "prog", "list"]))).expect("json");
+    assert_eq!(progs.as_array().map(Vec::len), Some(25), "{progs}");
+    let limits = ok(nobody(&["maps", "dump", "quota.rodata"]));
+    assert!(limits.contains("1500"), "{limits}");
+    // Declared `none`: the map is not even readable by other users.
+    ok(owner(&home, &["maps", "access", "quota_allocs", "none"]));
+    let o = nobody(&["maps", "dump", "quota_allocs"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The mock stack made reachable by `nobody`; `None` (after saying why) when the
+/// checkout's directories are not traversable by other users.
+fn mock_for_nobody(home: &Path) -> Option<&'static MockStack> {
+    if !have_cc() {
+        eprintln!("skipped: cc not found");
+        return None;
+    }
+    let mock = mock_stack();
+    std::fs::set_permissions(&mock.dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let shim = shim_library();
+    let probe = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "--",
+            "test",
+            "-r",
+        ])
+        .arg(&shim)
+        .arg("-a")
+        .arg("-x")
+        .arg(&mock.app_link)
+        .arg("-a")
+        .arg("-r")
+        .arg(home.join("control"))
+        .status()
+        .expect("run setpriv");
+    if !probe.success() {
+        eprintln!("skipped: the checkout's target directory is not readable by other users");
+        return None;
+    }
+    Some(mock)
+}
+
+/// `app_link link ARGS…` under the shim, as `nobody`.
+fn app_as_nobody(mock: &MockStack, home: &Path) -> Command {
+    let mut c = as_nobody(&mock.app_link, home);
+    c.arg("link")
+        .env("LD_PRELOAD", shim_library())
+        .env("GPUBPF_CUDA_LIBRARY", &mock.libcuda)
+        .env("LD_LIBRARY_PATH", &mock.dir);
+    c
+}
+
+fn lines(o: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `gpubpf ps -j` as the owner: the entry of `pid`, once `ready` holds for it.
+fn ps_entry(home: &Path, pid: u32, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ps: Value = serde_json::from_str(&ok(owner(home, &["-j", "ps"]))).expect("json");
+        if let Some(p) = ps
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["pid"] == pid))
+        {
+            if ready(p) {
+                return p.clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "pid {pid} never ready in {ps}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn other_users_processes_run_the_owners_policy_with_the_declared_map_access() {
+    if !two_users() {
+        return;
+    }
+    let Some((dir, _, [quota])) = with_policies(["policies/quota.bpf.c"]) else {
+        return;
+    };
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (d, home) = system_registry();
+    let Some(mock) = mock_for_nobody(&home) else {
+        return;
+    };
+    let q = quota.to_str().expect("utf-8");
+    ok(owner(
+        &home,
+        &[
+            "load",
+            q,
+            "--set",
+            "limit_bytes=1500",
+            "--set",
+            "log_denials=0",
+        ],
+    ));
+
+    // The operator's quota holds in nobody's process: the second 1000-byte allocation
+    // crosses 1500 and is refused with CUDA_ERROR_OUT_OF_MEMORY.
+    let o = app_as_nobody(mock, &home)
+        .args(["quota", "3", "1000"])
+        .output()
+        .expect("run app");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(lines(&o)[..3], ["alloc 0 0", "alloc 1 2", "alloc 2 2"]);
+
+    // A live process of nobody: listed for the owner with its user and counts, its stats
+    // file its own.
+    let (ready, go) = (d.path().join("ready"), d.path().join("go"));
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let child = app_as_nobody(mock, &home)
+        .arg("live")
+        .arg(&ready)
+        .arg(&go)
+        .arg("1000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    wait_for_files(&[&ready], "application never got ready");
+    let p = ps_entry(&home, pid, |_| true);
+    assert_eq!(p["uid"], NOBODY, "{p}");
+    assert_eq!(p["user"], "nobody", "{p}");
+    assert!(p.get("stats_missing").is_none(), "{p}");
+    let stats: Vec<_> = std::fs::read_dir(home.join("procs"))
+        .expect("list procs")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with(&format!(".{NOBODY}"))
+        })
+        .collect();
+    assert!(!stats.is_empty(), "no stats file of uid {NOBODY}");
+    for e in stats {
+        assert_eq!(e.metadata().expect("stat").uid(), NOBODY);
+    }
+    // The owner declares the usage counters read-only for applications: quota writes
+    // them, so its programs are rejected in nobody's process when it rebuilds, which
+    // fails open (the next allocation is not refused) and says why in `ps`.
+    ok(owner(&home, &["maps", "access", "proc_usage", "ro"]));
+    let p = ps_entry(&home, pid, |p| {
+        p["failed_objects"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+    });
+    let why = p["failed_objects"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        why.contains("read-only to programs") && why.contains("proc_usage"),
+        "{p}"
+    );
+    std::fs::write(&go, b"").expect("create go");
+    let o = child.wait_with_output().expect("wait");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(lines(&o)[..2], ["before 0", "after 0"]);
+
+    // Declared `none`: the object cannot run there either; failing closed, the points it
+    // polices refuse every call (CUDA_ERROR_NOT_PERMITTED).
+    ok(owner(&home, &["maps", "access", "proc_usage", "none"]));
+    let o = app_as_nobody(mock, &home)
+        .env("GPUBPF_FAIL", "closed")
+        .args(["quota", "1", "10"])
+        .output()
+        .expect("run app");
+    assert_eq!(lines(&o).first().map(String::as_str), Some("alloc 0 800"));
+    // The owner's own processes are unaffected by the access of applications.
+    ok(owner(&home, &["maps", "access", "proc_usage", "rw"]));
+}
+
+#[test]
+fn a_tampered_system_registry_is_refused() {
+    if !two_users() {
+        return;
+    }
+    let (_d, home) = system_registry();
+    let refused = |what: &str| match Registry::open(&home) {
+        Err(e @ RegistryError::Insecure { .. }) => {
+            let m = e.to_string();
+            assert!(m.contains(what), "{m}");
+        }
+        Err(e) => panic!("expected an insecure-registry error, got: {e}"),
+        Ok(_) => panic!("accepted"),
+    };
+    let chmod = |p: &str, m: u32| {
+        std::fs::set_permissions(home.join(p), std::fs::Permissions::from_mode(m)).expect("chmod")
+    };
+    let chown = |p: &str, uid: u32| {
+        let c = std::ffi::CString::new(home.join(p).to_str().expect("utf-8")).expect("path");
+        // SAFETY: a valid path; changing the owner of our own scratch file.
+        assert_eq!(unsafe { libc::lchown(c.as_ptr(), uid, u32::MAX) }, 0);
+    };
+    Registry::open(&home).expect("a fresh system registry opens");
+    chmod("maps", 0o777);
+    refused("writable by group or others");
+    chmod("maps", 0o755);
+    chmod("procs", 0o777);
+    refused("sticky bit");
+    chmod("procs", 0o1777);
+    chmod("control", 0o666);
+    refused("writable by group or others");
+    chmod("control", 0o644);
+    chown("progs", NOBODY);
+    refused("owned by uid 65534");
+    chown("progs", 0);
+    chown("procs/table", NOBODY);
+    refused("not a regular file of the registry's owner");
+    chown("procs/table", 0);
+    Registry::open(&home).expect("restored");
+    // A marker that is a link does not make a system registry: the directory is then
+    // judged as a user registry, and refused as one (owned by root, readable by all).
+    std::fs::remove_file(home.join("system")).expect("rm");
+    std::os::unix::fs::symlink("/etc/hostname", home.join("system")).expect("ln");
+    let o = as_nobody(&gpubpf(), &home)
+        .args(["prog", "list"])
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("refusing to use registry directory"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
