@@ -7,7 +7,8 @@
 //! update; every metric the Grafana dashboard queries is served by `gpubpf exporter` run with the
 //! DaemonSet's arguments on a registry holding the quota policy, with a live process of the
 //! mock CUDA stack under the shim (needs `cc` and clang, `skipped: …` without); the Dockerfile copies paths
-//! that exist and builds the artifacts it ships.
+//! that exist and builds the artifacts it ships; the init container's script installs the
+//! binaries and creates the node's system registry.
 
 mod common;
 
@@ -223,7 +224,8 @@ fn the_chart_renders_the_plain_manifests_and_validates_with_other_values() {
         );
     }
 
-    // Other values: no ServiceMonitor, node-wide preload, another uid, an object, no maps.
+    // Other values: no ServiceMonitor, node-wide preload, another host path, an object, no
+    // maps.
     let custom = tmp.path().join("custom");
     render(
         &py,
@@ -231,8 +233,7 @@ fn the_chart_renders_the_plain_manifests_and_validates_with_other_values() {
         &[
             "serviceMonitor.enabled=false",
             "shim.nodePreload=true",
-            "registry.uid=2000",
-            "registry.gid=2000",
+            "registry.hostPath=/var/lib/gpubpf",
             "exporter.stats=false",
             "exporter.maps=[]",
             "exporter.port=9500",
@@ -248,7 +249,7 @@ fn the_chart_renders_the_plain_manifests_and_validates_with_other_values() {
     let ds = std::fs::read_to_string(custom.join("daemonset.yaml")).expect("daemonset");
     for want in [
         "value: \"true\"",
-        "runAsUser: 2000",
+        "path: /var/lib/gpubpf",
         "--listen=0.0.0.0:9500",
         "containerPort: 9500",
     ] {
@@ -626,4 +627,65 @@ fn the_reconcile_loop_loads_then_replaces_and_keeps_the_policy_when_an_update_fa
     let text = log_text();
     assert_eq!(text.matches(" failed; ").count(), 1, "{text}");
     assert_eq!(quota_limit(&home), Some(1 << 30), "{text}");
+}
+
+/// The DaemonSet's init container (`deploy/image/gpubpf-install.sh`, with the image's paths
+/// pointed at this build): installs the CLI, the shim and the headers under the node's
+/// `/opt/gpubpf`, and creates the node's system registry; run again (a restarted pod), it
+/// keeps what is loaded.
+#[test]
+fn the_install_script_installs_and_creates_the_system_registry() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (root, state) = (tmp.path().join("opt"), tmp.path().join("run-gpubpf"));
+    let lib = common::shim::shim_library();
+    let install = || {
+        let out = Command::new("sh")
+            .arg(repo().join("deploy/image/gpubpf-install.sh"))
+            .env("HOST_ROOT", &root)
+            .env("HOST_STATE", &state)
+            .env("IMAGE_BIN", gpubpf())
+            .env("IMAGE_LIB", &lib)
+            .env("IMAGE_INCLUDE", repo().join("policies/include"))
+            .env("NODE_PRELOAD", "false")
+            .output()
+            .expect("run gpubpf-install.sh");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let said = install();
+    assert!(said.contains("system registry at"), "{said}");
+    for f in ["bin/gpubpf", "lib/libgpubpf.so", "include/gpubpf/gpubpf.h"] {
+        assert!(root.join(f).is_file(), "{f} not installed");
+    }
+    let show = |home: &Path| -> serde_json::Value {
+        ok_json(&run_with_registry(home, &["-j", "registry", "show"]))
+    };
+    let v = show(&state);
+    assert_eq!(v["mode"], "system", "{v}");
+    // A policy loaded, then the pod restarted: the registry is completed, not replaced.
+    let Some(quota) = build_policy(tmp.path(), "policies/quota.bpf.c") else {
+        return;
+    };
+    ok_json(&run_with_registry(
+        &state,
+        &[
+            "-j",
+            "load",
+            quota.to_str().expect("utf-8"),
+            "--set",
+            "limit_bytes=1GiB",
+        ],
+    ));
+    install();
+    let v = show(&state);
+    assert_eq!(
+        (v["mode"].as_str(), v["generation"].as_u64()),
+        (Some("system"), Some(1)),
+        "{v}"
+    );
+    assert_eq!(quota_limit(&state), Some(1 << 30));
 }
