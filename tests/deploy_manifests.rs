@@ -608,8 +608,9 @@ fn the_reconcile_loop_loads_then_replaces_and_keeps_the_policy_when_an_update_fa
 
     // A policy update: the ConfigMap's new arguments, applied with --replace.
     put(&conf, b"quota quota.o --set limit_bytes=1GiB\n");
+    // The loop logs a load once `gpubpf load` has returned, which is after the map changed.
     wait_for("the replacement", 60, || {
-        quota_limit(&home) == Some(1 << 30)
+        quota_limit(&home) == Some(1 << 30) && log_text().matches(" applied ").count() == 2
     });
     let text = log_text();
     let applied: Vec<&str> = text.lines().filter(|l| l.contains(" applied ")).collect();

@@ -5,7 +5,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use gpubpf_runtime::attach::{self, AttachPoint};
 use gpubpf_runtime::dispatch::{Chain, NoRecorder, PolicySet, Stack, Tier};
@@ -17,18 +16,18 @@ const PID: u32 = 4242;
 
 /// Loads `quota.o` (limit 1000 bytes) into a fresh registry at `home`.
 fn load_quota(home: &Path, quota: &Path) {
-    let out = Command::new(common::cli::gpubpf())
-        .arg("load")
-        .arg(quota)
-        .args(["--set", "limit_bytes=1000", "--set", "log_denials=0"])
-        .env("GPUBPF_HOME", home)
-        .output()
-        .expect("run gpubpf load");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let quota = quota.to_str().expect("utf-8 path");
+    common::cli::ok(&common::cli::run_with_registry(
+        home,
+        &[
+            "load",
+            quota,
+            "--set",
+            "limit_bytes=1000",
+            "--set",
+            "log_denials=0",
+        ],
+    ));
 }
 
 /// Word index of field `name` of `point`'s ctx.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use gpubpf_runtime::registry::{Registry, RegistryError};
 use serde_json::Value;
 
-use common::cli::{gpubpf, with_policies};
+use common::cli::{gpubpf, ok as ok_ref, run_with_registry, with_policies};
 use common::process::wait_for_files;
 use common::shim::{have_cc, mock_stack, shim_library, MockStack};
 
@@ -41,8 +41,8 @@ fn two_users() -> bool {
     true
 }
 
-/// `program args…` run as `nobody`, with the registry at `home`.
-fn as_nobody(program: &Path, home: &Path) -> Command {
+/// `setpriv` switching to `nobody` before running what follows.
+fn setpriv_nobody() -> Command {
     let mut c = Command::new("setpriv");
     c.args([
         "--reuid",
@@ -51,32 +51,27 @@ fn as_nobody(program: &Path, home: &Path) -> Command {
         "65534",
         "--clear-groups",
         "--",
-    ])
-    .arg(program)
-    .env("GPUBPF_HOME", home)
-    .env_remove("GPUBPF_LOG")
-    .env_remove("RUST_LOG");
+    ]);
     c
 }
 
-/// `gpubpf args…` as root on the registry at `home`.
-fn owner(home: &Path, args: &[&str]) -> Output {
-    Command::new(gpubpf())
-        .args(args)
+/// `program args…` run as `nobody`, with the registry at `home`.
+fn as_nobody(program: &Path, home: &Path) -> Command {
+    let mut c = setpriv_nobody();
+    c.arg(program)
         .env("GPUBPF_HOME", home)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run gpubpf")
+        .env_remove("GPUBPF_LOG")
+        .env_remove("RUST_LOG");
+    c
+}
+
+/// `gpubpf args…` as root (the owner) on the registry at `home`.
+fn owner(home: &Path, args: &[&str]) -> Output {
+    run_with_registry(home, args)
 }
 
 fn ok(o: Output) -> String {
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    ok_ref(&o)
 }
 
 /// A directory everyone may traverse, holding a fresh system registry `sys` created by
@@ -99,6 +94,26 @@ fn system_registry() -> (tempfile::TempDir, PathBuf) {
     (d, home)
 }
 
+/// [`system_registry`] with `quota` (built in `objects`, made readable to all) loaded by
+/// the owner: 1500 bytes per process, refusals not logged.
+fn system_registry_with_quota(objects: &Path, quota: &Path) -> (tempfile::TempDir, PathBuf) {
+    std::fs::set_permissions(objects, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (d, home) = system_registry();
+    let q = quota.to_str().expect("utf-8");
+    ok(owner(
+        &home,
+        &[
+            "load",
+            q,
+            "--set",
+            "limit_bytes=1500",
+            "--set",
+            "log_denials=0",
+        ],
+    ));
+    (d, home)
+}
+
 fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).expect("stat").mode() & 0o7777
 }
@@ -113,20 +128,8 @@ fn only_the_owner_changes_a_system_registry() {
     else {
         return;
     };
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let (_d, home) = system_registry();
+    let (_d, home) = system_registry_with_quota(dir.path(), &quota);
     let q = quota.to_str().expect("utf-8");
-    ok(owner(
-        &home,
-        &[
-            "load",
-            q,
-            "--set",
-            "limit_bytes=1500",
-            "--set",
-            "log_denials=0",
-        ],
-    ));
     // The layout: what applications may use, and nothing writable by them but procs/.
     assert_eq!(mode(&home), 0o755);
     assert_eq!(mode(&home.join("control")), 0o644);
@@ -218,17 +221,8 @@ fn mock_for_nobody(home: &Path) -> Option<&'static MockStack> {
     let mock = mock_stack();
     std::fs::set_permissions(&mock.dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let shim = shim_library();
-    let probe = Command::new("setpriv")
-        .args([
-            "--reuid",
-            "65534",
-            "--regid",
-            "65534",
-            "--clear-groups",
-            "--",
-            "test",
-            "-r",
-        ])
+    let probe = setpriv_nobody()
+        .args(["test", "-r"])
         .arg(&shim)
         .arg("-a")
         .arg("-x")
@@ -288,23 +282,10 @@ fn other_users_processes_run_the_owners_policy_with_the_declared_map_access() {
     let Some((dir, _, [quota])) = with_policies(["policies/quota.bpf.c"]) else {
         return;
     };
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let (d, home) = system_registry();
+    let (d, home) = system_registry_with_quota(dir.path(), &quota);
     let Some(mock) = mock_for_nobody(&home) else {
         return;
     };
-    let q = quota.to_str().expect("utf-8");
-    ok(owner(
-        &home,
-        &[
-            "load",
-            q,
-            "--set",
-            "limit_bytes=1500",
-            "--set",
-            "log_denials=0",
-        ],
-    ));
 
     // The operator's quota holds in nobody's process: the second 1000-byte allocation
     // crosses 1500 and is refused with CUDA_ERROR_OUT_OF_MEMORY.

@@ -186,30 +186,18 @@ impl Drop for Mapping {
 
 /// Opens an existing file read-write, refusing symlinks.
 pub fn open_rw(path: &Path) -> Result<File, MapError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                MapError::NotFound {
-                    path: path.to_path_buf(),
-                }
-            } else {
-                MapError::Io {
-                    path: path.to_path_buf(),
-                    op: "open",
-                    source,
-                }
-            }
-        })
+    open_existing(path, true)
 }
 
 /// Opens an existing file read-only, refusing symlinks.
 pub fn open_ro(path: &Path) -> Result<File, MapError> {
+    open_existing(path, false)
+}
+
+fn open_existing(path: &Path, write: bool) -> Result<File, MapError> {
     OpenOptions::new()
         .read(true)
+        .write(write)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(|source| {

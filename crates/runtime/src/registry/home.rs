@@ -14,10 +14,18 @@ pub const HOME_ENV: &str = "GPUBPF_HOME";
 /// identical for every process of the user whatever its environment), else
 /// `$XDG_RUNTIME_DIR/gpubpf`, else `/tmp/gpubpf-$UID`.
 pub fn default_home() -> PathBuf {
-    if let Some(h) = std::env::var_os(HOME_ENV).filter(|h| !h.is_empty()) {
+    choose_home(
+        std::env::var_os(HOME_ENV),
+        Path::new(super::system::SYSTEM_HOME),
+    )
+}
+
+/// [`default_home`] with `$GPUBPF_HOME` = `env` and the system registry looked for at
+/// `system`.
+pub(super) fn choose_home(env: Option<std::ffi::OsString>, system: &Path) -> PathBuf {
+    if let Some(h) = env.filter(|h| !h.is_empty()) {
         return PathBuf::from(h);
     }
-    let system = Path::new(super::system::SYSTEM_HOME);
     if super::system::is_system_home(system) {
         return system.to_path_buf();
     }

@@ -291,6 +291,24 @@ mod tests {
     }
 
     #[test]
+    fn the_system_registry_is_the_default_unless_gpubpf_home_names_another() {
+        let d = tempfile::tempdir().unwrap();
+        let system = d.path().join("run-gpubpf");
+        let choose = super::super::home::choose_home;
+        // No system registry: the user's own.
+        assert_ne!(choose(None, &system), system);
+        init_system(&system).unwrap();
+        assert_eq!(choose(None, &system), system);
+        assert_eq!(choose(Some("".into()), &system), system);
+        assert_eq!(
+            choose(Some("/elsewhere".into()), &system),
+            Path::new("/elsewhere")
+        );
+        let reg = super::super::Registry::open(&system).unwrap();
+        assert!(matches!(reg.mode(), Mode::System { .. }) && reg.is_owner());
+    }
+
+    #[test]
     fn a_user_registry_is_not_a_system_registry() {
         let d = tempfile::tempdir().unwrap();
         let home = d.path().join("reg");
