@@ -58,12 +58,12 @@ pub fn cond_jump(
             let t = refined(st.clone(), t);
             let f = refined(take(st), f);
             Step::Fork(
-                Box::new((f, fall_pc, Point::Insn)),
-                Box::new((t, taken_pc, Point::Insn)),
+                (f, fall_pc, Point::Insn),
+                (t, taken_pc, Point::Insn),
             )
         }
-        (Some(f), None) => Step::Goto(Box::new((refined(take(st), f), fall_pc, Point::Insn))),
-        (None, Some(t)) => Step::Goto(Box::new((refined(take(st), t), taken_pc, Point::Insn))),
+        (Some(f), None) => Step::Goto((refined(take(st), f), fall_pc, Point::Insn)),
+        (None, Some(t)) => Step::Goto((refined(take(st), t), taken_pc, Point::Insn)),
         (None, None) => Step::Dead,
     })
 }
@@ -141,7 +141,7 @@ fn pointer_jump(
             JmpCond::Set => false,
         };
         let next = if taken { taken_pc } else { fall_pc };
-        return Ok(Step::Goto(Box::new((take(st), next, Point::Insn))));
+        return Ok(Step::Goto((take(st), next, Point::Insn)));
     }
     if !null_check {
         return Err(rej(
@@ -169,11 +169,11 @@ fn pointer_jump(
     };
     Ok(match (fall, taken) {
         (Some(f), Some(t)) => Step::Fork(
-            Box::new((f, fall_pc, Point::Insn)),
-            Box::new((t, taken_pc, Point::Insn)),
+            (f, fall_pc, Point::Insn),
+            (t, taken_pc, Point::Insn),
         ),
-        (Some(f), None) => Step::Goto(Box::new((f, fall_pc, Point::Insn))),
-        (None, Some(t)) => Step::Goto(Box::new((t, taken_pc, Point::Insn))),
+        (Some(f), None) => Step::Goto((f, fall_pc, Point::Insn)),
+        (None, Some(t)) => Step::Goto((t, taken_pc, Point::Insn)),
         (None, None) => Step::Dead,
     })
 }

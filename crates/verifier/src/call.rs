@@ -312,7 +312,7 @@ pub fn loop_iter(env: &mut Env<'_>, st: &mut State, pc: usize) -> R<Step> {
     }
     *done.reg_mut(0) = Reg::scalar(Scalar::urange(0, max).unwrap_or(Scalar::UNKNOWN));
     if max == 0 {
-        return Ok(Step::Goto(Box::new((done, pc + 1, Point::Insn))));
+        return Ok(Step::Goto((done, pc + 1, Point::Insn)));
     }
     if st.frames.len() >= MAX_FRAMES {
         return Err(rej(
@@ -337,8 +337,8 @@ pub fn loop_iter(env: &mut Env<'_>, st: &mut State, pc: usize) -> R<Step> {
     call.frames.push(f);
     let _ = env;
     Ok(Step::Fork(
-        Box::new((done, pc + 1, Point::Insn)),
-        Box::new((call, cb as usize, Point::Insn)),
+        (done, pc + 1, Point::Insn),
+        (call, cb as usize, Point::Insn),
     ))
 }
 

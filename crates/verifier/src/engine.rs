@@ -31,7 +31,7 @@ use gpubpf_isa::{CallTarget, Insn, Instruction};
 use crate::cfg::{self, Program};
 use crate::equiv::{state_hash, states_equal};
 use crate::error::{build_listing, line_for, ErrorKind, RegNote, VerifierError};
-use crate::state::{Frame, FrameKind, Reg, RegType, State};
+use crate::state::{Frame, FrameKind, Reg, RegType, State, MAX_FRAMES};
 use crate::widen::{widen, WIDEN_AFTER};
 use crate::{LineInfo, LogLevel, MapInfo, VerifierConfig, VerifyInput, VerifyStats};
 
@@ -77,9 +77,9 @@ pub enum Step {
     /// Continue at the `bpf_loop` iteration point of this call.
     LoopIter(usize),
     /// Two successors: the current path continues with the first, the second is queued.
-    Fork(Box<(State, usize, Point)>, Box<(State, usize, Point)>),
+    Fork((State, usize, Point), (State, usize, Point)),
     /// Only this successor (the current state moves there).
-    Goto(Box<(State, usize, Point)>),
+    Goto((State, usize, Point)),
     /// The path ended successfully (program exit).
     Done,
     /// The path is infeasible (contradictory branch).
@@ -197,10 +197,40 @@ fn remove_idx(v: &mut Vec<usize>, i: usize) {
     }
 }
 
+/// Live-register masks per frame, without allocating: at most [`MAX_FRAMES`] (a mask that
+/// does not fit is left out, and a missing mask counts every register live).
+struct LiveMasks {
+    masks: [u16; MAX_FRAMES],
+    len: usize,
+}
+
+impl LiveMasks {
+    fn new() -> Self {
+        LiveMasks {
+            masks: [0; MAX_FRAMES],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, m: u16) {
+        if let Some(slot) = self.masks.get_mut(self.len) {
+            *slot = m;
+            self.len += 1;
+        }
+    }
+}
+
+impl std::ops::Deref for LiveMasks {
+    type Target = [u16];
+    fn deref(&self) -> &[u16] {
+        self.masks.get(..self.len).unwrap_or(&[])
+    }
+}
+
 /// Live registers per frame for a state at `pc`/`point` (bit i = ri).
-fn live_masks(prog: &Program, st: &State, pc: usize, point: Point) -> Vec<u16> {
+fn live_masks(prog: &Program, st: &State, pc: usize, point: Point) -> LiveMasks {
     let n = st.frames.len();
-    let mut v = Vec::with_capacity(n);
+    let mut v = LiveMasks::new();
     for (i, f) in st.frames.iter().enumerate() {
         let is_top = i + 1 == n;
         let m = if is_top {
@@ -493,14 +523,14 @@ impl Engine<'_> {
                         path.jmps_since += 1;
                     }
                     Step::Goto(b) => {
-                        let (st, n, point) = *b;
+                        let (st, n, point) = b;
                         path.st = st;
                         path.pc = n;
                         path.point = point;
                         path.jmps_since += 1;
                     }
                     Step::Fork(a, b) => {
-                        let (sb, nb, pb) = *b;
+                        let (sb, nb, pb) = b;
                         if self.log.level >= LogLevel::Basic {
                             let text = format!("from {pc} to {nb}: {}", self.render_frame(&sb));
                             self.log.line(LogLevel::Basic, || text);
@@ -520,7 +550,7 @@ impl Engine<'_> {
                             insns_since: path.insns_since,
                             jmps_since: path.jmps_since + 1,
                         });
-                        let (sa, na, pa) = *a;
+                        let (sa, na, pa) = a;
                         path.st = sa;
                         path.pc = na;
                         path.point = pa;
