@@ -5,9 +5,14 @@
  *
  *   gpubpf load trace.o --set min_latency_ns=10000
  *
- * Each traced API has an entry program (records the start time per thread and API) and an
+ * Each traced API has an entry program (records the start time in the thread's slot) and an
  * exit program (computes the latency, updates per-API statistics and the log2 latency
  * histogram with atomics, and emits an event when the latency reaches `min_latency_ns`).
+ * The start times live in an array indexed by thread id, so recording one takes no lock
+ * (a hash map's update takes its bucket's lock on every call). A call whose start is not
+ * in its slot is not counted: the policy was loaded while it was in flight, a call nested
+ * in its driver call on the same thread replaced it, or another live thread whose id is
+ * equal modulo START_SLOTS did.
  *
  *   gpubpf maps dump trace.stats          calls, errors, total and max latency per API
  *   gpubpf maps dump trace.latency_hist   calls per API and latency bucket: bucket b counts
@@ -21,9 +26,13 @@ const volatile __u64 min_latency_ns = 0;
 /* Emit ring-buffer events at all. */
 const volatile bool emit_events = true;
 
-struct start_key {
-	__u32 tid;
-	__u32 api_id;
+/* Threads' slots in `start` (a power of two: the slot is tid modulo this). */
+#define START_SLOTS 65536
+
+struct start_slot {
+	__u32 tid;    /* whose start this is (0: none) */
+	__u32 api_id; /* of which call */
+	__u64 t0;     /* bpf_ktime_get_ns() at entry */
 };
 
 struct api_stats {
@@ -56,10 +65,10 @@ struct hist_key {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, struct start_key);
-	__type(value, __u64);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, START_SLOTS);
+	__type(key, __u32);
+	__type(value, struct start_slot);
 } start SEC(".maps");
 
 struct {
@@ -86,10 +95,14 @@ __u64 dropped_events = 0;
 
 static __always_inline int on_entry(struct gpubpf_ctx_header *hdr)
 {
-	struct start_key key = { .tid = hdr->tid, .api_id = hdr->api_id };
-	__u64 now = bpf_ktime_get_ns();
+	__u32 slot = hdr->tid & (START_SLOTS - 1);
+	struct start_slot *s = bpf_map_lookup_elem(&start, &slot);
 
-	bpf_map_update_elem(&start, &key, &now, BPF_ANY);
+	if (!s)
+		return 0;
+	s->tid = hdr->tid;
+	s->api_id = hdr->api_id;
+	s->t0 = bpf_ktime_get_ns();
 	return 0;
 }
 
@@ -147,15 +160,16 @@ static __always_inline void count_latency(__u32 api, __u64 latency)
 /* `func`: the launched CUfunction for launches (its name goes into the event), else 0. */
 static __noinline int on_exit(struct gpubpf_ctx_header *hdr, __u64 arg0, __u64 func)
 {
-	struct start_key key = { .tid = hdr->tid, .api_id = hdr->api_id };
-	__u64 *t0 = bpf_map_lookup_elem(&start, &key);
+	__u32 slot = hdr->tid & (START_SLOTS - 1);
+	struct start_slot *st = bpf_map_lookup_elem(&start, &slot);
 	__u64 now = bpf_ktime_get_ns();
 	__u32 api = hdr->api_id;
 
-	if (!t0)
-		return 0; /* entry ran before the policy was loaded */
-	__u64 latency = now - *t0;
-	bpf_map_delete_elem(&start, &key);
+	/* Not this call's start: see the top of the file. */
+	if (!st || st->tid != hdr->tid || st->api_id != api || st->t0 == 0)
+		return 0;
+	__u64 latency = now - st->t0;
+	st->t0 = 0;
 
 	struct api_stats *s = bpf_map_lookup_elem(&stats, &api);
 	if (!s) {

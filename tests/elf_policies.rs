@@ -221,8 +221,10 @@ fn trace_policy() {
             (events.kind, events.max_entries),
             (MapKind::RingBuf, 256 * 1024)
         );
+        // Start times per thread slot: an array (no lock per call), typed for `maps dump`.
         let start = &obj.maps[obj.map_index("start").unwrap()];
-        assert_eq!(start.key_type.as_ref().unwrap().name, "struct start_key");
+        assert_eq!((start.kind, start.max_entries), (MapKind::Array, 65536));
+        assert_eq!(start.value_type.as_ref().unwrap().name, "struct start_slot");
         let bss = &obj.maps[obj.map_index(".bss").unwrap()];
         assert_eq!(bss.origin, MapOrigin::Global(DataKind::Bss));
         // `dropped_events` and `event_type` (which puts `struct event` into the BTF for
