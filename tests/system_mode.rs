@@ -328,6 +328,17 @@ fn other_users_processes_run_the_owners_policy_with_the_declared_map_access() {
     for e in stats {
         assert_eq!(e.metadata().expect("stat").uid(), NOBODY);
     }
+    // The owner collects run statistics for a moment (a deadline in the control block,
+    // which nobody's process maps read-only: it must read the switch, never write it, not
+    // even to clear an expired deadline at its next call).
+    let stats: serde_json::Value =
+        serde_json::from_str(&ok(owner(&home, &["-j", "ps", "--stats=100ms"]))).expect("json");
+    assert!(
+        stats
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p["pid"] == pid)),
+        "{stats}"
+    );
     // The owner declares the usage counters read-only for applications: quota writes
     // them, so its programs are rejected in nobody's process when it rebuilds, which
     // fails open (the next allocation is not refused) and says why in `ps`.

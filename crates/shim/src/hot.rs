@@ -429,8 +429,14 @@ fn stats() -> Option<&'static ProcStats> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
+/// The last statistics deadline this process found expired: later calls skip the clock
+/// until the registry's switch holds another one. Kept here, not by clearing the shared
+/// word: another user's process maps a system registry's control block read-only, and a
+/// store there would fault inside the application.
+static EXPIRED: AtomicU64 = AtomicU64::new(0);
+
 /// Whether run statistics are being collected now: the registry's switch holds a deadline
-/// in the future. An expired deadline is cleared so that later calls skip the clock.
+/// in the future.
 #[inline]
 fn timing() -> bool {
     let p = STATS_UNTIL.load(Ordering::Relaxed);
@@ -441,13 +447,13 @@ fn timing() -> bool {
     // for the rest of the process.
     let until = unsafe { &*p };
     let deadline = until.load(Ordering::Relaxed);
-    if deadline == 0 {
+    if deadline == 0 || deadline == EXPIRED.load(Ordering::Relaxed) {
         return false;
     }
     if monotonic_ns() < deadline {
         return true;
     }
-    let _ = until.compare_exchange(deadline, 0, Ordering::Relaxed, Ordering::Relaxed);
+    EXPIRED.store(deadline, Ordering::Relaxed);
     false
 }
 

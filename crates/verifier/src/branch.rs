@@ -57,10 +57,7 @@ pub fn cond_jump(
         (Some(f), Some(t)) => {
             let t = refined(st.clone(), t);
             let f = refined(take(st), f);
-            Step::Fork(
-                (f, fall_pc, Point::Insn),
-                (t, taken_pc, Point::Insn),
-            )
+            Step::Fork((f, fall_pc, Point::Insn), (t, taken_pc, Point::Insn))
         }
         (Some(f), None) => Step::Goto((refined(take(st), f), fall_pc, Point::Insn)),
         (None, Some(t)) => Step::Goto((refined(take(st), t), taken_pc, Point::Insn)),
@@ -168,10 +165,7 @@ fn pointer_jump(
         _ => (ne_state, eq_state),
     };
     Ok(match (fall, taken) {
-        (Some(f), Some(t)) => Step::Fork(
-            (f, fall_pc, Point::Insn),
-            (t, taken_pc, Point::Insn),
-        ),
+        (Some(f), Some(t)) => Step::Fork((f, fall_pc, Point::Insn), (t, taken_pc, Point::Insn)),
         (Some(f), None) => Step::Goto((f, fall_pc, Point::Insn)),
         (None, Some(t)) => Step::Goto((t, taken_pc, Point::Insn)),
         (None, None) => Step::Dead,

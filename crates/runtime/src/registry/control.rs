@@ -246,7 +246,8 @@ impl Control {
     }
 
     /// The word holding the time until which run statistics are collected (see the
-    /// layout); processes read it on every policed call.
+    /// layout); processes read it on every policed call. Read-only where the control block
+    /// is ([`Control::is_writable`]): a store there faults.
     pub fn stats_until(&self) -> &AtomicU64 {
         self.word64(STATS_UNTIL)
     }
