@@ -3,7 +3,8 @@
 //!
 //! 1. Logging: a `tracing` subscriber on stderr when `GPUBPF_LOG` is set (an env-filter
 //!    directive such as `info` or `gpubpf=debug`); nothing otherwise.
-//! 2. The registry at `GPUBPF_HOME` (default: `registry::default_home()`). A registry that
+//! 2. The registry at `GPUBPF_HOME` (default: `registry::default_home()`: the node's system
+//!    registry `/run/gpubpf` when there is one, else the user's own). A registry that
 //!    does not exist or cannot be opened leaves the process unpoliced (logged once); the
 //!    shim never creates one in an application's name.
 //! 3. The process registers in the registry's process table, builds a `PolicySet` with
