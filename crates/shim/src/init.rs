@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use gpubpf_runtime::dispatch::{PolicySet, Tier};
 use gpubpf_runtime::helpers::standard_helpers;
-use gpubpf_runtime::registry::procstats::ProcStats;
+use gpubpf_runtime::registry::procstats::{self, ProcStats};
 use gpubpf_runtime::registry::{self, Registry};
 
 use crate::hot;
@@ -159,12 +159,18 @@ fn start(reg: &'static Registry) {
             None
         }
     };
+    let mut stale = None;
     let stats = slot.and_then(|i| {
         let pid = std::process::id();
         let start = registry::process_start_time(pid).unwrap_or(0);
         // SAFETY: geteuid cannot fail.
         let path = reg.stats_path_of(i, unsafe { libc::geteuid() });
         ProcStats::create_at(&path, i, pid, start, fail_closed())
+            .map(|(s, old)| {
+                // The slot's previous file: freed by the watcher, off this call's path.
+                stale = old;
+                s
+            })
             .map_err(|e| {
                 tracing::warn!(error = %error_chain(&e), "no stats file; `gpubpf ps` will show no counts for this process")
             })
@@ -194,6 +200,7 @@ fn start(reg: &'static Registry) {
         .name("gpubpf-watch".into())
         .spawn(move || {
             let _ = hot::as_busy(to_native);
+            procstats::remove_stale(stale);
             watch(reg, slot, seen)
         });
     if let Err(e) = spawned {

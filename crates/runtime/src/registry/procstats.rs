@@ -185,6 +185,13 @@ fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Pr
     }
 }
 
+/// Removes the previous stats file [`ProcStats::create_at`] kept (frees its pages).
+pub fn remove_stale(stale: Option<PathBuf>) {
+    if let Some(p) = stale {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
 impl ProcStats {
     /// Creates the stats file of `slot` for process `pid` (replacing a previous owner's).
     pub fn create(
@@ -194,18 +201,27 @@ impl ProcStats {
         start_time: u64,
         fail_closed: bool,
     ) -> Result<Self, ProcStatsError> {
-        Self::create_at(&stats_path(home, slot), slot, pid, start_time, fail_closed)
+        let (s, stale) =
+            Self::create_at(&stats_path(home, slot), slot, pid, start_time, fail_closed)?;
+        remove_stale(stale);
+        Ok(s)
     }
 
     /// [`ProcStats::create`] at `path` (a system registry names stats files by slot and
     /// uid, `Registry::stats_path_of`). Mode 0644: the registry's owner reads it.
+    ///
+    /// The file of a previous owner of the slot is kept alive under a second name
+    /// (`.tmp-stale-PID-SLOT`), returned with the new file: replacing it outright would free
+    /// its pages inside the `rename`, a few hundred microseconds of the process's start-up.
+    /// The caller removes it off its critical path ([`remove_stale`]); a registry writer
+    /// removes those of dead processes.
     pub fn create_at(
         path: &Path,
         slot: usize,
         pid: u32,
         start_time: u64,
         fail_closed: bool,
-    ) -> Result<Self, ProcStatsError> {
+    ) -> Result<(Self, Option<PathBuf>), ProcStatsError> {
         let path = path.to_path_buf();
         let tmp = path.with_file_name(format!(".tmp-{slot}-{pid}"));
         let _ = std::fs::remove_file(&tmp);
@@ -226,11 +242,17 @@ impl ProcStats {
         w[W_PID].store(u64::from(pid), Ordering::Relaxed);
         w[W_START].store(start_time, Ordering::Relaxed);
         w[0].store(MAGIC, Ordering::Release);
+        let stale = path.with_file_name(format!(".tmp-stale-{pid}-{slot}"));
+        let _ = std::fs::remove_file(&stale);
+        let stale = std::fs::hard_link(&path, &stale).is_ok().then_some(stale);
         if let Err(e) = std::fs::rename(&tmp, &path) {
             let _ = std::fs::remove_file(&tmp);
+            if let Some(st) = &stale {
+                let _ = std::fs::remove_file(st);
+            }
             return Err(io(&path, "publish")(e));
         }
-        Ok(s)
+        Ok((s, stale))
     }
 
     /// Opens an existing stats file (for reading).
@@ -630,6 +652,28 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir(d.path().join("procs")).unwrap();
         d
+    }
+
+    #[test]
+    fn a_slots_previous_file_is_kept_under_a_second_name_until_removed() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("procs")).unwrap();
+        let path = stats_path(d.path(), 2);
+        let (old, none) = ProcStats::create_at(&path, 2, 100, 1, false).unwrap();
+        assert!(none.is_none(), "nothing to keep the first time");
+        drop(old);
+        let (new, stale) = ProcStats::create_at(&path, 2, 200, 1, false).unwrap();
+        let stale = stale.expect("the previous file is kept");
+        // The slot's name holds the new file; the previous one lives on until removed.
+        assert_eq!(ProcStats::open(&path).unwrap().pid(), 200);
+        assert_eq!(ProcStats::open(&stale).unwrap().pid(), 100);
+        assert!(stale
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(".tmp-stale-200-2")));
+        remove_stale(Some(stale.clone()));
+        assert!(!stale.exists());
+        drop(new);
     }
 
     #[test]

@@ -598,3 +598,18 @@ fn a_corrupt_control_block_is_refused() {
     std::fs::write(&control, &good).unwrap();
     Registry::open(&home).unwrap();
 }
+
+#[test]
+fn a_writer_removes_the_kept_stats_files_of_dead_processes() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Registry::open(d.path()).unwrap();
+    let procs = d.path().join("procs");
+    // Beyond any pid_max: a process that no longer exists.
+    let dead = procs.join(".tmp-stale-4194305-1");
+    let live = procs.join(format!(".tmp-stale-{}-2", std::process::id()));
+    std::fs::write(&dead, b"x").unwrap();
+    std::fs::write(&live, b"x").unwrap();
+    drop(r.writer().unwrap());
+    assert!(!dead.exists(), "a dead process's kept file is removed");
+    assert!(live.exists(), "a live process removes its own");
+}
