@@ -2,6 +2,8 @@
 
 #![deny(clippy::arithmetic_side_effects)]
 
+use std::sync::Arc;
+
 use crate::scalar::Scalar;
 use crate::MapInfo;
 
@@ -244,8 +246,10 @@ pub enum FrameKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
     pub regs: [Reg; 11],
-    /// Slot `i` covers bytes `[-8(i+1), -8i)` relative to this frame's r10.
-    pub stack: Vec<Slot>,
+    /// Slot `i` covers bytes `[-8(i+1), -8i)` relative to this frame's r10. Shared between
+    /// the copies of a state (every branch and checkpoint copies one) until one of them
+    /// writes it ([`Frame::slot_mut`], copy on write).
+    pub stack: Arc<Vec<Slot>>,
     /// The call instruction in the caller (unused for the entry frame).
     pub callsite: usize,
     /// First slot of the subprogram this frame runs.
@@ -261,7 +265,7 @@ impl Frame {
         regs[10] = Reg::ptr(RegType::Stack { frame: frameno }, 0);
         Frame {
             regs,
-            stack: Vec::new(),
+            stack: Arc::new(Vec::new()),
             callsite,
             subprog,
             kind,
@@ -276,10 +280,11 @@ impl Frame {
 
     /// The slot at index `spi`, allocating up to it.
     pub fn slot_mut(&mut self, spi: usize) -> &mut Slot {
-        if self.stack.len() <= spi {
-            self.stack.resize(spi.saturating_add(1), Slot::EMPTY);
+        let stack = Arc::make_mut(&mut self.stack);
+        if stack.len() <= spi {
+            stack.resize(spi.saturating_add(1), Slot::EMPTY);
         }
-        &mut self.stack[spi]
+        &mut stack[spi]
     }
 
     /// Kind of the byte at frame offset `off` (negative).
@@ -339,13 +344,29 @@ impl State {
 
     /// Applies `f` to every register and spilled register in every frame.
     pub fn for_each_reg(&mut self, mut f: impl FnMut(&mut Reg)) {
+        let mut changed: Vec<(usize, Reg)> = Vec::new();
         for fr in &mut self.frames {
             for r in &mut fr.regs {
                 f(r);
             }
-            for s in &mut fr.stack {
-                if let Some(r) = &mut s.spill {
-                    f(r);
+            // `f` runs once per spilled register, on a copy; the stack (shared with other
+            // states) is written only where it changed one.
+            changed.clear();
+            for (i, s) in fr.stack.iter().enumerate() {
+                if let Some(r) = s.spill {
+                    let mut new = r;
+                    f(&mut new);
+                    if new != r {
+                        changed.push((i, new));
+                    }
+                }
+            }
+            if !changed.is_empty() {
+                let stack = Arc::make_mut(&mut fr.stack);
+                for &(i, new) in &changed {
+                    if let Some(spill) = stack.get_mut(i).and_then(|s| s.spill.as_mut()) {
+                        *spill = new;
+                    }
                 }
             }
         }
@@ -360,7 +381,10 @@ impl State {
                     *r = Reg::NOT_INIT;
                 }
             }
-            for s in &mut fr.stack {
+            if !fr.stack.iter().any(|s| s.spill.as_ref().is_some_and(&dead)) {
+                continue;
+            }
+            for s in Arc::make_mut(&mut fr.stack).iter_mut() {
                 if s.spill.as_ref().is_some_and(&dead) {
                     s.spill = None;
                     s.spill_size = 0;
