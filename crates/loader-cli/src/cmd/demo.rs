@@ -319,16 +319,12 @@ fn run_in(args: &Args, home: &Path, out: &Output) -> anyhow::Result<()> {
         ),
     );
     let load_args = |limit: &str| load::Args {
-        object: obj.clone(),
-        attach: Vec::new(),
         name: Some("quota".into()),
-        set: vec![format!("limit_bytes={limit}")],
-        priority: 0,
-        wait: None,
-        map_access: Vec::new(),
-        replace: None,
-        recreate_maps: false,
-        shadow: false,
+        ..load::Args::policy(
+            obj.clone(),
+            Vec::new(),
+            vec![format!("limit_bytes={limit}")],
+        )
     };
     loaded(&load_args(&args.limit))?;
 

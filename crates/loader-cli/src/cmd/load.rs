@@ -72,6 +72,26 @@ pub struct Args {
     pub map_access: Vec<String>,
 }
 
+impl Args {
+    /// What `gpubpf run`, `record`, `replay` and `demo` load for a `--policy OBJ[:attach]`:
+    /// `object` attached as `attach` says, with the `--set` values, every other option at
+    /// its default.
+    pub fn policy(object: PathBuf, attach: Vec<String>, set: Vec<String>) -> Self {
+        Args {
+            object,
+            attach,
+            name: None,
+            replace: None,
+            recreate_maps: false,
+            set,
+            priority: 0,
+            shadow: false,
+            wait: None,
+            map_access: Vec::new(),
+        }
+    }
+}
+
 /// `MAP=rw|ro|none` pairs of `--map-access`.
 fn parse_map_access(
     pairs: &[String],

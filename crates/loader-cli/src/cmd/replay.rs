@@ -283,19 +283,8 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     std::env::set_var(registry::HOME_ENV, &home);
     for spec in &args.policy {
         let (object, attach) = crate::cmd::run::parse_policy(spec);
-        load::load(&load::Args {
-            object,
-            attach,
-            name: None,
-            set: args.set.clone(),
-            priority: 0,
-            wait: None,
-            map_access: Vec::new(),
-            replace: None,
-            recreate_maps: false,
-            shadow: false,
-        })
-        .with_context(|| format!("--policy `{spec}`"))?;
+        load::load(&load::Args::policy(object, attach, args.set.clone()))
+            .with_context(|| format!("--policy `{spec}`"))?;
     }
     let reg = Registry::open(&home).context("cannot open the scratch registry")?;
     let (set, failed) =

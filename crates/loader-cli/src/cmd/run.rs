@@ -75,19 +75,9 @@ pub fn run(args: Args, _out: &Output) -> anyhow::Result<()> {
     let shim = find_shim()?;
     for spec in &args.policy {
         let (object, attach) = parse_policy(spec);
-        let (record, generation, _) = load::load(&load::Args {
-            object,
-            attach,
-            name: None,
-            set: args.set.clone(),
-            priority: 0,
-            wait: None,
-            map_access: Vec::new(),
-            replace: None,
-            recreate_maps: false,
-            shadow: false,
-        })
-        .with_context(|| format!("--policy `{spec}`"))?;
+        let (record, generation, _) =
+            load::load(&load::Args::policy(object, attach, args.set.clone()))
+                .with_context(|| format!("--policy `{spec}`"))?;
         eprintln!("gpubpf: loaded {} (generation {generation})", record.name);
     }
     let preload = match std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
