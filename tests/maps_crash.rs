@@ -14,7 +14,6 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpubpf_runtime::helpers::standard_helpers;
@@ -22,6 +21,7 @@ use gpubpf_runtime::maps::{lock, Map, MapMeta, MapSpec, MapType, BPF_ANY, BPF_NO
 use gpubpf_runtime::registry::{Registry, PROC_SLOTS};
 
 use common::cli::{ok, run_with_registry as cli};
+use common::process::within;
 
 const ENV_MAP: &str = "GPUBPF_TEST_MAP";
 const SHORT_ROUNDS: u64 = 20;
@@ -73,25 +73,6 @@ fn worker_hash_writers() {
         .collect();
     for t in threads {
         t.join().unwrap();
-    }
-}
-
-/// Runs `f` on another thread; fails the test if it does not finish within `limit`.
-fn within<T: Send + 'static>(
-    limit: Duration,
-    what: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("blocked for {limit:?} in {what}: a lock of a killed writer was never recovered")
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("failed in {what}"),
     }
 }
 

@@ -5,15 +5,18 @@
 //! worker_*` and the worker's parameters in environment variables (the `worker_*` tests
 //! are `#[ignore]`d, so a normal run does not execute them).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpubpf_runtime::helpers::standard_helpers;
 use gpubpf_runtime::maps::{lock, mapping, Map, MapMeta, MapSpec, MapType, BPF_ANY, BPF_NOEXIST};
 use gpubpf_runtime::registry::Registry;
+
+use common::process::within;
 
 const ENV_MAP: &str = "GPUBPF_TEST_MAP";
 const ENV_AUX: &str = "GPUBPF_TEST_AUX";
@@ -169,23 +172,6 @@ fn worker_churn() {
             drop(reg.writer().unwrap());
         }
         i = i.wrapping_add(1);
-    }
-}
-
-/// Runs `f` on another thread; fails the test if it does not finish within `limit`.
-fn within<T: Send + 'static>(
-    limit: Duration,
-    what: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("survivor blocked for {limit:?} in {what}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("survivor failed in {what}"),
     }
 }
 

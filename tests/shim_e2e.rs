@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use common::cli::{ok, ok_json, run_with_registry as cli};
 use common::process::wait_for_files;
-use common::shim::{have_cc, mock_stack, session, shim_library, Session};
+use common::shim::{have_cc, mock_stack, session, shim_library, wait_acked, Session};
 
 const ROUTES: [&str; 4] = ["link", "dlsym", "proc", "rt"];
 
@@ -427,26 +427,6 @@ fn vm_rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .expect("VmRSS")
-}
-
-fn wait_acked(home: &Path, pid: u32, generation: u64, deadline: Instant) {
-    let reg = Registry::open(home).expect("open registry");
-    loop {
-        let acked = reg
-            .control()
-            .processes()
-            .iter()
-            .find(|p| p.pid == pid)
-            .map(|p| p.acked_generation);
-        if acked.is_some_and(|g| g >= generation) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "process {pid} never acknowledged generation {generation} (acked: {acked:?})"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// RCU under load: 8 threads launch without pause while the counting policy is replaced

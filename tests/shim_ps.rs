@@ -8,11 +8,13 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::cli::{ok_json, run_with_registry as cli};
+use common::cli::{
+    ok_json, ps_entry as entry, ps_json as ps, run_with_registry as cli,
+    wait_for_process as wait_for,
+};
 use common::shim::{session, Session};
 
 fn policy(dir: &Path, src: &str) -> PathBuf {
@@ -33,36 +35,6 @@ fn corrupt(home: &Path, name: &str) {
         b"not an ELF",
     )
     .expect("overwrite object");
-}
-
-fn ps(home: &Path, extra: &[&str]) -> Vec<Value> {
-    let mut args = vec!["-j", "ps"];
-    args.extend(extra);
-    ok_json(&cli(home, &args))
-        .as_array()
-        .expect("array")
-        .clone()
-}
-
-fn entry(procs: &[Value], pid: u32) -> Option<Value> {
-    procs.iter().find(|p| p["pid"] == pid).cloned()
-}
-
-/// Polls `gpubpf ps` until `pid` is listed and `ready` holds for it.
-fn wait_for(home: &Path, pid: u32, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(p) = entry(&ps(home, &[]), pid) {
-            if ready(&p) {
-                return p;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "process {pid} never showed {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn point<'a>(p: &'a Value, name: &str) -> &'a Value {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::cli::{ok, ok_json, run_with_registry as cli};
-use common::shim::{session, Session};
+use common::shim::{session, wait_acked, Session};
 use gpubpf_runtime::registry::Registry;
 
 const SHORT_SECS: u64 = 8;
@@ -142,26 +142,13 @@ fn soak_counts_exactly_under_policy_churn_and_concurrent_dumps() {
     }
     let rss_end: Vec<u64> = pids.iter().map(|&p| vm_rss_kib(p)).collect();
     // Every application applied the churn: each acknowledges the last generation.
-    let reg = Registry::open(&home).expect("open registry");
-    let last = reg.control().generation();
+    let last = Registry::open(&home)
+        .expect("open registry")
+        .control()
+        .generation();
     let deadline = Instant::now() + Duration::from_secs(30);
     for &pid in &pids {
-        loop {
-            let acked = reg
-                .control()
-                .processes()
-                .iter()
-                .find(|p| p.pid == pid)
-                .map(|p| p.acked_generation);
-            if acked.is_some_and(|g| g >= last) {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "app {pid} never acknowledged generation {last} (acked: {acked:?})"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_acked(&home, pid, last, deadline);
     }
     std::fs::write(&stop, b"").expect("create stop file");
     let mut made = 0u64;

@@ -11,12 +11,11 @@ mod common;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 use gpubpf_runtime::registry::{Registry, RegistryError};
 use serde_json::Value;
 
-use common::cli::{gpubpf, ok as ok_ref, run_with_registry, with_policies};
+use common::cli::{gpubpf, ok as ok_ref, run_with_registry, wait_for_process, with_policies};
 use common::process::wait_for_files;
 use common::shim::{have_cc, mock_stack, shim_library, MockStack};
 
@@ -256,24 +255,6 @@ fn lines(o: &Output) -> Vec<String> {
         .collect()
 }
 
-/// `gpubpf ps -j` as the owner: the entry of `pid`, once `ready` holds for it.
-fn ps_entry(home: &Path, pid: u32, ready: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let ps: Value = serde_json::from_str(&ok(owner(home, &["-j", "ps"]))).expect("json");
-        if let Some(p) = ps
-            .as_array()
-            .and_then(|a| a.iter().find(|p| p["pid"] == pid))
-        {
-            if ready(p) {
-                return p.clone();
-            }
-        }
-        assert!(Instant::now() < deadline, "pid {pid} never ready in {ps}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn other_users_processes_run_the_owners_policy_with_the_declared_map_access() {
     if !two_users() {
@@ -311,7 +292,7 @@ fn other_users_processes_run_the_owners_policy_with_the_declared_map_access() {
         .expect("spawn");
     let pid = child.id();
     wait_for_files(&[&ready], "application never got ready");
-    let p = ps_entry(&home, pid, |_| true);
+    let p = wait_for_process(&home, pid, "its registration", |_| true);
     assert_eq!(p["uid"], NOBODY, "{p}");
     assert_eq!(p["user"], "nobody", "{p}");
     assert!(p.get("stats_missing").is_none(), "{p}");
@@ -343,7 +324,7 @@ fn other_users_processes_run_the_owners_policy_with_the_declared_map_access() {
     // them, so its programs are rejected in nobody's process when it rebuilds, which
     // fails open (the next allocation is not refused) and says why in `ps`.
     ok(owner(&home, &["maps", "access", "proc_usage", "ro"]));
-    let p = ps_entry(&home, pid, |p| {
+    let p = wait_for_process(&home, pid, "the failed object", |p| {
         p["failed_objects"]
             .as_array()
             .is_some_and(|f| !f.is_empty())

@@ -142,3 +142,41 @@ pub fn have_clang() -> bool {
             .is_ok_and(|o| o.status.success())
     })
 }
+
+/// `gpubpf -j ps EXTRA…` on the registry at `home`: the processes it lists.
+pub fn ps_json(home: &Path, extra: &[&str]) -> Vec<serde_json::Value> {
+    let mut args = vec!["-j", "ps"];
+    args.extend(extra);
+    ok_json(&run_with_registry(home, &args))
+        .as_array()
+        .expect("array")
+        .clone()
+}
+
+/// The entry of `pid` among processes `procs` listed by `gpubpf ps`.
+pub fn ps_entry(procs: &[serde_json::Value], pid: u32) -> Option<serde_json::Value> {
+    procs.iter().find(|p| p["pid"] == pid).cloned()
+}
+
+/// Polls `gpubpf ps` (60 s at most) until `pid` is listed and `ready` holds for its entry;
+/// `what` names the wait in the failure message.
+pub fn wait_for_process(
+    home: &Path,
+    pid: u32,
+    what: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(p) = ps_entry(&ps_json(home, &[]), pid) {
+            if ready(&p) {
+                return p;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} never showed {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -37,3 +37,23 @@ pub fn have_package(name: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// Runs `f` on another thread; fails the test if it does not finish within `limit` (a
+/// lock that was never released or recovered) or fails itself.
+pub fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => v,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!(
+            "blocked for {limit:?} in {what}: a lock of a killed process was never recovered"
+        ),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("failed in {what}"),
+    }
+}

@@ -266,3 +266,25 @@ impl MockStack {
         out
     }
 }
+
+/// Waits until process `pid` has acknowledged registry generation `generation` or later
+/// in the registry at `home` (its watcher republished), failing at `deadline`.
+pub fn wait_acked(home: &Path, pid: u32, generation: u64, deadline: std::time::Instant) {
+    let reg = gpubpf_runtime::registry::Registry::open(home).expect("open registry");
+    loop {
+        let acked = reg
+            .control()
+            .processes()
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.acked_generation);
+        if acked.is_some_and(|g| g >= generation) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} never acknowledged generation {generation} (acked: {acked:?})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

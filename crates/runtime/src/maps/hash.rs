@@ -673,6 +673,13 @@ mod tests {
         }
     }
 
+    /// The first `u32` key that hashes into bucket 0 of `h`.
+    fn key_in_bucket_0(h: &HashMap) -> u32 {
+        (0u32..)
+            .find(|k| hash_key(h.seed, &k.to_ne_bytes()) & (h.nbuckets - 1) == 0)
+            .unwrap()
+    }
+
     fn small(d: &tempfile::TempDir) -> Map {
         let spec = MapSpec {
             map_type: MapType::Hash,
@@ -714,9 +721,7 @@ mod tests {
         let m = small(&d);
         // A used entry in bucket 0, then a dead deleter that unlinked it only.
         let h = m.hash_for_test();
-        let key = (0u32..)
-            .find(|k| hash_key(h.seed, &k.to_ne_bytes()) & (h.nbuckets - 1) == 0)
-            .unwrap();
+        let key = key_in_bucket_0(h);
         m.update(&key.to_ne_bytes(), &[1; 8], BPF_NOEXIST).unwrap();
         die_in_child(h, |h| {
             let i = h.bucket_head(0).load(Ordering::Acquire);
@@ -736,9 +741,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let m = small(&d);
         let h = m.hash_for_test();
-        let key = (0u32..)
-            .find(|k| hash_key(h.seed, &k.to_ne_bytes()) & (h.nbuckets - 1) == 0)
-            .unwrap();
+        let key = key_in_bucket_0(h);
         m.update(&key.to_ne_bytes(), &[1; 8], BPF_NOEXIST).unwrap();
         // Killed after publishing a second entry, before counting it.
         die_in_child(h, |h| {
