@@ -276,7 +276,7 @@ pub fn build_listing(
 ) -> Vec<String> {
     let start = pc.saturating_sub(before);
     let mut out = Vec::new();
-    let mut last_line: Option<(String, u32)> = None;
+    let mut last_line: Option<(std::sync::Arc<str>, u32)> = None;
     let mut p = start;
     // Skip a leading second lddw slot.
     if p > 0 && insns.get(p - 1).is_some_and(|i| i.is_lddw()) && p != pc {

@@ -135,13 +135,13 @@ pub struct LineInfo {
     /// First instruction slot this line covers (until the next entry).
     pub pc: usize,
     /// Source file name.
-    pub file: String,
+    pub file: std::sync::Arc<str>,
     /// 1-based line number.
     pub line: u32,
     /// 1-based column.
     pub column: u32,
     /// The source text of the line.
-    pub source: String,
+    pub source: std::sync::Arc<str>,
 }
 
 /// How much the verifier writes to its log.

@@ -118,7 +118,7 @@ fn point_json(p: &AttachPoint) -> Value {
         })
         .collect();
     let aliases: Vec<Value> = p
-        .aliases
+        .aliases()
         .iter()
         .map(|a| json!({ "name": a.name, "primary": a.target == p.name }))
         .collect();
@@ -136,7 +136,7 @@ fn point_json(p: &AttachPoint) -> Value {
         })
         .collect();
     let fields: Vec<Value> = p
-        .fields
+        .fields()
         .iter()
         .map(|f| {
             json!({
@@ -192,7 +192,7 @@ fn list_text(points: &[&AttachPoint]) -> String {
         // Related aliases (the runtime call may reach this function, but resolves elsewhere)
         // are marked with `~`.
         let aliases: Vec<String> = p
-            .aliases
+            .aliases()
             .iter()
             .map(|a| {
                 if a.target == p.name {
@@ -284,9 +284,9 @@ fn point_text(p: &AttachPoint, asked: &str, via: Via) -> String {
             notes.join(", ")
         );
     }
-    if !p.aliases.is_empty() {
+    if !p.aliases().is_empty() {
         let names: Vec<String> = p
-            .aliases
+            .aliases()
             .iter()
             .map(|a| {
                 if a.target == p.name {
@@ -309,7 +309,7 @@ fn point_text(p: &AttachPoint, asked: &str, via: Via) -> String {
         );
     }
     let _ = writeln!(s, "  ctx ({} bytes; entry / exit access):", p.ctx_size);
-    for f in &p.fields {
+    for f in p.fields() {
         let _ = writeln!(
             s,
             "    {:>4} {:>2}  {:<28} {:<6} {}  {}  {}",

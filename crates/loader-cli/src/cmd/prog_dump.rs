@@ -304,7 +304,7 @@ fn dump_program(
             bytes: hex(&slots.iter().flat_map(Insn::to_bytes).collect::<Vec<_>>()),
             map,
             source: p.line_at(pc).map(|l| Source {
-                file: l.file.clone(),
+                file: l.file.to_string(),
                 line: l.line,
                 column: l.column,
                 text: l.source.trim().to_string(),

@@ -140,7 +140,7 @@ pub fn read_calls(path: &std::path::Path) -> anyhow::Result<(Vec<Recorded>, u64)
 
 fn field_words(point: &AttachPoint, section: Section) -> Vec<usize> {
     point
-        .fields
+        .fields()
         .iter()
         .filter(|f| f.section == section)
         .map(|f| (f.offset / 8) as usize)

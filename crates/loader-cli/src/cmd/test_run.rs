@@ -397,7 +397,7 @@ fn run_once(
     let map_changes = world.changes(&before)?;
     let ctx_changes = template
         .point()
-        .fields
+        .fields()
         .iter()
         .filter_map(|f| {
             let (b, a) = (template.get(&f.name).ok()?, ctx.get(&f.name).ok()?);

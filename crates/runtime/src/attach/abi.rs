@@ -199,12 +199,27 @@ fn slot_offset(index: usize) -> u32 {
     ARGS_OFFSET + SLOT_SIZE * index
 }
 
-/// Computes the ctx fields and total size for a function with `params` (its current
-/// variant) and optional enrichment.
+/// The total ctx size [`layout`] gives (without building its fields): one slot per
+/// parameter, per launch field and per out-pointer.
+pub(crate) fn ctx_size(params: &[Param], enrichment: Option<&Enrichment>) -> u32 {
+    let launch = if enrichment.and_then(|e| e.launch).is_some() {
+        LAUNCH_FIELDS.len()
+    } else {
+        0
+    };
+    let outs = params
+        .iter()
+        .filter(|p| p.class == ParamClass::OutPointer)
+        .count();
+    slot_offset(params.len() + launch + outs)
+}
+
+/// Computes the ctx fields for a function with `params` (its current variant) and optional
+/// enrichment; they span [`ctx_size`] bytes.
 pub(crate) fn layout(
     params: &'static [Param],
     enrichment: Option<&'static Enrichment>,
-) -> (Vec<CtxFieldInfo>, u32) {
+) -> Vec<CtxFieldInfo> {
     let mut fields = Vec::new();
     for (name, offset, c_type, _) in HEADER_FIELDS {
         let exit = Access {
@@ -272,7 +287,8 @@ pub(crate) fn layout(
         });
         slot += 1;
     }
-    (fields, slot_offset(slot))
+    debug_assert_eq!(slot_offset(slot), ctx_size(params, enrichment));
+    fields
 }
 
 impl AttachPoint {
@@ -288,7 +304,7 @@ impl AttachPoint {
         CtxLayout {
             size: self.ctx_size,
             fields: self
-                .fields
+                .fields()
                 .iter()
                 .map(|f| {
                     let a = f.access(phase);

@@ -123,9 +123,11 @@ pub struct AttachPoint {
     /// Hand-written enrichment (writable fields, launch block, category), if any.
     pub enrichment: Option<&'static Enrichment>,
     /// Runtime-API names that map to this entry point (as primary or related target).
-    pub aliases: Vec<&'static Alias>,
-    /// Every ctx field with offsets and per-phase access.
-    pub fields: Vec<CtxFieldInfo>,
+    aliases: Vec<&'static Alias>,
+    /// Every ctx field with offsets and per-phase access, computed on first use: a process
+    /// (the shim at start-up) needs the fields of the few points its programs attach to,
+    /// not the hundreds of strings of every point.
+    fields: OnceLock<Vec<CtxFieldInfo>>,
     /// Total ctx size in bytes (identical for entry and exit).
     pub ctx_size: u32,
 }
@@ -207,9 +209,21 @@ impl AttachPoint {
             .is_some_and(|v| v.params == self.params())
     }
 
+    /// Runtime-API names that map to this entry point (as primary or related target).
+    pub fn aliases(&self) -> &[&'static Alias] {
+        &self.aliases
+    }
+
+    /// Every ctx field with offsets and per-phase access (`hdr.*`, `args.*`, `launch.*`,
+    /// `out.*`, in ctx order).
+    pub fn fields(&self) -> &[CtxFieldInfo] {
+        self.fields
+            .get_or_init(|| abi::layout(self.params(), self.enrichment))
+    }
+
     /// The ctx field called `name` (e.g. `args.bytesize`, `out.free`, `hdr.result`).
     pub fn field(&self, name: &str) -> Option<&CtxFieldInfo> {
-        self.fields.iter().find(|f| f.name == name)
+        self.fields().iter().find(|f| f.name == name)
     }
 
     /// Primary runtime-API aliases (those whose `--attach` resolves here).
@@ -241,6 +255,16 @@ pub(crate) fn catalog() -> &'static Catalog {
 fn build() -> Catalog {
     let enrichments: HashMap<&str, &'static Enrichment> =
         ENRICHMENTS.iter().map(|e| (e.name, e)).collect();
+    // Alias lists by target name, in one pass over the aliases.
+    let mut aliases_of: HashMap<&str, Vec<&'static Alias>> = HashMap::new();
+    for a in ALIASES {
+        for name in std::iter::once(a.target).chain(a.also.iter().copied()) {
+            let list = aliases_of.entry(name).or_default();
+            if !list.iter().any(|b| std::ptr::eq(*b, a)) {
+                list.push(a);
+            }
+        }
+    }
     let mut points = Vec::with_capacity(generated::POINTS.len());
     for g in generated::POINTS {
         let current = g
@@ -251,12 +275,9 @@ fn build() -> Catalog {
             .max_by_key(|(_, v)| v.version)
             .map_or(0, |(i, _)| i);
         let enrichment = enrichments.get(g.name).copied();
-        let aliases = ALIASES
-            .iter()
-            .filter(|a| a.target == g.name || a.also.contains(&g.name))
-            .collect();
+        let aliases = aliases_of.remove(g.name).unwrap_or_default();
         let params = g.variants.get(current).map_or(&[][..], |v| v.params);
-        let (fields, ctx_size) = abi::layout(params, enrichment);
+        let ctx_size = abi::ctx_size(params, enrichment);
         points.push(AttachPoint {
             id: g.id,
             name: g.name,
@@ -264,7 +285,7 @@ fn build() -> Catalog {
             current,
             enrichment,
             aliases,
-            fields,
+            fields: OnceLock::new(),
             ctx_size,
         });
     }

@@ -213,7 +213,7 @@ fn point(s: &mut String, p: &AttachPoint) {
 }
 
 fn fields(p: &AttachPoint, section: Section) -> Vec<&CtxFieldInfo> {
-    p.fields.iter().filter(|f| f.section == section).collect()
+    p.fields().iter().filter(|f| f.section == section).collect()
 }
 
 fn class_note(c: ParamClass) -> &'static str {

@@ -49,7 +49,7 @@ fn catalog_is_large_and_consistent() {
 fn fields_are_sorted_non_overlapping_and_cover_the_ctx() {
     for p in all() {
         let mut end = 0;
-        for f in &p.fields {
+        for f in p.fields() {
             assert_eq!(
                 f.offset, end,
                 "{}: gap or overlap before {}",
@@ -60,13 +60,13 @@ fn fields_are_sorted_non_overlapping_and_cover_the_ctx() {
         assert_eq!(end, p.ctx_size, "{}", p.name);
         let layout = p.ctx_layout(Phase::Entry);
         assert_eq!(layout.size, p.ctx_size);
-        assert_eq!(layout.fields.len(), p.fields.len());
+        assert_eq!(layout.fields.len(), p.fields().len());
         // Nothing but hdr.result is writable on exit unless enriched; nothing is writable on
         // entry unless enriched.
         if p.enrichment.is_none() {
-            assert!(p.fields.iter().all(|f| !f.entry.write), "{}", p.name);
+            assert!(p.fields().iter().all(|f| !f.entry.write), "{}", p.name);
             assert!(
-                p.fields
+                p.fields()
                     .iter()
                     .all(|f| !f.exit.write || f.name == "hdr.result"),
                 "{}",
@@ -74,7 +74,7 @@ fn fields_are_sorted_non_overlapping_and_cover_the_ctx() {
             );
         }
         // Out-values are never accessible on entry.
-        for f in p.fields.iter().filter(|f| f.section == Section::Out) {
+        for f in p.fields().iter().filter(|f| f.section == Section::Out) {
             assert_eq!((f.entry.read, f.entry.write), (false, false), "{}", f.name);
             assert!(f.exit.read);
         }
@@ -226,7 +226,7 @@ fn launch_block_is_uniform() {
 fn untyped_functions_get_raw_slots() {
     let p = resolve("cuFuncSetCacheConfig").unwrap();
     assert!(p.enrichment.is_none());
-    assert_eq!(p.fields.len(), 8 + p.params().len());
+    assert_eq!(p.fields().len(), 8 + p.params().len());
     assert_eq!(p.ctx_size, HEADER_SIZE + SLOT_SIZE * 2);
     let p = resolve("cuCtxResetPersistingL2Cache").unwrap();
     assert!(p.params().is_empty());
@@ -301,7 +301,7 @@ mod props {
                 Ok(p) => prop_assert!(
                     p.name == name
                         || p.variants.iter().any(|v| v.symbol == name)
-                        || p.aliases.iter().any(|a| a.name == name)
+                        || p.aliases().iter().any(|a| a.name == name)
                 ),
                 Err(AttachError::UnknownName { suggestion, .. }) => {
                     if let Some(s) = suggestion {

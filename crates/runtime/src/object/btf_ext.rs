@@ -3,6 +3,9 @@
 //! Function info and CO-RE relocation records are skipped (gpubpf has no kernel types to
 //! relocate against); only their bounds are checked by the header.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use super::btf::Btf;
 use super::reader::{u16_at, u32_at, OutOfBounds};
 
@@ -42,8 +45,9 @@ fn trunc(what: &'static str) -> impl Fn(OutOfBounds) -> BtfExtError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineRecord {
     pub insn_off: u32,
-    pub file: String,
-    pub source: String,
+    /// Shared by every record (and every program's line) that names the same string.
+    pub file: Arc<str>,
+    pub source: Arc<str>,
     pub line: u32,
     pub column: u32,
 }
@@ -93,18 +97,28 @@ impl BtfExt {
                 size: rec_size,
             });
         }
-        let string = |off: usize, str_off: u32| {
-            btf.string_at(str_off).ok_or(BtfExtError::BadString {
-                offset: off,
-                str_off,
-            })
+        // Records repeat a handful of file names and source lines: each string is read once.
+        let mut strings: HashMap<u32, Arc<str>> = HashMap::new();
+        let mut string = |off: usize, str_off: u32| -> Result<Arc<str>, BtfExtError> {
+            if let Some(s) = strings.get(&str_off) {
+                return Ok(Arc::clone(s));
+            }
+            let s: Arc<str> = btf
+                .string_at(str_off)
+                .ok_or(BtfExtError::BadString {
+                    offset: off,
+                    str_off,
+                })?
+                .into();
+            strings.insert(str_off, Arc::clone(&s));
+            Ok(s)
         };
         let mut total = 0usize;
         let mut p = start + 4;
         while p < end {
             let sec_name_off = u32_at(d, p).map_err(&t)?;
             let num = u32_at(d, p + 4).map_err(&t)? as usize;
-            let sec = string(p, sec_name_off)?;
+            let sec = string(p, sec_name_off)?.to_string();
             p += 8;
             let mut recs = Vec::with_capacity(num.min(4096));
             for _ in 0..num {
@@ -131,12 +145,23 @@ impl BtfExt {
                         what: "line info",
                     })?;
             }
+            // In instruction order (stable: records of one instruction keep theirs), so that a
+            // function's records are one range (`lines_in`).
+            recs.sort_by_key(|r| r.insn_off);
             ext.line_info.push((sec, recs));
         }
         Ok(ext)
     }
 
-    /// Line records of a code section.
+    /// Line records of a code section whose instruction lies in the byte range `bytes`.
+    pub fn lines_in(&self, section: &str, bytes: std::ops::Range<u64>) -> &[LineRecord] {
+        let recs = self.lines_of(section);
+        let lo = recs.partition_point(|r| u64::from(r.insn_off) < bytes.start);
+        let hi = recs.partition_point(|r| u64::from(r.insn_off) < bytes.end);
+        recs.get(lo..hi).unwrap_or(&[])
+    }
+
+    /// Line records of a code section, in instruction order.
     pub fn lines_of(&self, section: &str) -> &[LineRecord] {
         self.line_info
             .iter()
@@ -173,11 +198,45 @@ mod tests {
         let recs = e.lines_of("prog");
         assert_eq!(recs.len(), 2);
         assert_eq!(recs[0].insn_off, 8);
-        assert_eq!(recs[0].file, "a.c");
-        assert_eq!(recs[0].source, "return 0;");
+        assert_eq!(&*recs[0].file, "a.c");
+        assert_eq!(&*recs[0].source, "return 0;");
         assert_eq!((recs[0].line, recs[0].column), (7, 3));
         assert_eq!(recs[1].line, 8);
         assert!(e.lines_of("other").is_empty());
+    }
+
+    #[test]
+    fn records_are_put_in_instruction_order_and_found_by_range() {
+        let strings = b"\0prog\0a.c\0return 0;\0";
+        let btf = Btf::parse(&build(&[], strings)).unwrap();
+        // Three records out of order: instructions 3, 1 and 2 (byte offsets 24, 8, 16).
+        let data = ext(&[
+            16,
+            1,
+            3,
+            24,
+            6,
+            10,
+            9 << 10,
+            8,
+            6,
+            10,
+            7 << 10,
+            16,
+            6,
+            10,
+            8 << 10,
+        ]);
+        let e = BtfExt::parse(&data, &btf).unwrap();
+        let offs: Vec<u32> = e.lines_of("prog").iter().map(|r| r.insn_off).collect();
+        assert_eq!(offs, [8, 16, 24]);
+        let lines: Vec<u32> = e.lines_in("prog", 16..32).iter().map(|r| r.line).collect();
+        assert_eq!(lines, [8, 9]);
+        assert!(e.lines_in("prog", 0..8).is_empty());
+        assert!(e.lines_in("other", 0..64).is_empty());
+        // One string, one allocation: every record shares it.
+        let recs = e.lines_of("prog");
+        assert!(std::sync::Arc::ptr_eq(&recs[0].file, &recs[2].file));
     }
 
     #[test]

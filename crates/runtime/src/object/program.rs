@@ -3,6 +3,7 @@
 //! it, and every call and `lddw func` is re-targeted).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use gpubpf_isa::opcode::{BPF_PSEUDO_CALL, BPF_PSEUDO_KFUNC_CALL, CALL};
 use gpubpf_isa::{slots_from_bytes, Insn, LddwKind};
@@ -24,11 +25,11 @@ const R_BPF_64_32: u32 = 10;
 pub struct LineInfo {
     /// Instruction index in [`Program::insns`].
     pub pc: usize,
-    pub file: String,
+    pub file: Arc<str>,
     pub line: u32,
     pub column: u32,
     /// The text of the source line.
-    pub source: String,
+    pub source: Arc<str>,
 }
 
 /// A function appended after the entry function of a program.
@@ -534,7 +535,8 @@ impl Linker<'_, '_> {
             for p in &placed {
                 let c = self.code(p.section);
                 let f = &c.funcs[p.func];
-                for rec in ext.lines_of(&c.name) {
+                let bytes = f.start as u64 * 8..(f.start + f.len) as u64 * 8;
+                for rec in ext.lines_in(&c.name, bytes) {
                     let slot = (rec.insn_off / 8) as usize;
                     // Line 0 marks compiler-generated code: no source position.
                     let inside = slot >= f.start && slot < f.start + f.len;

@@ -33,7 +33,7 @@ impl Buffers {
 pub fn resolve_field(point: &AttachPoint, phase: Phase, name: &str) -> anyhow::Result<String> {
     let names = || {
         point
-            .fields
+            .fields()
             .iter()
             .filter(|f| phase == Phase::Exit || f.section != Section::Out)
             .map(|f| f.name.as_str())
@@ -53,7 +53,7 @@ pub fn resolve_field(point: &AttachPoint, phase: Phase, name: &str) -> anyhow::R
     if !name.contains('.') {
         let suffix = format!(".{name}");
         let hits: Vec<&str> = point
-            .fields
+            .fields()
             .iter()
             .filter(|f| phase == Phase::Exit || f.section != Section::Out)
             .filter(|f| f.name.ends_with(&suffix))
