@@ -376,14 +376,30 @@ fn uses_defs(ins: &Instruction) -> (u16, u16) {
 fn liveness(slot: &[Option<Instruction>], decoded: &[(usize, Instruction)]) -> Vec<u16> {
     let n = slot.len();
     let mut live = vec![0u16; n];
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (pc, ins) in decoded {
-        let (a, b) = successors(ins, *pc);
-        for t in [a, b].into_iter().flatten() {
-            if t >= 0 && (t as usize) < n {
-                preds[t as usize].push(*pc);
-            }
-        }
+    // Predecessors in one array, slot `t`'s at `preds[first[t]..first[t + 1]]` (two
+    // allocations, not one per slot).
+    let edges = || {
+        decoded.iter().flat_map(|(pc, ins)| {
+            let (a, b) = successors(ins, *pc);
+            [a, b]
+                .into_iter()
+                .flatten()
+                .filter(|&t| t >= 0 && (t as usize) < n)
+                .map(move |t| (t as usize, *pc))
+        })
+    };
+    let mut first = vec![0usize; n + 1];
+    for (t, _) in edges() {
+        first[t + 1] += 1;
+    }
+    for i in 0..n {
+        first[i + 1] += first[i];
+    }
+    let mut fill = first.clone();
+    let mut preds = vec![0usize; first[n]];
+    for (t, pc) in edges() {
+        preds[fill[t]] = pc;
+        fill[t] += 1;
     }
     let mut queued = vec![true; n];
     let mut work: Vec<usize> = decoded.iter().map(|(pc, _)| *pc).collect();
@@ -401,7 +417,7 @@ fn liveness(slot: &[Option<Instruction>], decoded: &[(usize, Instruction)]) -> V
         let v = u | (out & !d);
         if v != live[pc] {
             live[pc] = v;
-            for &p in &preds[pc] {
+            for &p in &preds[first[pc]..first[pc + 1]] {
                 if !queued[p] {
                     queued[p] = true;
                     work.push(p);

@@ -19,14 +19,21 @@ fn span(base: &Reg, off: i16, size: u64) -> (i64, i64) {
     (lo, hi)
 }
 
-fn bounds(regno: u8, base: &Reg, off: i16, size: u64, limit: i64, region: &str) -> R<(i64, i64)> {
+fn bounds(
+    regno: u8,
+    base: &Reg,
+    off: i16,
+    size: u64,
+    limit: i64,
+    region: Region<'_>,
+) -> R<(i64, i64)> {
     let (lo, hi) = span(base, off, size);
     let var = !base.val.is_const();
     if var && base.val.smax > MAX_VAR_OFF {
         return Err(rej(
             ErrorKind::UnboundedAccess {
                 reg: regno,
-                region: region.into(),
+                region: region.to_string(),
                 range: base.val.to_string(),
             },
             &[regno],
@@ -36,7 +43,7 @@ fn bounds(regno: u8, base: &Reg, off: i16, size: u64, limit: i64, region: &str) 
         return Err(rej(
             ErrorKind::NegativeOffset {
                 reg: regno,
-                region: region.into(),
+                region: region.to_string(),
                 min: lo,
             },
             &[regno],
@@ -46,7 +53,7 @@ fn bounds(regno: u8, base: &Reg, off: i16, size: u64, limit: i64, region: &str) 
         return Err(rej(
             ErrorKind::OutOfBounds {
                 reg: regno,
-                region: region.into(),
+                region: region.to_string(),
                 off: if lo < 0 {
                     lo
                 } else {
@@ -62,7 +69,7 @@ fn bounds(regno: u8, base: &Reg, off: i16, size: u64, limit: i64, region: &str) 
     Ok((lo, hi))
 }
 
-fn misaligned(region: &str, base: &Reg, off: i16, size: u32) -> Reject {
+fn misaligned(region: Region<'_>, base: &Reg, off: i16, size: u32) -> Reject {
     let o = base.off.saturating_add(i64::from(off));
     let off_s = if base.val.is_const() {
         format!("{}", o.saturating_add(base.val.var.value as i64))
@@ -71,7 +78,7 @@ fn misaligned(region: &str, base: &Reg, off: i16, size: u32) -> Reject {
     };
     rej(
         ErrorKind::Misaligned {
-            region: region.into(),
+            region: region.to_string(),
             off: off_s,
             size,
         },
@@ -101,7 +108,7 @@ fn map_value_bounds(
     base: &Reg,
     off: i16,
     size: u64,
-    region: &str,
+    region: Region<'_>,
 ) -> R<(i64, i64)> {
     let limit = env.maps.get(map as usize).map_or(0, |m| m.value_size);
     bounds(regno, base, off, size, limit.into(), region)
@@ -116,16 +123,32 @@ fn aligned(base: &Reg, off: i16, size: u32) -> bool {
     base.val.var.mask & m == 0 && o & m == 0
 }
 
-fn region_name(env: &Env<'_>, ty: RegType) -> String {
+/// The name of a memory region in a message, formatted only when a message is made (the
+/// checks that take one pass on almost every access).
+#[derive(Clone, Copy)]
+enum Region<'a> {
+    Named(&'static str),
+    MapValue(&'a str),
+}
+
+impl std::fmt::Display for Region<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Region::Named(n) => f.write_str(n),
+            Region::MapValue(m) => write!(f, "map value of `{m}`"),
+        }
+    }
+}
+
+fn region_name<'a>(env: &Env<'a>, ty: RegType) -> Region<'a> {
     match ty {
-        RegType::MapValue { map } => format!(
-            "map value of `{}`",
-            env.maps.get(map as usize).map_or("?", |m| m.name.as_str())
-        ),
-        RegType::RingbufMem { .. } => "ring-buffer record".into(),
-        RegType::Stack { .. } => "stack".into(),
-        RegType::Ctx => "ctx".into(),
-        t => t.name().into(),
+        RegType::MapValue { map } => {
+            Region::MapValue(env.maps.get(map as usize).map_or("?", |m| m.name.as_str()))
+        }
+        RegType::RingbufMem { .. } => Region::Named("ring-buffer record"),
+        RegType::Stack { .. } => Region::Named("stack"),
+        RegType::Ctx => Region::Named("ctx"),
+        t => Region::Named(t.name()),
     }
 }
 
@@ -164,12 +187,19 @@ pub fn load(
                 off,
                 n.into(),
                 limit.into(),
-                &region_name(env, base.ty),
+                region_name(env, base.ty),
             )?;
             Reg::scalar(Scalar::unknown_bytes(n))
         }
         RegType::RingbufMem { size } => {
-            bounds(src, &base, off, n.into(), size.into(), "ring-buffer record")?;
+            bounds(
+                src,
+                &base,
+                off,
+                n.into(),
+                size.into(),
+                Region::Named("ring-buffer record"),
+            )?;
             Reg::scalar(Scalar::unknown_bytes(n))
         }
         RegType::Stack { frame } => stack_access(env, st, src, &base, frame, off, n, None)?,
@@ -209,9 +239,15 @@ pub fn store(
         val.id = env.new_id();
         st.reg_mut(sreg).id = val.id;
     }
-    let leak = |into: String| {
+    let leak = |into: Region<'_>| {
         if val.ty.is_pointer() {
-            Err(rej(ErrorKind::PointerLeak { reg: sreg, into }, &[sreg]))
+            Err(rej(
+                ErrorKind::PointerLeak {
+                    reg: sreg,
+                    into: into.to_string(),
+                },
+                &[sreg],
+            ))
         } else {
             Ok(())
         }
@@ -221,12 +257,19 @@ pub fn store(
         RegType::MapValue { map } => {
             let name = region_name(env, base.ty);
             map_writable(env, map, dst)?;
-            map_value_bounds(env, map, dst, &base, off, n.into(), &name)?;
+            map_value_bounds(env, map, dst, &base, off, n.into(), name)?;
             leak(name)?;
         }
         RegType::RingbufMem { size } => {
-            bounds(dst, &base, off, n.into(), size.into(), "ring-buffer record")?;
-            leak("a ring-buffer record".into())?;
+            bounds(
+                dst,
+                &base,
+                off,
+                n.into(),
+                size.into(),
+                Region::Named("ring-buffer record"),
+            )?;
+            leak(Region::Named("a ring-buffer record"))?;
         }
         RegType::Stack { frame } => {
             stack_access(env, st, dst, &base, frame, off, n, Some(&val))?;
@@ -273,7 +316,7 @@ fn ctx_access(
         )));
     }
     if o % i64::from(size) != 0 {
-        return Err(misaligned("ctx", base, off, size));
+        return Err(misaligned(Region::Named("ctx"), base, off, size));
     }
     let Some(field) = layout.field_at(o as u32) else {
         return Err(err("no ctx field at this offset".into()));
@@ -357,7 +400,7 @@ fn stack_access(
         ));
     }
     if !aligned(base, off, size) {
-        return Err(misaligned("stack", base, off, size));
+        return Err(misaligned(Region::Named("stack"), base, off, size));
     }
     env.note_stack(st, k, lo);
     let fr = &mut st.frames[k];
@@ -550,13 +593,20 @@ pub fn helper_mem(
             }
             if size_max > 0 {
                 let name = region_name(env, base.ty);
-                map_value_bounds(env, map, regno, &base, 0, size_max, &name)?;
+                map_value_bounds(env, map, regno, &base, 0, size_max, name)?;
             }
             Ok(())
         }
         RegType::RingbufMem { size } => {
             if size_max > 0 {
-                bounds(regno, &base, 0, size_max, size.into(), "ring-buffer record")?;
+                bounds(
+                    regno,
+                    &base,
+                    0,
+                    size_max,
+                    size.into(),
+                    Region::Named("ring-buffer record"),
+                )?;
             }
             Ok(())
         }
@@ -680,15 +730,15 @@ pub fn atomic(
     match base.ty {
         RegType::MapValue { map } => {
             map_writable(env, map, dst)?;
-            map_value_bounds(env, map, dst, &base, off, n.into(), &region)?;
+            map_value_bounds(env, map, dst, &base, off, n.into(), region)?;
             if !aligned(&base, off, n) {
-                return Err(misaligned(&region, &base, off, n));
+                return Err(misaligned(region, &base, off, n));
             }
         }
         RegType::RingbufMem { size } => {
-            bounds(dst, &base, off, n.into(), size.into(), &region)?;
+            bounds(dst, &base, off, n.into(), size.into(), region)?;
             if !aligned(&base, off, n) {
-                return Err(misaligned(&region, &base, off, n));
+                return Err(misaligned(region, &base, off, n));
             }
         }
         RegType::Stack { frame } => {

@@ -499,7 +499,12 @@ impl PolicySet {
                 })
             })
             .collect();
-        let built = super::parallel::par_map(&tasks, |(_, loaded, prec, link)| {
+        // Largest programs first (verification time grows with length), so that the threads
+        // finish together.
+        let cost = |(_, loaded, prec, _): &(usize, &LoadedObject, &ProgramRecord, &LinkRecord)| {
+            loaded.program(prec).map_or(0, |p| p.insns.len())
+        };
+        let built = super::parallel::par_map_by_cost(&tasks, cost, |(_, loaded, prec, link)| {
             let v = loaded.verify(prec, link)?;
             let id = v.point.id;
             let parts = parts(loaded, prec, link, v);
