@@ -31,17 +31,16 @@ pub fn par_map_by_cost<T: Sync, R: Send>(
     let order = cost_order(items, cost);
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
-    let work = || loop {
-        let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
-            break;
-        };
-        let Some(item) = items.get(i) else {
-            break;
-        };
-        let r = f(item);
-        if let Ok(mut res) = results.lock() {
-            if let Some(slot) = res.get_mut(i) {
-                *slot = Some(r);
+    let work = || {
+        while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let Some(item) = items.get(i) else {
+                break;
+            };
+            let r = f(item);
+            if let Ok(mut res) = results.lock() {
+                if let Some(slot) = res.get_mut(i) {
+                    *slot = Some(r);
+                }
             }
         }
     };
