@@ -479,44 +479,52 @@ impl PolicySet {
             generation: snap.generation,
             chains: BTreeMap::new(),
         };
-        // Objects are opened, then every link of every program is built, each step on
-        // several threads (re-verification and JIT compilation dominate start-up).
-        let opened = super::parallel::par_map(&snap.objects, |rec| {
-            let loaded = LoadedObject::open(reg, rec)?;
-            for prec in &rec.programs {
-                // A recorded program missing from the object is an error even without links.
-                loaded.program(prec)?;
-            }
-            Ok::<_, DispatchError>(loaded)
-        });
-        let tasks: Vec<(usize, &LoadedObject, &ProgramRecord, &LinkRecord)> = opened
+        // Every link of every program is built once its object is open, on several threads
+        // (re-verification and JIT compilation dominate start-up): the largest programs
+        // first (the recorded length orders the work, nothing else), and one object's
+        // programs while another object is still being parsed.
+        let items: Vec<(usize, (&ProgramRecord, &LinkRecord))> = snap
+            .objects
             .iter()
             .enumerate()
-            .filter_map(|(i, o)| Some((i, o.as_ref().ok()?)))
-            .flat_map(|(i, loaded)| {
-                loaded.record.programs.iter().flat_map(move |prec| {
-                    prec.links.iter().map(move |link| (i, loaded, prec, link))
-                })
+            .flat_map(|(i, rec)| {
+                rec.programs
+                    .iter()
+                    .flat_map(move |prec| prec.links.iter().map(move |link| (i, (prec, link))))
             })
             .collect();
-        // Largest programs first (verification time grows with length), so that the threads
-        // finish together.
-        let cost = |(_, loaded, prec, _): &(usize, &LoadedObject, &ProgramRecord, &LinkRecord)| {
-            loaded.program(prec).map_or(0, |p| p.insns.len())
-        };
-        let built = super::parallel::par_map_by_cost(&tasks, cost, |(_, loaded, prec, link)| {
-            let v = loaded.verify(prec, link)?;
-            let id = v.point.id;
-            let parts = parts(loaded, prec, link, v);
-            Ok::<_, DispatchError>((id, AttachedProgram::build(parts, tier, helpers)?))
-        });
-        let owners: Vec<usize> = tasks.iter().map(|t| t.0).collect();
-        drop(tasks);
+        let (opened, built) = super::parallel::par_groups(
+            snap.objects.len(),
+            &items,
+            |(prec, _)| prec.insn_count,
+            |i| {
+                let rec = snap.objects.get(i).ok_or_else(|| DispatchError::Object {
+                    object: String::new(),
+                    message: "object index out of range".into(),
+                })?;
+                let loaded = LoadedObject::open(reg, rec)?;
+                for prec in &rec.programs {
+                    // A recorded program missing from the object is an error even without
+                    // links.
+                    loaded.program(prec)?;
+                }
+                Ok::<_, DispatchError>(loaded)
+            },
+            |loaded, (prec, link)| {
+                let v = loaded.verify(prec, link)?;
+                let id = v.point.id;
+                let parts = parts(loaded, prec, link, v);
+                Ok::<_, DispatchError>((id, AttachedProgram::build(parts, tier, helpers)?))
+            },
+        );
         // Per object: every program, or the first error (in link order) and none of them.
         let mut per_object: Vec<Result<Vec<(u32, AttachedProgram)>, DispatchError>> =
             opened.into_iter().map(|o| o.map(|_| Vec::new())).collect();
-        for (i, b) in owners.into_iter().zip(built) {
-            if let Some(slot @ Ok(_)) = per_object.get_mut(i) {
+        for ((i, _), b) in items.iter().zip(built) {
+            let Some(b) = b else {
+                continue; // its object did not open
+            };
+            if let Some(slot @ Ok(_)) = per_object.get_mut(*i) {
                 match (b, slot) {
                     (Ok(p), Ok(progs)) => progs.push(p),
                     (Err(e), slot) => *slot = Err(e),
