@@ -298,3 +298,39 @@ fn ps_shows_shadow_programs_and_what_they_would_have_denied() {
     );
     assert_eq!(finish(child, &go)[..2], ["before 0", "after 0"]);
 }
+
+#[test]
+fn a_shims_watcher_removes_the_stats_files_short_lived_processes_left_behind() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let trace = policy(tmp.path(), "policies/trace.bpf.c");
+    load(&home, &trace, &[]);
+    // A process that exits before its watcher has freed the previous owner's stats file of
+    // its slot leaves it as `.tmp-stale-PID-SLOT`; one of a live process stays (its own
+    // watcher frees it).
+    let procs = home.join("procs");
+    let dead = procs.join(".tmp-stale-4194305-7");
+    let live = procs.join(format!(".tmp-stale-{}-8", std::process::id()));
+    std::fs::write(&dead, b"x").expect("write dead");
+    std::fs::write(&live, b"x").expect("write live");
+    let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
+    let child = mock
+        .live(&home, &ready, &go, "1000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    common::process::wait_for_files(&[&ready], "application never got ready");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while dead.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watcher never removed {}",
+            dead.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(live.exists(), "a live process's kept file is left to it");
+    finish(child, &go);
+}

@@ -201,6 +201,8 @@ fn start(reg: &'static Registry) {
         .spawn(move || {
             let _ = hot::as_busy(to_native);
             procstats::remove_stale(stale);
+            // And those of processes that exited before their watcher could.
+            procstats::remove_dead_stale(&reg.home().join("procs"));
             watch(reg, slot, seen)
         });
     if let Err(e) = spawned {

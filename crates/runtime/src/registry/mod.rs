@@ -564,24 +564,7 @@ impl Writer<'_> {
 
     fn clean_temporaries(&mut self) {
         self.finish_dead_journals();
-        // Previous stats files a process kept to free after its start-up
-        // (`ProcStats::create_at`), left by one that died first: `.tmp-stale-PID-SLOT`.
-        if let Ok(rd) = std::fs::read_dir(self.reg.home.join("procs")) {
-            for e in rd.flatten() {
-                let n = e.file_name();
-                let Some(pid) = n
-                    .to_str()
-                    .and_then(|n| n.strip_prefix(".tmp-stale-"))
-                    .and_then(|r| r.split('-').next())
-                    .and_then(|p| p.parse::<i32>().ok())
-                else {
-                    continue;
-                };
-                if !crate::maps::pid_alive(pid) {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
+        procstats::remove_dead_stale(&self.reg.home.join("procs"));
         for dir in [
             self.reg.maps_dir(),
             self.reg.progs_dir(),

@@ -192,6 +192,33 @@ pub fn remove_stale(stale: Option<PathBuf>) {
     }
 }
 
+/// Removes from `procs` the previous stats files that processes kept to free after their
+/// start-up ([`ProcStats::create_at`]) but exited before they could: `.tmp-stale-PID-SLOT`
+/// of a dead PID. Registry writers and every shim's watcher thread (off the calls' path)
+/// sweep, so that short-lived processes leave no files behind for long. Returns how many
+/// were removed.
+pub fn remove_dead_stale(procs: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(procs) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in rd.flatten() {
+        let n = e.file_name();
+        let Some(pid) = n
+            .to_str()
+            .and_then(|n| n.strip_prefix(".tmp-stale-"))
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if !crate::maps::pid_alive(pid) && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 impl ProcStats {
     /// Creates the stats file of `slot` for process `pid` (replacing a previous owner's).
     pub fn create(

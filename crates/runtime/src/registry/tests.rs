@@ -613,3 +613,28 @@ fn a_writer_removes_the_kept_stats_files_of_dead_processes() {
     assert!(!dead.exists(), "a dead process's kept file is removed");
     assert!(live.exists(), "a live process removes its own");
 }
+
+#[test]
+fn the_stale_sweep_removes_only_kept_files_of_dead_processes() {
+    let d = tempfile::tempdir().unwrap();
+    let procs = d.path();
+    let own = std::process::id();
+    let names = [
+        ".tmp-stale-4194305-1".to_string(), // dead (beyond any pid_max)
+        ".tmp-stale-4194306-3".to_string(), // dead
+        format!(".tmp-stale-{own}-2"),      // alive: its owner removes it
+        ".tmp-0-4194305".to_string(),       // a creation in progress, not a kept file
+        "0".to_string(),                    // a stats file
+    ];
+    for n in &names {
+        std::fs::write(procs.join(n), b"x").unwrap();
+    }
+    assert_eq!(procstats::remove_dead_stale(procs), 2);
+    let left: std::collections::BTreeSet<String> = std::fs::read_dir(procs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let want: std::collections::BTreeSet<String> = names[2..].iter().cloned().collect();
+    assert_eq!(left, want);
+    assert_eq!(procstats::remove_dead_stale(&procs.join("missing")), 0);
+}
