@@ -86,10 +86,14 @@ fn ps_lists_a_live_process_with_exact_counts_and_its_failed_object() {
         .expect("spawn");
     let pid = child.id();
     // The one allocation before READY is over the 50-byte limit: seen once, denied once.
+    // `ps` reads the process table, then the process's stats file: a reading that began
+    // during the process's initialisation can pair a table entry from before its
+    // acknowledgement with counts from after, so wait for both.
     let p = wait_for(&home, pid, "its first allocation", |p| {
-        p["attach_points"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|x| x["calls"] == 1))
+        p["up_to_date"] == true
+            && p["attach_points"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x["calls"] == 1))
     });
     let alloc = point(&p, "cuMemAlloc");
     assert_eq!(

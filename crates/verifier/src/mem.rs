@@ -140,12 +140,15 @@ impl std::fmt::Display for Region<'_> {
     }
 }
 
+/// A ring-buffer record, in messages.
+const RINGBUF_RECORD: Region<'static> = Region::Named("ring-buffer record");
+
 fn region_name<'a>(env: &Env<'a>, ty: RegType) -> Region<'a> {
     match ty {
         RegType::MapValue { map } => {
             Region::MapValue(env.maps.get(map as usize).map_or("?", |m| m.name.as_str()))
         }
-        RegType::RingbufMem { .. } => Region::Named("ring-buffer record"),
+        RegType::RingbufMem { .. } => RINGBUF_RECORD,
         RegType::Stack { .. } => Region::Named("stack"),
         RegType::Ctx => Region::Named("ctx"),
         t => Region::Named(t.name()),
@@ -192,14 +195,7 @@ pub fn load(
             Reg::scalar(Scalar::unknown_bytes(n))
         }
         RegType::RingbufMem { size } => {
-            bounds(
-                src,
-                &base,
-                off,
-                n.into(),
-                size.into(),
-                Region::Named("ring-buffer record"),
-            )?;
+            bounds(src, &base, off, n.into(), size.into(), RINGBUF_RECORD)?;
             Reg::scalar(Scalar::unknown_bytes(n))
         }
         RegType::Stack { frame } => stack_access(env, st, src, &base, frame, off, n, None)?,
@@ -261,14 +257,7 @@ pub fn store(
             leak(name)?;
         }
         RegType::RingbufMem { size } => {
-            bounds(
-                dst,
-                &base,
-                off,
-                n.into(),
-                size.into(),
-                Region::Named("ring-buffer record"),
-            )?;
+            bounds(dst, &base, off, n.into(), size.into(), RINGBUF_RECORD)?;
             leak(Region::Named("a ring-buffer record"))?;
         }
         RegType::Stack { frame } => {
@@ -599,14 +588,7 @@ pub fn helper_mem(
         }
         RegType::RingbufMem { size } => {
             if size_max > 0 {
-                bounds(
-                    regno,
-                    &base,
-                    0,
-                    size_max,
-                    size.into(),
-                    Region::Named("ring-buffer record"),
-                )?;
+                bounds(regno, &base, 0, size_max, size.into(), RINGBUF_RECORD)?;
             }
             Ok(())
         }
