@@ -494,14 +494,10 @@ impl PolicySet {
             })
             .collect();
         let (opened, built) = super::parallel::par_groups(
-            snap.objects.len(),
+            &snap.objects,
             &items,
             |(prec, _)| prec.insn_count,
-            |i| {
-                let rec = snap.objects.get(i).ok_or_else(|| DispatchError::Object {
-                    object: String::new(),
-                    message: "object index out of range".into(),
-                })?;
+            |rec| {
                 let loaded = LoadedObject::open(reg, rec)?;
                 for prec in &rec.programs {
                     // A recorded program missing from the object is an error even without

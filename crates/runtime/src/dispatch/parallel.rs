@@ -90,33 +90,34 @@ impl Drop for Opening<'_> {
     }
 }
 
-/// Opens `groups` groups (`open(g)`) and builds every item `(g, item)` of `items` with its
-/// opened group (`build(&group, &item)`), on up to [`MAX_THREADS`] scoped threads (as many as
+/// Opens every group of `groups` (`open(&group)`) and builds every item `(g, item)` of
+/// `items` with its opened group, `groups[g]` (`build(&opened, &item)`), on up to [`MAX_THREADS`] scoped threads (as many as
 /// the machine has cores and there is work). A thread takes the costliest item whose group
 /// is open, else opens a group nobody has opened yet (the costliest first), else waits for
 /// one being opened — so building one group's items overlaps opening the others.
 /// Returns every group's `open` result and every item's build result, in item order (`None`
 /// for the items of a group that failed to open). One core, or a thread that cannot be
 /// started, means the caller's thread does the work.
-pub fn par_groups<G: Send + Sync, E: Send + Sync, I: Sync, R: Send>(
-    groups: usize,
+pub fn par_groups<T: Sync, G: Send + Sync, E: Send + Sync, I: Sync, R: Send>(
+    groups: &[T],
     items: &[(usize, I)],
     cost: impl Fn(&I) -> usize,
-    open: impl Fn(usize) -> Result<G, E> + Sync,
+    open: impl Fn(&T) -> Result<G, E> + Sync,
     build: impl Fn(&G, &I) -> R + Sync,
 ) -> (Vec<Result<G, E>>, Vec<Option<R>>) {
+    let n_groups = groups.len();
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let threads = (groups + items.len()).min(cores).min(MAX_THREADS);
-    let opened: Vec<OnceLock<Result<G, E>>> = (0..groups).map(|_| OnceLock::new()).collect();
+    let threads = (n_groups + items.len()).min(cores).min(MAX_THREADS);
+    let opened: Vec<OnceLock<Result<G, E>>> = groups.iter().map(|_| OnceLock::new()).collect();
     let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
-    let mut group_cost = vec![0usize; groups];
+    let mut group_cost = vec![0usize; n_groups];
     for (g, item) in items {
         if let Some(c) = group_cost.get_mut(*g) {
             *c = c.saturating_add(cost(item));
         }
     }
     let sched = Mutex::new(Sched {
-        groups: vec![Group::Unopened; groups],
+        groups: vec![Group::Unopened; n_groups],
         open_order: cost_order(&group_cost, |c| *c),
         pending: cost_order(items, |(_, i)| cost(i)),
     });
@@ -141,9 +142,10 @@ pub fn par_groups<G: Send + Sync, E: Send + Sync, I: Sync, R: Send>(
                     group: g,
                     ok: false,
                 };
-                opening.ok = opened
-                    .get(g)
-                    .is_some_and(|cell| cell.get_or_init(|| open(g)).is_ok());
+                opening.ok = match (opened.get(g), groups.get(g)) {
+                    (Some(cell), Some(group)) => cell.get_or_init(|| open(group)).is_ok(),
+                    _ => false,
+                };
             }
             Job::Build(i) => {
                 let Some((g, item)) = items.get(i) else {
@@ -209,11 +211,12 @@ mod tests {
         let opens = AtomicUsize::new(0);
         // Group 3 fails to open: its items are not built.
         let items: Vec<(usize, u64)> = (0..300).map(|i| (i % 5, i as u64)).collect();
+        let names: Vec<usize> = (0..5).collect();
         let (groups, built) = par_groups(
-            5,
+            &names,
             &items,
             |x| (*x % 11) as usize,
-            |g| {
+            |&g| {
                 opens.fetch_add(1, Ordering::Relaxed);
                 if g % 2 == 0 {
                     std::thread::yield_now();
@@ -240,10 +243,10 @@ mod tests {
         let items: Vec<(usize, u8)> = (0..50).map(|i| (i % 2, i as u8)).collect();
         let r = std::panic::catch_unwind(|| {
             par_groups(
-                2,
+                &[0usize, 1],
                 &items,
                 |_| 0,
-                |g| {
+                |&g| {
                     if g == 0 {
                         std::thread::sleep(std::time::Duration::from_millis(20));
                         panic!("open failed");
@@ -261,10 +264,13 @@ mod tests {
 
     #[test]
     fn groups_without_items_are_opened_and_no_work_finishes_at_once() {
-        let (groups, built) = par_groups(3, &[] as &[(usize, u8)], |_| 0, Ok::<_, ()>, |_, _| 0);
+        let no_items: &[(usize, u8)] = &[];
+        let (groups, built) =
+            par_groups(&[0, 1, 2], no_items, |_| 0, |&g| Ok::<_, ()>(g), |_, _| 0);
         assert_eq!(groups, [Ok(0), Ok(1), Ok(2)]);
         assert!(built.is_empty());
-        let (groups, built) = par_groups(0, &[] as &[(usize, u8)], |_| 0, Ok::<_, ()>, |_, _| 0);
+        let (groups, built) =
+            par_groups(&[] as &[u8], no_items, |_| 0, |&g| Ok::<_, ()>(g), |_, _| 0);
         assert!(groups.is_empty() && built.is_empty());
     }
 }
