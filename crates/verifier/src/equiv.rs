@@ -4,56 +4,35 @@
 use std::hash::{Hash, Hasher};
 
 use rustc_hash::FxHasher;
+use smallvec::SmallVec;
 
 use crate::state::{ByteKind, Frame, Reg, RegType, Slot, State};
 
 /// Consistent renaming of ids between an old and a current state.
+#[derive(Default)]
 struct IdMap {
-    /// The first pairs, without allocating (one comparison of states rarely meets more).
-    inline: [(u32, u32); IdMap::INLINE],
-    len: usize,
-    more: Vec<(u32, u32)>,
-}
-
-impl Default for IdMap {
-    fn default() -> Self {
-        Self {
-            inline: [(0, 0); Self::INLINE],
-            len: 0,
-            more: Vec::new(),
-        }
-    }
+    /// Inline for the first pairs (one comparison of states rarely meets more): no
+    /// allocation per comparison.
+    pairs: SmallVec<[(u32, u32); 16]>,
 }
 
 impl IdMap {
-    const INLINE: usize = 16;
-
-    fn pairs(&self) -> impl Iterator<Item = &(u32, u32)> {
-        self.inline.iter().take(self.len).chain(&self.more)
-    }
-
     /// Records/validates that old id `a` corresponds to current id `b` (a bijection).
     fn check(&mut self, a: u32, b: u32) -> bool {
         if a == 0 || b == 0 {
             return a == b;
         }
-        for &(x, y) in self.pairs() {
+        for &(x, y) in &self.pairs {
             if x == a || y == b {
                 return x == a && y == b;
             }
         }
-        match self.inline.get_mut(self.len) {
-            Some(slot) => {
-                *slot = (a, b);
-                self.len += 1;
-            }
-            None => self.more.push((a, b)),
-        }
+        self.pairs.push((a, b));
         true
     }
 
     fn get(&self, a: u32) -> Option<u32> {
-        self.pairs().find(|(x, _)| *x == a).map(|(_, y)| *y)
+        self.pairs.iter().find(|(x, _)| *x == a).map(|(_, y)| *y)
     }
 }
 
