@@ -30,8 +30,7 @@
 //! logged once per process; nothing here panics or unwinds into the application (the
 //! engines are entered through `catch_unwind`).
 
-use std::cell::{Cell, RefCell, UnsafeCell};
-use std::collections::BTreeMap;
+use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_void, CStr};
 use std::num::NonZeroUsize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -41,17 +40,13 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 use gpubpf_runtime::attach::abi::FLAG_CAPTURING;
-use gpubpf_runtime::dispatch::{AttachedProgram, Chain, Decision, RunRecorder, Stack};
+use gpubpf_runtime::dispatch::{Chain, Stack};
 use gpubpf_runtime::helper_table::STACK_SIZE;
-use gpubpf_runtime::maps::Map;
-use gpubpf_runtime::registry::audit::AuditRecord;
 use gpubpf_runtime::registry::monotonic_ns;
-use gpubpf_runtime::registry::procstats::{Counter, ProcStats};
+use gpubpf_runtime::registry::procstats::Counter;
 
 use crate::abi_types::CUresult;
-use crate::generated::{
-    CTX_GET_DEVICE, POINT_COUNT, POINT_IDS, STREAM_IS_CAPTURING, VARIANTS, VARIANT_COUNT,
-};
+use crate::generated::{CTX_GET_DEVICE, POINT_COUNT, STREAM_IS_CAPTURING, VARIANTS, VARIANT_COUNT};
 
 /// What a wrapper returns when the real driver function cannot be called: the driver
 /// library could not be opened or does not export the symbol (`CUDA_ERROR_NOT_FOUND`,
@@ -109,63 +104,49 @@ const CU_STREAM_PER_THREAD: usize = 0x2;
 /// `CU_STREAM_CAPTURE_STATUS_ACTIVE`.
 const CU_STREAM_CAPTURE_STATUS_ACTIVE: u32 = 1;
 
-/// Process id for `hdr.pid`, set at initialisation and in a forked child.
-static PID: AtomicU32 = AtomicU32::new(0);
+/// What every policed call reads of the process's state, in one cache line: in a real
+/// CUDA application the driver's own work between two calls evicts most of what a call
+/// touched, so each line a call reads costs a miss (docs/shim.md, "Cache lines of a
+/// policed call").
+#[repr(C, align(64))]
+struct Hot {
+    /// Process id for `hdr.pid`, set at initialisation and in a forked child.
+    pid: AtomicU32,
+    /// The process records its calls (`GPUBPF_RECORD`).
+    recording: AtomicBool,
+    /// The registry's "collect run statistics until" word (control block), null before
+    /// initialisation.
+    stats_until: AtomicPtr<AtomicU64>,
+    /// The last statistics deadline this process found expired: later calls skip the
+    /// clock until the registry's switch holds another one. Kept here, not by clearing the
+    /// shared word: another user's process maps a system registry's control block
+    /// read-only, and a store there would fault inside the application.
+    expired: AtomicU64,
+    /// The counters of this process's stats file ([`Counters::as_ptr`] of [`STATS`]'s),
+    /// null when it has none.
+    counters: AtomicPtr<AtomicU64>,
+}
+
+static HOT: Hot = Hot {
+    pid: AtomicU32::new(0),
+    recording: AtomicBool::new(false),
+    stats_until: AtomicPtr::new(null_mut()),
+    expired: AtomicU64::new(0),
+    counters: AtomicPtr::new(null_mut()),
+};
+
+/// Whether this process records its calls.
+#[inline(always)]
+pub fn recording() -> bool {
+    HOT.recording.load(Ordering::Relaxed)
+}
+
+/// Makes this process record its calls (`crate::record::start`, once its sink is set).
+pub fn set_recording() {
+    HOT.recording.store(true, Ordering::Release);
+}
 
 static FAULT_LOGGED: AtomicBool = AtomicBool::new(false);
-
-/// This process's stats file (`gpubpf ps`), leaked so that a call may use it without a
-/// reference count; null when the process has none (unregistered, or a forked child that
-/// has not re-initialised yet).
-static STATS: AtomicPtr<ProcStats> = AtomicPtr::new(null_mut());
-
-/// The registry's audit ring (`gpubpf audit`), leaked; null when the process has none.
-static AUDIT: AtomicPtr<Map> = AtomicPtr::new(null_mut());
-
-/// Makes `ring` the audit ring decisions are written to (leaked: calls in flight may still
-/// write to it).
-pub fn set_audit(ring: Arc<Map>) {
-    let old = AUDIT.swap(Arc::into_raw(ring).cast_mut(), Ordering::AcqRel);
-    // The old ring, if any, is leaked on purpose: a call in flight may still hold it.
-    let _ = old;
-}
-
-/// Writes one decision to the audit ring (a full ring drops it and counts the drop).
-#[cold]
-#[inline(never)]
-fn audit(ctx: &[u64], prog: &AttachedProgram, d: Decision) {
-    let p = AUDIT.load(Ordering::Acquire);
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: a non-null value was leaked by `set_audit` and is never freed.
-    let ring = unsafe { &*p };
-    let w0 = ctx.first().copied().unwrap_or(0);
-    let w2 = ctx.get(2).copied().unwrap_or(0);
-    let api_id = w0 as u32;
-    let rec = AuditRecord {
-        time_ns: monotonic_ns(),
-        realtime_ns: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)),
-        pid: w2 as u32,
-        tid: (w2 >> 32) as u32,
-        api_id,
-        api: gpubpf_runtime::attach::by_id(api_id)
-            .map_or_else(|| format!("api#{api_id}"), |a| a.name.to_string()),
-        phase: prog.phase.to_string(),
-        object: prog.object.clone(),
-        program: prog.name.clone(),
-        verdict: d.verdict,
-        previous: d.previous,
-        shadow: d.shadow,
-    };
-    let _ = ring.ringbuf_output(&rec.encode());
-}
-
-/// The registry's "collect run statistics until" word (control block), null before
-/// initialisation.
-static STATS_UNTIL: AtomicPtr<AtomicU64> = AtomicPtr::new(null_mut());
 
 /// Shard value of a thread that has not claimed a counter shard yet.
 const UNCLAIMED: u32 = u32::MAX;
@@ -194,26 +175,37 @@ struct Frame {
 
 /// Everything a thread keeps for the shim, in one thread-local so that a policed call
 /// looks it up once (a cdylib's thread-locals cost a `__tls_get_addr` call per access).
+///
+/// `repr(C, align(64))`: what every policed call reads and writes (the counters, ids,
+/// the stack's flag, the outermost call's frame) is the first cache line; the chain cache
+/// (one line per 8 points) and the BPF stack follow.
+#[repr(C, align(64))]
 struct ThreadState {
-    /// The BPF stack of this thread's policy runs.
-    stack: RefCell<Stack>,
     /// Depth of policy runs and shim initialisation on this thread; non-zero makes every
     /// driver call go straight to the driver.
     busy: Cell<u32>,
-    /// This thread's id for `hdr.tid`; 0 until first needed.
-    tid: Cell<u32>,
     /// Policed calls in flight on this thread (a call made while another one is inside its
     /// driver call, e.g. from a callback, nests).
     calls: Cell<u32>,
+    /// This thread's id for `hdr.tid`; 0 until first needed.
+    tid: Cell<u32>,
+    /// This thread's counter shard in the stats file ([`UNCLAIMED`] until first needed).
+    shard: Cell<u32>,
+    /// The BPF stack is lent out ([`ThreadState::with_stack`]).
+    stack_lent: Cell<bool>,
+    /// Entry time and refusal of the calls in flight, by depth.
+    frames: [Cell<Frame>; FRAMES],
     /// The chain this thread last used, per attach point. Only an outermost policed call
     /// (`calls` was 0) touches it, and nothing replaces the entry it holds until it has
     /// left (nested calls hold their chains by references of their own).
     cache: UnsafeCell<[Option<Arc<Chain>>; POINT_COUNT]>,
-    /// Entry time and refusal of the calls in flight, by depth.
-    frames: [Cell<Frame>; FRAMES],
-    /// This thread's counter shard in the stats file ([`UNCLAIMED`] until first needed).
-    shard: Cell<u32>,
+    /// The BPF stack of this thread's policy runs.
+    stack: UnsafeCell<Stack>,
 }
+
+// The fields before `frames` and the outermost call's frame share the first line.
+const _: () =
+    assert!(std::mem::offset_of!(ThreadState, frames) + std::mem::size_of::<Frame>() <= 64);
 
 impl Drop for ThreadState {
     fn drop(&mut self) {
@@ -229,11 +221,11 @@ impl Drop for ThreadState {
 thread_local! {
     static THREAD: ThreadState = const {
         ThreadState {
-            stack: RefCell::new(Stack([0; STACK_SIZE])),
             busy: Cell::new(0),
-            tid: Cell::new(0),
             calls: Cell::new(0),
-            cache: UnsafeCell::new([const { None }; POINT_COUNT]),
+            tid: Cell::new(0),
+            shard: Cell::new(UNCLAIMED),
+            stack_lent: Cell::new(false),
             frames: [const {
                 Cell::new(Frame {
                     t_entry: 0,
@@ -241,7 +233,8 @@ thread_local! {
                     caller: 0,
                 })
             }; FRAMES],
-            shard: Cell::new(UNCLAIMED),
+            cache: UnsafeCell::new([const { None }; POINT_COUNT]),
+            stack: UnsafeCell::new(Stack([0; STACK_SIZE])),
         }
     };
 }
@@ -270,19 +263,35 @@ impl ThreadState {
     /// panicked.
     #[inline(always)]
     fn with_stack<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> Option<R> {
-        let mut s = self.stack.try_borrow_mut().ok()?;
-        self.as_busy(|| f(&mut s))
+        if self.stack_lent.replace(true) {
+            return None;
+        }
+        // SAFETY: `stack_lent` was false, so no reference to the stack exists (only this
+        // function makes one, and it clears the flag after that reference is gone, also
+        // when `f` panics: `as_busy` catches it); the state is this thread's alone.
+        let stack = unsafe { &mut *self.stack.get() };
+        let r = self.as_busy(|| f(stack));
+        self.stack_lent.set(false);
+        r
     }
 
-    /// This thread's counter shard in `stats`, claimed on first use.
-    fn shard(&self, stats: &ProcStats) -> u32 {
+    /// This thread's counter shard in the stats file, claimed on first use; `None` while
+    /// the process has no stats file.
+    #[inline(always)]
+    fn shard(&self) -> Option<u32> {
         let s = self.shard.get();
         if s != UNCLAIMED {
-            return s;
+            return Some(s);
         }
-        let s = stats.claim_shard(self.tid());
+        self.claim_shard()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn claim_shard(&self) -> Option<u32> {
+        let s = stats()?.claim_shard(self.tid());
         self.shard.set(s);
-        s
+        Some(s)
     }
 
     fn tid(&self) -> u32 {
@@ -402,117 +411,12 @@ fn note_faults(faults: u32) {
 /// calling thread's cached thread id and counter shard; a forked child also stops counting
 /// into its parent's stats file until it has one of its own. Async-signal-safe.
 pub fn set_pid(pid: u32) {
-    PID.store(pid, Ordering::Relaxed);
+    HOT.pid.store(pid, Ordering::Relaxed);
+    HOT.counters.store(null_mut(), Ordering::Release);
     STATS.store(null_mut(), Ordering::Release);
     if let Some(t) = thread_state() {
         t.tid.set(0);
         t.shard.set(UNCLAIMED);
-    }
-}
-
-/// Makes `stats` this process's stats file (leaked: calls in flight may still count into
-/// it, so it is never unmapped) and `until` the registry's statistics switch.
-pub fn set_stats(stats: Option<ProcStats>, until: &'static AtomicU64) {
-    STATS_UNTIL.store((until as *const AtomicU64).cast_mut(), Ordering::Release);
-    let p = stats.map_or(null_mut(), |s| Box::into_raw(Box::new(s)));
-    STATS.store(p, Ordering::Release);
-}
-
-/// This process's stats file, if it has one.
-pub fn current_stats() -> Option<&'static ProcStats> {
-    stats()
-}
-
-fn stats() -> Option<&'static ProcStats> {
-    let p = STATS.load(Ordering::Acquire);
-    // SAFETY: a non-null value was leaked by `set_stats` and is never freed.
-    (!p.is_null()).then(|| unsafe { &*p })
-}
-
-/// The last statistics deadline this process found expired: later calls skip the clock
-/// until the registry's switch holds another one. Kept here, not by clearing the shared
-/// word: another user's process maps a system registry's control block read-only, and a
-/// store there would fault inside the application.
-static EXPIRED: AtomicU64 = AtomicU64::new(0);
-
-/// Whether run statistics are being collected now: the registry's switch holds a deadline
-/// in the future.
-#[inline]
-fn timing() -> bool {
-    let p = STATS_UNTIL.load(Ordering::Relaxed);
-    if p.is_null() {
-        return false;
-    }
-    // SAFETY: set from the registry's control block, which lives (leaked in a `OnceLock`)
-    // for the rest of the process.
-    let until = unsafe { &*p };
-    let deadline = until.load(Ordering::Relaxed);
-    if deadline == 0 || deadline == EXPIRED.load(Ordering::Relaxed) {
-        return false;
-    }
-    if monotonic_ns() < deadline {
-        return true;
-    }
-    EXPIRED.store(deadline, Ordering::Relaxed);
-    false
-}
-
-/// Counts into this thread's shard of the stats file.
-struct Recorder {
-    stats: Option<(&'static ProcStats, u32)>,
-    timing: bool,
-}
-
-impl Recorder {
-    #[inline(always)]
-    fn new(thread: &ThreadState) -> Self {
-        match stats() {
-            Some(s) => Recorder {
-                stats: Some((s, thread.shard(s))),
-                timing: timing(),
-            },
-            None => Recorder {
-                stats: None,
-                timing: false,
-            },
-        }
-    }
-
-    #[inline]
-    fn add(&self, c: impl FnOnce(u32) -> Counter, slot: Option<u32>) {
-        if let (Some((s, shard)), Some(slot)) = (self.stats, slot) {
-            s.add(shard, c(slot), 1);
-        }
-    }
-}
-
-impl RunRecorder for Recorder {
-    #[inline]
-    fn start(&mut self) -> Option<u64> {
-        self.timing.then(monotonic_ns)
-    }
-
-    #[inline]
-    fn finish(&mut self, slot: Option<u32>, start: Option<u64>, fault: bool) {
-        let (Some((s, shard)), Some(q)) = (self.stats, slot) else {
-            return;
-        };
-        if let Some(t0) = start {
-            s.add(shard, Counter::runs(q), 1);
-            s.add(shard, Counter::run_ns(q), monotonic_ns().saturating_sub(t0));
-        }
-        if fault {
-            s.add(shard, Counter::faults(q), 1);
-        }
-    }
-
-    fn decision(&mut self, ctx: &[u64], prog: &AttachedProgram, d: Decision) {
-        if d.shadow {
-            if let (Some((s, shard)), Some(q)) = (self.stats, prog.stats_slot) {
-                s.add(shard, Counter::shadow_denied(q), 1);
-            }
-        }
-        audit(ctx, prog, d);
     }
 }
 
@@ -595,7 +499,7 @@ impl Policed {
         [
             u64::from(api_id),
             u64::from(device as u32) | (u64::from(flags) << 32),
-            u64::from(PID.load(Ordering::Relaxed)) | (u64::from(self.thread.tid()) << 32),
+            u64::from(HOT.pid.load(Ordering::Relaxed)) | (u64::from(self.thread.tid()) << 32),
             u64::from(variant) << 32,
         ]
     }
@@ -802,95 +706,14 @@ pub unsafe fn launch_from_config(config: *mut c_void, launch: &mut [u64]) {
     }
 }
 
-/// Publishes `chains` (by attach-point id): each point gets its chain or none. Calls in
-/// flight keep the chain they loaded; it is freed when the last of them has left.
-pub fn publish(mut chains: BTreeMap<u32, Chain>) {
-    // Recording: every point gets a chain (an empty one where nothing is attached), so that
-    // every wrapper takes the policed path and records its call.
-    let recording = crate::record::enabled();
-    for (slot, id) in SLOTS.iter().zip(POINT_IDS.iter()) {
-        let chain = chains.remove(id).or_else(|| recording.then(Chain::default));
-        match chain {
-            Some(chain) => {
-                let chain = Arc::new(chain);
-                let ptr = Arc::as_ptr(&chain).cast_mut();
-                slot.chain.store(Some(chain));
-                slot.hint.store(ptr, Ordering::Release);
-            }
-            None => {
-                slot.hint.store(null_mut(), Ordering::Release);
-                slot.chain.store(None);
-            }
-        }
-    }
-    for id in chains.keys() {
-        tracing::warn!(
-            api_id = id,
-            "programs for an attach point this shim does not know; ignored"
-        );
-    }
-}
+mod publish;
+mod stats;
 
-/// The chains published now, with their attach-point ids.
-pub fn published() -> Vec<(u32, Arc<Chain>)> {
-    SLOTS
-        .iter()
-        .zip(POINT_IDS.iter())
-        .filter_map(|(slot, id)| Some((*id, slot.chain.load_full()?)))
-        .collect()
-}
-
-/// Publishes `new` for attach point `id` in place of `old`, unless another chain was
-/// published there in between; returns whether it did. Calls in flight finish on `old`.
-pub fn replace(id: u32, old: &Arc<Chain>, new: Chain) -> bool {
-    let Some(slot) = POINT_IDS
-        .iter()
-        .position(|p| *p == id)
-        .and_then(|i| SLOTS.get(i))
-    else {
-        return false;
-    };
-    let new = Arc::new(new);
-    let ptr = Arc::as_ptr(&new).cast_mut();
-    let prev = slot.chain.compare_and_swap(Arc::as_ptr(old), Some(new));
-    let swapped = prev.as_ref().is_some_and(|p| Arc::ptr_eq(p, old));
-    if swapped {
-        slot.hint.store(ptr, Ordering::Release);
-    }
-    swapped
-}
-
-/// Sends every wrapper's next call to the slow path (which re-initialises a forked child);
-/// async-signal-safe (atomic stores only).
-pub fn force_slow_path() {
-    for slot in &SLOTS {
-        slot.hint.store(UNINIT, Ordering::Release);
-    }
-}
-
-/// Makes every point unpoliced (initialisation found nothing to run or failed).
-pub fn publish_nothing() {
-    publish(BTreeMap::new());
-}
-
-/// Makes every point refuse every call (`GPUBPF_FAIL=closed` and the registry cannot be
-/// read, so no policy can be enforced).
-pub fn publish_all_broken() {
-    publish(
-        POINT_IDS
-            .iter()
-            .map(|&id| {
-                (
-                    id,
-                    Chain {
-                        broken: true,
-                        ..Chain::default()
-                    },
-                )
-            })
-            .collect(),
-    );
-}
+pub use publish::{
+    force_slow_path, publish, publish_all_broken, publish_nothing, published, replace,
+};
+pub use stats::{current_stats, set_audit, set_stats};
+use stats::{stats, Recorder, STATS};
 
 #[cfg(test)]
 mod tests;

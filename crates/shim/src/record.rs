@@ -31,7 +31,6 @@ pub const FLUSH_AT: usize = 64 * 1024;
 /// Most bytes kept when writes fail.
 pub const MAX_BUFFER: usize = 4 * 1024 * 1024;
 
-static ENABLED: AtomicBool = AtomicBool::new(false);
 static ATEXIT: AtomicBool = AtomicBool::new(false);
 /// The current sink, leaked (calls in flight may still use it); null when not recording.
 static SINK: AtomicPtr<Sink> = AtomicPtr::new(std::ptr::null_mut());
@@ -73,7 +72,7 @@ impl Buffer {
 /// Whether this process records its calls.
 #[inline]
 pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
+    crate::hot::recording()
 }
 
 /// Starts recording when `GPUBPF_RECORD` is set (at initialisation, and in a forked child,
@@ -118,7 +117,7 @@ pub fn start(child: bool) {
     }));
     // The old sink (a parent's, in a forked child) is leaked: it is never flushed here.
     let _ = SINK.swap(sink, Ordering::AcqRel);
-    ENABLED.store(true, Ordering::Release);
+    crate::hot::set_recording();
     if !ATEXIT.swap(true, Ordering::Relaxed) {
         // SAFETY: registers a plain function without captured state.
         unsafe { libc::atexit(flush_at_exit) };

@@ -40,8 +40,10 @@ pub enum Tier {
     Interpreted,
 }
 
-/// The executable form of an attached program.
+/// The executable form of an attached program. `repr(C, u8)`: the tag, then the variant,
+/// so that a native program's entry point follows the tag (see [`AttachedProgram`]).
 #[derive(Debug)]
+#[repr(C, u8)]
 enum Code {
     Native(CompiledProgram),
     Interpreted(Box<Interpreter>),
@@ -59,21 +61,15 @@ pub enum RunError {
 }
 
 /// One verified program attached to one attach point.
+///
+/// `repr(C, align(64))`, with everything a run reads first: the ctx size, statistics slot,
+/// shadow flag, then the code (its tag, and a native program's entry point and iteration
+/// budget) all lie in the program's first cache line. A policed call in a real CUDA
+/// application finds few of its lines still cached after the driver's own work, so each
+/// line a call touches costs (docs/shim.md, "Cache lines of a policed call").
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct AttachedProgram {
-    /// Registry name of the object it came from.
-    pub object: String,
-    /// Program (function) name.
-    pub name: String,
-    /// Entry or exit.
-    pub phase: Phase,
-    /// Lower runs first.
-    pub priority: i32,
-    /// What the verifier reported when this process re-verified it.
-    pub stats: VerifyStats,
-    code: Code,
-    /// Keeps the maps the code addresses alive as long as the code may run.
-    prepared: PreparedProgram,
     /// Size of the ctx the program was verified against (its attach point's `ctx_size`).
     ctx_size: u32,
     /// Where the process counts this program's runs (the shim's statistics slot); `None`
@@ -82,7 +78,24 @@ pub struct AttachedProgram {
     /// Loaded with `load --shadow`: runs on a copy of the ctx, its decisions are reported
     /// ([`super::RunRecorder::decision`]) but never applied.
     pub shadow: bool,
+    /// Entry or exit.
+    pub phase: Phase,
+    code: Code,
+    /// Lower runs first.
+    pub priority: i32,
+    /// Registry name of the object it came from.
+    pub object: String,
+    /// Program (function) name.
+    pub name: String,
+    /// What the verifier reported when this process re-verified it.
+    pub stats: VerifyStats,
+    /// Keeps the maps the code addresses alive as long as the code may run.
+    prepared: PreparedProgram,
 }
+
+// A run's fields, the code's tag and a native program's entry point and iteration budget
+// (the first two fields of `CompiledProgram`, after the tag's 8 bytes) fit the first line.
+const _: () = assert!(std::mem::offset_of!(AttachedProgram, code) + 8 + 16 <= 64);
 
 /// The parts of an [`AttachedProgram`] besides its code, as the build produced them.
 #[derive(Debug)]

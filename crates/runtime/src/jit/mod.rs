@@ -161,9 +161,16 @@ const _: () = {
 };
 
 /// A compiled program: owns its read + execute code pages and frees them on drop.
+///
+/// `repr(C)` with what a run reads first: a run touches `entry` and `iteration_budget`
+/// only, and a caller that embeds the program at the start of a cache line (the
+/// dispatcher's `AttachedProgram`) keeps them in that line.
+#[repr(C)]
 pub struct CompiledProgram {
-    code: ExecutableCode,
     entry: EntryFn,
+    /// Iterations per run (see [`CompiledProgram::with_iteration_budget`]).
+    iteration_budget: u64,
+    code: ExecutableCode,
     code_size: usize,
     functions: usize,
     /// Code offsets of each BPF function, then of the entry trampoline (in layout order,
@@ -172,8 +179,6 @@ pub struct CompiledProgram {
     /// `(code offset, pc)` at which each BPF instruction's code starts, sorted by offset.
     pc_map: Vec<(u32, u32)>,
     explicit_trap_sites: usize,
-    /// Iterations per run (see [`CompiledProgram::with_iteration_budget`]).
-    iteration_budget: u64,
 }
 
 impl fmt::Debug for CompiledProgram {

@@ -130,6 +130,45 @@ impl Counter {
     }
 }
 
+/// The counter shards of a stats file ([`ProcStats::counters`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Counters<'a> {
+    shards: &'a [AtomicU64],
+}
+
+impl<'a> Counters<'a> {
+    /// Adds `v` to counter `c` of shard `shard`. Shard 0 is shared (atomic addition); any
+    /// other is written only by the thread that claimed it (plain load and store).
+    #[inline]
+    pub fn add(self, shard: u32, c: Counter, v: u64) {
+        let i = (shard as usize).min(N_SHARDS - 1) * SHARD_WORDS + c.0 as usize;
+        if let Some(w) = self.shards.get(i) {
+            if shard == 0 {
+                w.fetch_add(v, Ordering::Relaxed);
+            } else {
+                w.store(w.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The address of the first counter, for [`Counters::from_ptr`].
+    pub fn as_ptr(self) -> *const AtomicU64 {
+        self.shards.as_ptr()
+    }
+
+    /// The counters [`Counters::as_ptr`] returned `p` for.
+    ///
+    /// # Safety
+    /// `p` is what `as_ptr` returned for the counters of a [`ProcStats`] that is still
+    /// mapped for `'a`.
+    pub unsafe fn from_ptr(p: *const AtomicU64) -> Self {
+        // SAFETY: per contract, `p` starts the shard area of a live mapping, which spans
+        // exactly the words after `SHARDS`.
+        let shards = unsafe { std::slice::from_raw_parts(p, TOTAL_WORDS - SHARDS) };
+        Self { shards }
+    }
+}
+
 /// A mapped stats file.
 #[derive(Debug)]
 pub struct ProcStats {
@@ -378,13 +417,14 @@ impl ProcStats {
     /// other is written only by the thread that claimed it (plain load and store).
     #[inline]
     pub fn add(&self, shard: u32, c: Counter, v: u64) {
-        let i = SHARDS + (shard as usize).min(N_SHARDS - 1) * SHARD_WORDS + c.0 as usize;
-        if let Some(w) = self.words().get(i) {
-            if shard == 0 {
-                w.fetch_add(v, Ordering::Relaxed);
-            } else {
-                w.store(w.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
-            }
+        self.counters().add(shard, c, v);
+    }
+
+    /// The counter shards of this file as one word (what a hot path keeps at hand instead
+    /// of this struct).
+    pub fn counters(&self) -> Counters<'_> {
+        Counters {
+            shards: self.words().get(SHARDS..).unwrap_or(&[]),
         }
     }
 

@@ -1,0 +1,181 @@
+//! The process's statistics (`gpubpf ps`: calls, refusals and program runs counted into
+//! this thread's shard of the stats file) and audit ring, as the hot path reaches them.
+
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use gpubpf_runtime::dispatch::{AttachedProgram, Decision, RunRecorder};
+use gpubpf_runtime::maps::Map;
+use gpubpf_runtime::registry::audit::AuditRecord;
+use gpubpf_runtime::registry::monotonic_ns;
+use gpubpf_runtime::registry::procstats::{Counter, Counters, ProcStats};
+
+use super::{ThreadState, HOT};
+
+/// This process's stats file (`gpubpf ps`), leaked so that a call may use it without a
+/// reference count; null when the process has none (unregistered, or a forked child that
+/// has not re-initialised yet).
+pub(super) static STATS: AtomicPtr<ProcStats> = AtomicPtr::new(null_mut());
+
+/// The registry's audit ring (`gpubpf audit`), leaked; null when the process has none.
+static AUDIT: AtomicPtr<Map> = AtomicPtr::new(null_mut());
+
+/// Makes `ring` the audit ring decisions are written to (leaked: calls in flight may still
+/// write to it).
+pub fn set_audit(ring: Arc<Map>) {
+    let old = AUDIT.swap(Arc::into_raw(ring).cast_mut(), Ordering::AcqRel);
+    // The old ring, if any, is leaked on purpose: a call in flight may still hold it.
+    let _ = old;
+}
+
+/// Writes one decision to the audit ring (a full ring drops it and counts the drop).
+#[cold]
+#[inline(never)]
+fn audit(ctx: &[u64], prog: &AttachedProgram, d: Decision) {
+    let p = AUDIT.load(Ordering::Acquire);
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: a non-null value was leaked by `set_audit` and is never freed.
+    let ring = unsafe { &*p };
+    let w0 = ctx.first().copied().unwrap_or(0);
+    let w2 = ctx.get(2).copied().unwrap_or(0);
+    let api_id = w0 as u32;
+    let rec = AuditRecord {
+        time_ns: monotonic_ns(),
+        realtime_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)),
+        pid: w2 as u32,
+        tid: (w2 >> 32) as u32,
+        api_id,
+        api: gpubpf_runtime::attach::by_id(api_id)
+            .map_or_else(|| format!("api#{api_id}"), |a| a.name.to_string()),
+        phase: prog.phase.to_string(),
+        object: prog.object.clone(),
+        program: prog.name.clone(),
+        verdict: d.verdict,
+        previous: d.previous,
+        shadow: d.shadow,
+    };
+    let _ = ring.ringbuf_output(&rec.encode());
+}
+
+/// Makes `stats` this process's stats file (leaked: calls in flight may still count into
+/// it, so it is never unmapped) and `until` the registry's statistics switch.
+pub fn set_stats(stats: Option<ProcStats>, until: &'static AtomicU64) {
+    HOT.stats_until
+        .store((until as *const AtomicU64).cast_mut(), Ordering::Release);
+    let p = stats.map_or(null_mut(), |s| Box::into_raw(Box::new(s)));
+    STATS.store(p, Ordering::Release);
+    // SAFETY: a non-null `p` was just leaked and is never freed.
+    let counters = unsafe { p.as_ref() }.map_or(null_mut(), |s| s.counters().as_ptr().cast_mut());
+    HOT.counters.store(counters, Ordering::Release);
+}
+
+/// This process's stats file, if it has one.
+pub fn current_stats() -> Option<&'static ProcStats> {
+    stats()
+}
+
+pub(super) fn stats() -> Option<&'static ProcStats> {
+    let p = STATS.load(Ordering::Acquire);
+    // SAFETY: a non-null value was leaked by `set_stats` and is never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// The counters of this process's stats file, if it has one.
+#[inline(always)]
+fn counters() -> Option<Counters<'static>> {
+    let p = HOT.counters.load(Ordering::Acquire);
+    // SAFETY: a non-null value is `Counters::as_ptr` of a stats file `set_stats` leaked.
+    (!p.is_null()).then(|| unsafe { Counters::from_ptr(p) })
+}
+
+/// Whether run statistics are being collected now: the registry's switch holds a deadline
+/// in the future.
+#[inline]
+fn timing() -> bool {
+    let p = HOT.stats_until.load(Ordering::Relaxed);
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: set from the registry's control block, which lives (leaked in a `OnceLock`)
+    // for the rest of the process.
+    let until = unsafe { &*p };
+    let deadline = until.load(Ordering::Relaxed);
+    if deadline == 0 || deadline == HOT.expired.load(Ordering::Relaxed) {
+        return false;
+    }
+    if monotonic_ns() < deadline {
+        return true;
+    }
+    HOT.expired.store(deadline, Ordering::Relaxed);
+    false
+}
+
+/// Counts into this thread's shard of the stats file.
+pub(super) struct Recorder {
+    stats: Option<(Counters<'static>, u32)>,
+    timing: bool,
+}
+
+impl Recorder {
+    #[inline(always)]
+    pub(super) fn new(thread: &ThreadState) -> Self {
+        match counters() {
+            Some(c) => match thread.shard() {
+                Some(shard) => Recorder {
+                    stats: Some((c, shard)),
+                    timing: timing(),
+                },
+                None => Recorder {
+                    stats: None,
+                    timing: false,
+                },
+            },
+            None => Recorder {
+                stats: None,
+                timing: false,
+            },
+        }
+    }
+
+    #[inline]
+    pub(super) fn add(&self, c: impl FnOnce(u32) -> Counter, slot: Option<u32>) {
+        if let (Some((s, shard)), Some(slot)) = (self.stats, slot) {
+            s.add(shard, c(slot), 1);
+        }
+    }
+}
+
+impl RunRecorder for Recorder {
+    #[inline]
+    fn start(&mut self) -> Option<u64> {
+        self.timing.then(monotonic_ns)
+    }
+
+    #[inline]
+    fn finish(&mut self, slot: Option<u32>, start: Option<u64>, fault: bool) {
+        let (Some((s, shard)), Some(q)) = (self.stats, slot) else {
+            return;
+        };
+        if let Some(t0) = start {
+            s.add(shard, Counter::runs(q), 1);
+            s.add(shard, Counter::run_ns(q), monotonic_ns().saturating_sub(t0));
+        }
+        if fault {
+            s.add(shard, Counter::faults(q), 1);
+        }
+    }
+
+    fn decision(&mut self, ctx: &[u64], prog: &AttachedProgram, d: Decision) {
+        if d.shadow {
+            if let (Some((s, shard)), Some(q)) = (self.stats, prog.stats_slot) {
+                s.add(shard, Counter::shadow_denied(q), 1);
+            }
+        }
+        audit(ctx, prog, d);
+    }
+}
