@@ -3,7 +3,13 @@
 # interleaved): launch_bench runs ROUNDS loops of N empty-kernel launches under the shim;
 # between loops this script loads count_launch.o (`--wait`: applied before the next loop)
 # or unloads it, so even loops run with nothing attached and odd loops with the policy.
-# Prints the per-loop figures and `TOGGLE policy_ns=… none_ns=… added=…%`.
+# Prints the per-loop figures and `TOGGLE policy_ns=… none_ns=… added=…% paired=…ns (…%)`:
+# `added` compares the medians of the two kinds of loop; `paired` is the median over the
+# policy's loops of each one's difference from the mean of its two neighbours (nothing
+# attached), which cancels the machine's slow drifts (launches drift by ±10 % over
+# seconds there) and is the figure to read. TOGGLE_POLICY
+# names another object of DIST to toggle instead (e.g. pass_launch, an entry program that
+# does nothing).
 #   tests/gpu/workloads/launch_toggle.sh DIST LAUNCH_BENCH [ROUNDS=12] [N=100000]
 set -u
 DIST=$(realpath "$1")
@@ -11,9 +17,10 @@ BENCH=$2
 ROUNDS=${3:-12}
 N=${4:-100000}
 G="$DIST/gpubpf"
+POLICY=${TOGGLE_POLICY:-count_launch}
 WORK=$(mktemp -d)
 export GPUBPF_HOME="$WORK/registry"
-"$G" load "$DIST/count_launch.o" --name scratch >/dev/null && "$G" prog unload scratch >/dev/null
+"$G" load "$DIST/$POLICY.o" --name scratch >/dev/null && "$G" prog unload scratch >/dev/null
 LD_PRELOAD="$DIST/libgpubpf.so" "$BENCH" "$N" "$ROUNDS" 20000 "$WORK" >"$WORK/bench.txt" 2>&1 &
 pid=$!
 for r in $(seq 0 $((ROUNDS - 1))); do
@@ -23,7 +30,7 @@ for r in $(seq 0 $((ROUNDS - 1))); do
 		sleep 0.001
 	done
 	if [ $((r % 2)) = 0 ]; then
-		"$G" load "$DIST/count_launch.o" --name count --wait=30s >/dev/null
+		"$G" load "$DIST/$POLICY.o" --name count --wait=30s >/dev/null
 	else
 		"$G" prog unload count --wait=30s >/dev/null
 	fi
@@ -31,7 +38,7 @@ for r in $(seq 0 $((ROUNDS - 1))); do
 done
 wait $pid
 cat "$WORK/bench.txt"
-python3 - "$WORK/bench.txt" <<'PY'
+python3 - "$WORK/bench.txt" "$POLICY" <<'PY'
 import re, statistics, sys
 line = open(sys.argv[1]).read()
 m = re.search(r"rounds=([0-9.,]+)", line)
@@ -40,7 +47,13 @@ if not m:
 v = [float(x) for x in m.group(1).split(",")]
 none, pol = v[0::2], v[1::2]
 a, b = statistics.median(none), statistics.median(pol)
+diffs = []
+for i in range(1, len(v), 2):
+    around = v[i - 1:i] + v[i + 1:i + 2]
+    diffs.append(v[i] - sum(around) / len(around))
+d = statistics.median(diffs) if diffs else float("nan")
 print(f"TOGGLE policy_ns={b:.1f} none_ns={a:.1f} added={100 * (b / a - 1):+.2f}% "
+      f"paired={d:+.1f}ns ({100 * d / a:+.2f}%) "
       f"(one process, {len(v)} loops alternating; nothing attached {','.join(f'{x:.0f}' for x in none)}; "
-      f"count_launch {','.join(f'{x:.0f}' for x in pol)})")
+      f"{sys.argv[2]} {','.join(f'{x:.0f}' for x in pol)})")
 PY

@@ -285,7 +285,7 @@ fi
 
 # ---- 5. overhead: empty-kernel launches, interleaved ------------------------------------
 N_LO="launch-overhead-measured launch-overhead-under-1pct launch-count-exact"
-if section "$N_LO" 60 count_launch.o work/launch_bench; then
+if section "$N_LO" 100 count_launch.o work/launch_bench; then
 	out=$WORK/launch-setup.txt
 	: >"$out"
 	reg launch-nopol
@@ -301,14 +301,17 @@ if section "$N_LO" 60 count_launch.o work/launch_bench; then
 		GPUBPF_HOME=$H_COUNT LD_PRELOAD="$SHIM" timeout 60 "$WORK/launch_bench" >"$WORK/launch-C-$r.txt" 2>&1
 	done
 	GPUBPF_HOME=$H_COUNT timeout 30 "$G" -j maps dump count_launch.launches >"$WORK/launch-count.json" 2>>"$out"
-	cat "$WORK"/launch-[ABC]-*.txt "$WORK/launch-count.json" >>"$out"
+	# The goal's measurement: one process, count_launch.o loaded and unloaded between loops.
+	timeout 120 "$HERE/launch_toggle.sh" "$DIST" "$WORK/launch_bench" "${WL_TOGGLE_ROUNDS:-40}" 100000 \
+		>"$WORK/launch-toggle.txt" 2>&1
+	cat "$WORK"/launch-[ABC]-*.txt "$WORK/launch-count.json" "$WORK/launch-toggle.txt" >>"$out"
 	timeout 30 python3 "$HERE/summarize.py" launch "$WORK" >"$WORK/launch-summary.txt" 2>&1
 	collect $? "$WORK/launch-summary.txt" "$N_LO" "$out"
 fi
 
 # ---- 5. overhead: a PyTorch training step, interleaved ----------------------------------
 N_SO="torch-step-overhead-measured torch-step-overhead-under-1pct"
-if section "$N_SO" 100 torch quota.o trace.o; then
+if section "$N_SO" 150 torch quota.o trace.o; then
 	out=$WORK/step-setup.txt
 	: >"$out"
 	reg step-nopol
@@ -323,7 +326,12 @@ if section "$N_SO" 100 torch quota.o trace.o; then
 		GPUBPF_HOME=$H_NOPOL LD_PRELOAD="$SHIM" timeout 90 python3 "$HERE/torch_step_bench.py" >"$WORK/step-B-$r.txt" 2>&1
 		GPUBPF_HOME=$H_POL LD_PRELOAD="$SHIM" timeout 90 python3 "$HERE/torch_step_bench.py" >"$WORK/step-C-$r.txt" 2>&1
 	done
-	cat "$WORK"/step-[ABC]-*.txt >>"$out"
+	# The goal's measurement: one process, quota + trace loaded and unloaded between blocks.
+	reg step-toggle
+	gload "$out" "$DIST/trace.o" --name scratch && timeout 30 "$G" prog unload scratch >>"$out" 2>&1
+	LD_PRELOAD="$SHIM" timeout 150 python3 "$HERE/step_toggle.py" "$DIST" "${WL_TOGGLE_BLOCKS:-40}" 300 \
+		>"$WORK/step-toggle.txt" 2>&1
+	cat "$WORK"/step-[ABC]-*.txt "$WORK/step-toggle.txt" >>"$out"
 	timeout 30 python3 "$HERE/summarize.py" step "$WORK" >"$WORK/step-summary.txt" 2>&1
 	collect $? "$WORK/step-summary.txt" "$N_SO" "$out"
 fi

@@ -3,7 +3,9 @@ process, interleaved): the MLP of torch_step_bench.py runs BLOCKS blocks of STEP
 under the shim; before each odd block quota.o and trace.o are loaded (`gpubpf load --wait`:
 applied in this process before the block starts), before each even block unloaded, so the
 blocks alternate between nothing attached and the two policies. Prints the blocks and
-`TOGGLE step policies_ms=… none_ms=… added=…%`.
+`TOGGLE step policies_ms=… none_ms=… added=…% paired=…ms (…%)`: `added` compares the
+medians of the two kinds of block, `paired` is the median over the policy blocks of each
+one's difference from the mean of its two neighbours, which cancels the machine's drifts.
 
   step_toggle.py DIST [BLOCKS=16] [STEPS=300]   (GPUBPF_HOME: a scratch registry)"""
 import os
@@ -64,6 +66,13 @@ for b in range(blocks):
     ms.append(1000 * (time.perf_counter() - t0) / steps)
 none, pol = ms[0::2], ms[1::2]
 a, p = statistics.median(none), statistics.median(pol)
+# Each policy block against the mean of its neighbours (nothing attached): cancels drifts.
+diffs = []
+for i in range(1, len(ms), 2):
+    around = ms[i - 1:i] + ms[i + 1:i + 2]
+    diffs.append(ms[i] - sum(around) / len(around))
+d = statistics.median(diffs) if diffs else float("nan")
 print("blocks " + ",".join(f"{v:.4f}" for v in ms) + f" loss={loss.item():.6f}")
 print(f"TOGGLE step policies_ms={p:.4f} none_ms={a:.4f} added={100 * (p / a - 1):+.2f}% "
+      f"paired={d:+.4f}ms ({100 * d / a:+.2f}%) "
       f"(one process, {blocks} blocks of {steps} steps alternating)")

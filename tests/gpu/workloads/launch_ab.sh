@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Two shim builds, or two policies, side by side on the launch goal (issue #13 point 5):
+# runs launch_toggle.sh (one process, the policy loaded and unloaded between loops) for A
+# and B alternately, REPS times each, so that both meet the same machine state. A and B
+# are each DIST or DIST:POLICY (an object of DIST, default count_launch). Prints each
+# toggle's line prefixed with its name, then one `AB` line per side with the median of
+# its runs' paired figures (launch_toggle.sh).
+#   tests/gpu/workloads/launch_ab.sh A B LAUNCH_BENCH [REPS=3] [ROUNDS=40] [N=100000]
+set -u
+HERE=$(dirname "$0")
+A=$1 B=$2 BENCH=$3
+REPS=${4:-3} ROUNDS=${5:-40} N=${6:-100000}
+LOG=$(mktemp)
+for r in $(seq "$REPS"); do
+	for side in "$A" "$B"; do
+		d=${side%%:*} pol=count_launch
+		[ "$d" != "$side" ] && pol=${side#*:}
+		line=$(TOGGLE_POLICY=$pol "$HERE/launch_toggle.sh" "$d" "$BENCH" "$ROUNDS" "$N" | grep '^TOGGLE')
+		echo "$(basename "$d"):$pol rep=$r $line" | tee -a "$LOG"
+	done
+done
+name() { local d=${1%%:*}; local p=count_launch; [ "$d" != "$1" ] && p=${1#*:}; echo "$(basename "$d"):$p"; }
+python3 - "$LOG" "$(name "$A")" "$(name "$B")" <<'PY'
+import re, statistics, sys
+log, a, b = sys.argv[1:4]
+paired = {a: [], b: []}
+for line in open(log):
+    m = re.match(r"(\S+) rep=\d+ TOGGLE .* paired=([-+0-9.]+)ns \(([-+0-9.]+)%\)", line)
+    if m and m.group(1) in paired:
+        paired[m.group(1)].append((float(m.group(2)), float(m.group(3))))
+for k in (a, b):
+    if not paired[k]:
+        print(f"AB {k}: no toggle line"); continue
+    ns = statistics.median(x for x, _ in paired[k])
+    pc = statistics.median(y for _, y in paired[k])
+    print(f"AB {k}: paired median {ns:+.0f} ns ({pc:+.2f}%; runs "
+          f"{', '.join(f'{x:+.0f} ns' for x, _ in paired[k])})")
+PY
