@@ -80,6 +80,35 @@ const W_RESULT: usize = 3;
 /// the heap.
 const SHADOW_COPY_WORDS: usize = 64;
 
+/// A shadow entry program (`load --shadow`): runs on a copy of the ctx; its verdict is
+/// reported, never returned, and a fault never refuses the call.
+#[cold]
+#[inline(never)]
+fn entry_shadow(
+    p: &AttachedProgram,
+    ctx: &[u64],
+    stack: &mut Stack,
+    rec: &mut impl RunRecorder,
+    t: Option<u64>,
+    out: &mut EntryVerdict,
+) {
+    let (r, _) = run_on_copy(p, ctx, stack);
+    rec.finish(p.stats_slot, t, r.is_err());
+    match r {
+        Ok(0) => {}
+        Ok(v) => rec.decision(
+            ctx,
+            p,
+            Decision {
+                verdict: u32::try_from(v).unwrap_or(u32::MAX),
+                previous: None,
+                shadow: true,
+            },
+        ),
+        Err(_) => out.faults = out.faults.saturating_add(1),
+    }
+}
+
 /// Runs `p` on a copy of `ctx` (a shadow program: its writes are discarded); returns its
 /// return value and the copy's `hdr.result`.
 fn run_on_copy(
@@ -138,58 +167,64 @@ impl Chain {
         if let Some(w) = ctx.get_mut(W_PHASE) {
             set_high(w, Phase::Entry.ctx_value());
         }
+        // The loop keeps only what a program that lets the call through needs; shadow
+        // programs, refusals and faults are out of line, so that the common path's code is
+        // a few contiguous cache lines (docs/shim.md, "Cache lines of a policed call").
         for (i, p) in self.entry.iter().enumerate() {
             let t = rec.start();
             if p.shadow {
-                // Shadow: its verdict is reported, never returned; its writes to writable
-                // arguments land in a copy. A shadow fault never refuses the call.
-                let (r, _) = run_on_copy(p, ctx, stack);
-                rec.finish(p.stats_slot, t, r.is_err());
-                match r {
-                    Ok(0) => {}
-                    Ok(v) => rec.decision(
-                        ctx,
-                        p,
-                        Decision {
-                            verdict: u32::try_from(v).unwrap_or(u32::MAX),
-                            previous: None,
-                            shadow: true,
-                        },
-                    ),
-                    Err(_) => out.faults = out.faults.saturating_add(1),
-                }
+                entry_shadow(p, ctx, stack, rec, t, &mut out);
                 continue;
             }
             let r = p.run_words(ctx, stack);
             rec.finish(p.stats_slot, t, r.is_err());
-            match r {
-                Ok(0) => {}
-                Ok(v) => {
-                    // The verifier bounds entry verdicts to small CUresult values.
-                    out.verdict = u32::try_from(v).unwrap_or(u32::MAX);
-                    out.denied_by = Some(i);
-                    rec.decision(
-                        ctx,
-                        p,
-                        Decision {
-                            verdict: out.verdict,
-                            previous: None,
-                            shadow: false,
-                        },
-                    );
-                    break;
-                }
-                Err(_) => {
-                    out.faults = out.faults.saturating_add(1);
-                    if self.fail_closed {
-                        out.verdict = FAIL_CLOSED_RESULT;
-                        out.denied_by = Some(i);
-                        break;
-                    }
-                }
+            if !matches!(r, Ok(0)) && self.entry_stops(i, p, r, ctx, rec, &mut out) {
+                break;
             }
         }
         out
+    }
+
+    /// An entry program returned non-zero or failed: records the refusal or the fault;
+    /// whether the chain stops here.
+    #[cold]
+    #[inline(never)]
+    fn entry_stops(
+        &self,
+        i: usize,
+        p: &AttachedProgram,
+        r: Result<u64, WordsError>,
+        ctx: &[u64],
+        rec: &mut impl RunRecorder,
+        out: &mut EntryVerdict,
+    ) -> bool {
+        match r {
+            Ok(0) => false,
+            Ok(v) => {
+                // The verifier bounds entry verdicts to small CUresult values.
+                out.verdict = u32::try_from(v).unwrap_or(u32::MAX);
+                out.denied_by = Some(i);
+                rec.decision(
+                    ctx,
+                    p,
+                    Decision {
+                        verdict: out.verdict,
+                        previous: None,
+                        shadow: false,
+                    },
+                );
+                true
+            }
+            Err(_) => {
+                out.faults = out.faults.saturating_add(1);
+                if self.fail_closed {
+                    out.verdict = FAIL_CLOSED_RESULT;
+                    out.denied_by = Some(i);
+                    return true;
+                }
+                false
+            }
+        }
     }
 
     /// Exit programs on a ctx held in words, without allocating: sets `hdr.phase` to exit,

@@ -124,6 +124,8 @@ pub enum ExecError {
 
 impl ExecError {
     /// The error of `status` (`kind | pc << 8`) in a run with `budget`.
+    #[cold]
+    #[inline(never)]
     fn from_status(status: u64, budget: u64) -> Self {
         let pc = usize::try_from(status >> 8).unwrap_or(usize::MAX);
         match (status & 0xff) as i64 {

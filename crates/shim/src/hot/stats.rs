@@ -108,6 +108,14 @@ fn timing() -> bool {
     if deadline == 0 || deadline == HOT.expired.load(Ordering::Relaxed) {
         return false;
     }
+    timing_until(deadline)
+}
+
+/// Whether `deadline` (set, not known to be expired) is still in the future; records it as
+/// expired when it is not. Out of line: statistics are off on almost every call.
+#[cold]
+#[inline(never)]
+fn timing_until(deadline: u64) -> bool {
     if monotonic_ns() < deadline {
         return true;
     }
@@ -142,6 +150,22 @@ impl Recorder {
         }
     }
 
+    /// A run that was timed or failed: counts it (out of line, as both are rare).
+    #[cold]
+    #[inline(never)]
+    fn finish_counted(&self, slot: Option<u32>, start: Option<u64>, fault: bool) {
+        let (Some((s, shard)), Some(q)) = (self.stats, slot) else {
+            return;
+        };
+        if let Some(t0) = start {
+            s.add(shard, Counter::runs(q), 1);
+            s.add(shard, Counter::run_ns(q), monotonic_ns().saturating_sub(t0));
+        }
+        if fault {
+            s.add(shard, Counter::faults(q), 1);
+        }
+    }
+
     #[inline]
     pub(super) fn add(&self, c: impl FnOnce(u32) -> Counter, slot: Option<u32>) {
         if let (Some((s, shard)), Some(slot)) = (self.stats, slot) {
@@ -158,15 +182,8 @@ impl RunRecorder for Recorder {
 
     #[inline]
     fn finish(&mut self, slot: Option<u32>, start: Option<u64>, fault: bool) {
-        let (Some((s, shard)), Some(q)) = (self.stats, slot) else {
-            return;
-        };
-        if let Some(t0) = start {
-            s.add(shard, Counter::runs(q), 1);
-            s.add(shard, Counter::run_ns(q), monotonic_ns().saturating_sub(t0));
-        }
-        if fault {
-            s.add(shard, Counter::faults(q), 1);
+        if start.is_some() || fault {
+            self.finish_counted(slot, start, fault);
         }
     }
 
