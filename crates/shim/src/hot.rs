@@ -122,8 +122,8 @@ struct Hot {
     /// shared word: another user's process maps a system registry's control block
     /// read-only, and a store there would fault inside the application.
     expired: AtomicU64,
-    /// The counters of this process's stats file ([`Counters::as_ptr`] of [`STATS`]'s),
-    /// null when it has none.
+    /// The counters of this process's stats file (`Counters::as_ptr` of the one
+    /// `set_stats` leaked), null when it has none.
     counters: AtomicPtr<AtomicU64>,
 }
 
@@ -412,8 +412,7 @@ fn note_faults(faults: u32) {
 /// into its parent's stats file until it has one of its own. Async-signal-safe.
 pub fn set_pid(pid: u32) {
     HOT.pid.store(pid, Ordering::Relaxed);
-    HOT.counters.store(null_mut(), Ordering::Release);
-    STATS.store(null_mut(), Ordering::Release);
+    stats::forget_stats();
     if let Some(t) = thread_state() {
         t.tid.set(0);
         t.shard.set(UNCLAIMED);
@@ -713,7 +712,7 @@ pub use publish::{
     force_slow_path, publish, publish_all_broken, publish_nothing, published, replace,
 };
 pub use stats::{current_stats, set_audit, set_stats};
-use stats::{stats, Recorder, STATS};
+use stats::{stats, Recorder};
 
 #[cfg(test)]
 mod tests;

@@ -9,12 +9,25 @@ Figures, copied by run.sh:     FIGURE <name>: <text>
 """
 import json
 import os
+import statistics
 import struct
 import subprocess
 import sys
 import time
 
 GPUBPF = os.environ.get("GPUBPF", "gpubpf")
+
+
+def paired(values):
+    """The in-process toggles' figure (launch_toggle.sh, step_toggle.py): `values` alternate
+    nothing attached (even indices) and the policy (odd); the median over the policy's
+    entries of each one's difference from the mean of its neighbours, which cancels the
+    machine's slow drift. NaN without a policy entry."""
+    diffs = []
+    for i in range(1, len(values), 2):
+        around = values[i - 1:i] + values[i + 1:i + 2]
+        diffs.append(values[i] - sum(around) / len(around))
+    return statistics.median(diffs) if diffs else float("nan")
 
 
 def result(name, ok, detail):

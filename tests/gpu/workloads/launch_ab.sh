@@ -11,16 +11,17 @@ HERE=$(dirname "$0")
 A=$1 B=$2 BENCH=$3
 REPS=${4:-3} ROUNDS=${5:-40} N=${6:-100000}
 LOG=$(mktemp)
+dist_of() { echo "${1%%:*}"; }
+policy_of() { case $1 in *:*) echo "${1#*:}" ;; *) echo count_launch ;; esac; }
+name_of() { echo "$(basename "$(dist_of "$1")"):$(policy_of "$1")"; }
 for r in $(seq "$REPS"); do
 	for side in "$A" "$B"; do
-		d=${side%%:*} pol=count_launch
-		[ "$d" != "$side" ] && pol=${side#*:}
-		line=$(TOGGLE_POLICY=$pol "$HERE/launch_toggle.sh" "$d" "$BENCH" "$ROUNDS" "$N" | grep '^TOGGLE')
-		echo "$(basename "$d"):$pol rep=$r $line" | tee -a "$LOG"
+		line=$(TOGGLE_POLICY=$(policy_of "$side") "$HERE/launch_toggle.sh" "$(dist_of "$side")" \
+			"$BENCH" "$ROUNDS" "$N" | grep '^TOGGLE')
+		echo "$(name_of "$side") rep=$r $line" | tee -a "$LOG"
 	done
 done
-name() { local d=${1%%:*}; local p=count_launch; [ "$d" != "$1" ] && p=${1#*:}; echo "$(basename "$d"):$p"; }
-python3 - "$LOG" "$(name "$A")" "$(name "$B")" <<'PY'
+python3 - "$LOG" "$(name_of "$A")" "$(name_of "$B")" <<'PY'
 import re, statistics, sys
 log, a, b = sys.argv[1:4]
 paired = {a: [], b: []}

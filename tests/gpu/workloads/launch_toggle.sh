@@ -38,8 +38,10 @@ for r in $(seq 0 $((ROUNDS - 1))); do
 done
 wait $pid
 cat "$WORK/bench.txt"
-python3 - "$WORK/bench.txt" "$POLICY" <<'PY'
+python3 - "$WORK/bench.txt" "$POLICY" "$(dirname "$(realpath "$0")")" <<'PY'
 import re, statistics, sys
+sys.path.insert(0, sys.argv[3])
+from common import paired
 line = open(sys.argv[1]).read()
 m = re.search(r"rounds=([0-9.,]+)", line)
 if not m:
@@ -47,11 +49,7 @@ if not m:
 v = [float(x) for x in m.group(1).split(",")]
 none, pol = v[0::2], v[1::2]
 a, b = statistics.median(none), statistics.median(pol)
-diffs = []
-for i in range(1, len(v), 2):
-    around = v[i - 1:i] + v[i + 1:i + 2]
-    diffs.append(v[i] - sum(around) / len(around))
-d = statistics.median(diffs) if diffs else float("nan")
+d = paired(v)
 print(f"TOGGLE policy_ns={b:.1f} none_ns={a:.1f} added={100 * (b / a - 1):+.2f}% "
       f"paired={d:+.1f}ns ({100 * d / a:+.2f}%) "
       f"(one process, {len(v)} loops alternating; nothing attached {','.join(f'{x:.0f}' for x in none)}; "

@@ -16,6 +16,9 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import paired  # noqa: E402
+
 dist = sys.argv[1]
 blocks = int(sys.argv[2]) if len(sys.argv) > 2 else 16
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
@@ -66,12 +69,7 @@ for b in range(blocks):
     ms.append(1000 * (time.perf_counter() - t0) / steps)
 none, pol = ms[0::2], ms[1::2]
 a, p = statistics.median(none), statistics.median(pol)
-# Each policy block against the mean of its neighbours (nothing attached): cancels drifts.
-diffs = []
-for i in range(1, len(ms), 2):
-    around = ms[i - 1:i] + ms[i + 1:i + 2]
-    diffs.append(ms[i] - sum(around) / len(around))
-d = statistics.median(diffs) if diffs else float("nan")
+d = paired(ms)
 print("blocks " + ",".join(f"{v:.4f}" for v in ms) + f" loss={loss.item():.6f}")
 print(f"TOGGLE step policies_ms={p:.4f} none_ms={a:.4f} added={100 * (p / a - 1):+.2f}% "
       f"paired={d:+.4f}ms ({100 * d / a:+.2f}%) "

@@ -16,7 +16,7 @@ use super::{ThreadState, HOT};
 /// This process's stats file (`gpubpf ps`), leaked so that a call may use it without a
 /// reference count; null when the process has none (unregistered, or a forked child that
 /// has not re-initialised yet).
-pub(super) static STATS: AtomicPtr<ProcStats> = AtomicPtr::new(null_mut());
+static STATS: AtomicPtr<ProcStats> = AtomicPtr::new(null_mut());
 
 /// The registry's audit ring (`gpubpf audit`), leaked; null when the process has none.
 static AUDIT: AtomicPtr<Map> = AtomicPtr::new(null_mut());
@@ -72,6 +72,13 @@ pub fn set_stats(stats: Option<ProcStats>, until: &'static AtomicU64) {
     // SAFETY: a non-null `p` was just leaked and is never freed.
     let counters = unsafe { p.as_ref() }.map_or(null_mut(), |s| s.counters().as_ptr().cast_mut());
     HOT.counters.store(counters, Ordering::Release);
+}
+
+/// Stops counting into the stats file (a forked child, until it has one of its own).
+/// Async-signal-safe.
+pub(super) fn forget_stats() {
+    HOT.counters.store(null_mut(), Ordering::Release);
+    STATS.store(null_mut(), Ordering::Release);
 }
 
 /// This process's stats file, if it has one.
@@ -132,21 +139,10 @@ pub(super) struct Recorder {
 impl Recorder {
     #[inline(always)]
     pub(super) fn new(thread: &ThreadState) -> Self {
-        match counters() {
-            Some(c) => match thread.shard() {
-                Some(shard) => Recorder {
-                    stats: Some((c, shard)),
-                    timing: timing(),
-                },
-                None => Recorder {
-                    stats: None,
-                    timing: false,
-                },
-            },
-            None => Recorder {
-                stats: None,
-                timing: false,
-            },
+        let stats = counters().and_then(|c| Some((c, thread.shard()?)));
+        Recorder {
+            timing: stats.is_some() && timing(),
+            stats,
         }
     }
 
@@ -189,9 +185,7 @@ impl RunRecorder for Recorder {
 
     fn decision(&mut self, ctx: &[u64], prog: &AttachedProgram, d: Decision) {
         if d.shadow {
-            if let (Some((s, shard)), Some(q)) = (self.stats, prog.stats_slot) {
-                s.add(shard, Counter::shadow_denied(q), 1);
-            }
+            self.add(Counter::shadow_denied, prog.stats_slot);
         }
         audit(ctx, prog, d);
     }
