@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use gpubpf_runtime::attach::{self, Phase};
 use gpubpf_runtime::dispatch::{
-    AttachedProgram, Chain, CtxBuf, Decision, PolicySet, RunError, RunRecorder, Stack,
+    AttachedProgram, Chain, CtxBuf, Decision, PolicySet, RunError, RunRecorder, Stack, Tier,
     FAIL_CLOSED_RESULT,
 };
 use gpubpf_runtime::helper_table::RUN_ITERATION_BUDGET;
@@ -444,4 +444,153 @@ fn shadow_programs_decide_nothing_but_report_every_decision() {
     let (result, _) = chain.exit_words(&mut c, &mut stack, 0, true, &mut rec);
     assert_eq!(result, 0);
     assert_eq!(rec.0.len(), 2, "{:?}", rec.0);
+}
+
+/// What a recorder saw of a call: decisions (program, decision) and failed runs.
+#[derive(Default, Debug, PartialEq)]
+struct Seen {
+    decisions: Vec<(String, Decision)>,
+    failed_runs: usize,
+}
+
+/// A recorder that counts every run ([`RunRecorder::counts_runs`] true: the general path)
+/// or only what the lean path reports (false: the shim's common case).
+struct Watch {
+    every_run: bool,
+    seen: Seen,
+}
+
+impl RunRecorder for Watch {
+    fn counts_runs(&self) -> bool {
+        self.every_run
+    }
+    fn start(&mut self) -> Option<u64> {
+        self.every_run.then_some(1)
+    }
+    fn finish(&mut self, _: Option<u32>, _: Option<u64>, fault: bool) {
+        self.seen.failed_runs += usize::from(fault);
+    }
+    fn decision(&mut self, _: &[u64], prog: &AttachedProgram, d: Decision) {
+        self.seen.decisions.push((prog.name.clone(), d));
+    }
+}
+
+/// The shim's lean path (a recorder that does not count every run: native programs that
+/// let the call through run in a tight loop, anything else continues out of line from the
+/// program at hand) decides, reports and rewrites exactly as the general path, for chains
+/// mixing a faulting program, refusals, an exit override and a shadow program, on both
+/// engines and failing open or closed.
+#[test]
+fn lean_path_matches_the_general_path() {
+    let mixed = tempfile::tempdir().expect("tempdir");
+    let Some(faulting) = policy_set(
+        mixed.path(),
+        &[
+            ("nested_loops.bpf.c", "nested", 0),
+            ("veto_big.bpf.c", "big", 5),
+            ("veto_small.bpf.c", "small", 10),
+        ],
+    ) else {
+        return;
+    };
+    let shadowed = tempfile::tempdir().expect("tempdir");
+    assert!(load_with(
+        shadowed.path(),
+        "shadow_rewrite.bpf.c",
+        "shadowed",
+        0,
+        &["--shadow"]
+    ));
+    let shadow = policy_set(
+        shadowed.path(),
+        &[
+            ("veto_big.bpf.c", "big", 5),
+            ("veto_small.bpf.c", "small", 10),
+        ],
+    )
+    .expect("clang found above");
+    let passing = tempfile::tempdir().expect("tempdir");
+    let pass_only = policy_set(passing.path(), &[("veto_big.bpf.c", "big", 0)]).expect("built");
+    // Two exit programs that both change the result: forgive (5 -> 0), then
+    // override_alloc (-> 9), enforced.
+    let overriding = tempfile::tempdir().expect("tempdir");
+    let two_exits = policy_set(
+        overriding.path(),
+        &[
+            ("veto_small.bpf.c", "small", 0),
+            ("shadow_rewrite.bpf.c", "rewrite", 10),
+        ],
+    )
+    .expect("built");
+    let alloc = attach::resolve("cudaMalloc").expect("alias");
+    let size_slot = alloc.field("args.bytesize").expect("field").offset as usize / 8;
+    let helpers = standard_helpers();
+    let mut stack = Stack::new_boxed();
+    let mut cases = 0;
+    for (set, home) in [
+        (&faulting, mixed.path()),
+        (&shadow, shadowed.path()),
+        (&pass_only, passing.path()),
+        (&two_exits, overriding.path()),
+    ] {
+        let native = set
+            .chain(alloc)
+            .expect("chain")
+            .to_native(&helpers)
+            .expect("jit");
+        assert!(!native.interpreted());
+        // The same programs as a process's first build runs them: on the interpreter.
+        let reg = Registry::open(&home.join("reg")).expect("open registry");
+        let interpreted = PolicySet::load_each_in(&reg, &helpers, Tier::Interpreted)
+            .expect("build")
+            .0
+            .into_chains()
+            .remove(&alloc.id)
+            .expect("chain");
+        assert!(interpreted.interpreted());
+        for mut chain in [native, interpreted] {
+            for fail_closed in [false, true] {
+                chain.fail_closed = fail_closed;
+                for size in [1u64, 50, 150] {
+                    let run = |every_run: bool, stack: &mut Stack| {
+                        let mut c = vec![0u64; alloc.ctx_size as usize / 8];
+                        c[0] = 0x5eed;
+                        c[size_slot] = size;
+                        let mut rec = Watch {
+                            every_run,
+                            seen: Seen::default(),
+                        };
+                        let v = chain.entry_words(&mut c, stack, &mut rec);
+                        let after_entry = c.clone();
+                        let exit = chain.exit_words(&mut c, stack, v.verdict, false, &mut rec);
+                        (v, after_entry, exit, c, rec.seen)
+                    };
+                    let general = run(true, &mut stack);
+                    let lean = run(false, &mut stack);
+                    assert_eq!(lean, general, "size {size}, fail_closed {fail_closed}");
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 48);
+    // The cases above reach every out-of-line branch: a fault, a refusal after a program
+    // that let the call through, a shadow program first, an exit override.
+    let mut c = vec![0u64; alloc.ctx_size as usize / 8];
+    c[size_slot] = 150;
+    let chain = faulting
+        .chain(alloc)
+        .expect("chain")
+        .to_native(&helpers)
+        .expect("jit");
+    let mut rec = Watch {
+        every_run: false,
+        seen: Seen::default(),
+    };
+    let v = chain.entry_words(&mut c, &mut stack, &mut rec);
+    assert_eq!((v.verdict, v.denied_by, v.faults), (7, Some(1), 1));
+    let (result, faults) = chain.exit_words(&mut c, &mut stack, 5, false, &mut rec);
+    assert_eq!((result, faults), (0, 0), "forgive turns 5 into 0");
+    assert_eq!(rec.seen.failed_runs, 1);
+    assert_eq!(rec.seen.decisions.len(), 2, "{:?}", rec.seen.decisions);
 }

@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 use gpubpf_runtime::attach::abi::FLAG_CAPTURING;
-use gpubpf_runtime::dispatch::{Chain, Stack};
+use gpubpf_runtime::dispatch::{Chain, EntryVerdict, Stack};
 use gpubpf_runtime::helper_table::STACK_SIZE;
 use gpubpf_runtime::registry::monotonic_ns;
 use gpubpf_runtime::registry::procstats::Counter;
@@ -209,6 +209,7 @@ const _: () =
 
 impl Drop for ThreadState {
     fn drop(&mut self) {
+        thread_ptr::set(std::ptr::null());
         let shard = self.shard.replace(UNCLAIMED);
         if shard != UNCLAIMED {
             if let Some(stats) = stats() {
@@ -240,14 +241,30 @@ thread_local! {
 }
 
 /// This thread's state, `None` while the thread is being torn down.
+#[inline(always)]
 fn thread_state() -> Option<&'static ThreadState> {
-    // SAFETY: `try_with` hands out the state only before its destructor has started; the
+    let p = thread_ptr::get();
+    if p.is_null() {
+        return thread_state_first();
+    }
+    // SAFETY: a non-null pointer was recorded by `thread_state_first` from this thread's
+    // live state and is nulled by its destructor before the state goes away; see there.
+    Some(unsafe { &*p })
+}
+
+/// The thread's first call (or one during its teardown): takes the state from the
+/// thread-local and records its address for the next calls ([`thread_ptr`]).
+#[cold]
+#[inline(never)]
+fn thread_state_first() -> Option<&'static ThreadState> {
+    let p = THREAD.try_with(|t| t as *const ThreadState).ok()?;
+    thread_ptr::set(p);
+    // SAFETY: `try_with` hands out the state only before its destructor has started, and
+    // the destructor (`Drop for ThreadState`) nulls the recorded pointer first; the
     // reference is only used by this thread (`Policed`, which carries it, is neither `Send`
     // nor `Sync`) and never outlives the driver call that took it, during which the
     // thread's destructors cannot run.
-    THREAD
-        .try_with(|t| unsafe { &*(t as *const ThreadState) })
-        .ok()
+    Some(unsafe { &*p })
 }
 
 impl ThreadState {
@@ -373,23 +390,25 @@ fn policed_slow(point: usize) -> Option<Policed> {
     let tag = (depth as usize).min(DEPTH_MASK);
     let tagged = NonZeroUsize::new(chain as usize | tag)?;
     thread.calls.set(depth.saturating_add(1));
-    if let Some(f) = thread.frames.get(tag) {
-        f.set(Frame {
-            t_entry: record_start(),
-            refused: false,
-            caller: 0,
-        });
+    // Only a recording process reads a frame's entry time and refusal (`Policed::exit`);
+    // the caller's address is written by `capture_caller` before it is read. A process
+    // never stops recording, so a frame not written here still holds no entry time.
+    if recording() {
+        record_start(thread, tag);
     }
     Some(Policed { tagged, thread })
 }
 
-/// The entry timestamp of a recorded call; 0 when the process does not record.
-#[inline]
-fn record_start() -> u64 {
-    if crate::record::enabled() {
-        monotonic_ns().max(1)
-    } else {
-        0
+/// Starts the frame of a recorded call at depth `tag`.
+#[cold]
+#[inline(never)]
+fn record_start(thread: &ThreadState, tag: usize) {
+    if let Some(f) = thread.frames.get(tag) {
+        f.set(Frame {
+            t_entry: monotonic_ns().max(1),
+            refused: false,
+            caller: 0,
+        });
     }
 }
 
@@ -399,8 +418,17 @@ pub fn as_busy<R>(f: impl FnOnce() -> R) -> Option<R> {
     thread_state()?.as_busy(f)
 }
 
+#[inline(always)]
 fn note_faults(faults: u32) {
-    if faults > 0 && !FAULT_LOGGED.swap(true, Ordering::Relaxed) {
+    if faults > 0 {
+        log_fault_once();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn log_fault_once() {
+    if !FAULT_LOGGED.swap(true, Ordering::Relaxed) {
         tracing::warn!(
             "a policy program failed at run time; it counts as verdict 0 (logged once per process)"
         );
@@ -554,11 +582,22 @@ impl Policed {
         let v = self
             .thread
             .with_stack(|stack| chain.entry_words(c, stack, &mut rec))?;
+        if v.verdict == 0 && v.faults == 0 {
+            return None;
+        }
+        self.entry_stopped(v, &rec)
+    }
+
+    /// An entry program refused the call or failed: logs a fault once, counts and notes
+    /// the refusal.
+    #[cold]
+    #[inline(never)]
+    fn entry_stopped(&self, v: EntryVerdict, rec: &Recorder) -> Option<CUresult> {
         note_faults(v.faults);
         if v.verdict == 0 {
             return None;
         }
-        rec.add(Counter::denied, chain.stats_slot);
+        rec.add(Counter::denied, self.chain().stats_slot);
         if let Some(f) = self.frame() {
             f.set(Frame {
                 refused: true,
@@ -707,6 +746,7 @@ pub unsafe fn launch_from_config(config: *mut c_void, launch: &mut [u64]) {
 
 mod publish;
 mod stats;
+mod thread_ptr;
 
 pub use publish::{
     force_slow_path, publish, publish_all_broken, publish_nothing, published, replace,

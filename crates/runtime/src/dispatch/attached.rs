@@ -213,6 +213,37 @@ impl AttachedProgram {
         }
     }
 
+    /// Runs a native program on a ctx of words: its return value and run status
+    /// ([`CompiledProgram::execute_raw`]); `None`, without running, when the program runs
+    /// on the interpreter or `ctx` is shorter than its layout (which
+    /// [`AttachedProgram::run_words`] handles).
+    #[inline(always)]
+    pub fn native_words(&self, ctx: &mut [u64], stack: &mut Stack) -> Option<(u64, u64)> {
+        let Code::Native(c) = &self.code else {
+            return None;
+        };
+        if ctx.len().saturating_mul(8) < self.ctx_size as usize {
+            return None;
+        }
+        // SAFETY: as in `run_words`: verified against the layout of its attach point, which
+        // spans `ctx_size` bytes, and `ctx` (8-byte aligned) is at least that long.
+        // `self.prepared` keeps the maps alive; `stack` is a full `STACK_SIZE` area.
+        Some(unsafe { c.execute_raw([ctx.as_mut_ptr() as u64, 0, 0, 0, 0], &mut stack.0) })
+    }
+
+    /// What [`AttachedProgram::run_words`] returns for a native run that ended with
+    /// `value` and `status` ([`AttachedProgram::native_words`]).
+    #[cold]
+    #[inline(never)]
+    pub fn native_result(&self, value: u64, status: u64) -> Result<u64, WordsError> {
+        match &self.code {
+            Code::Native(c) if status != 0 => {
+                Err(WordsError::Exec(RunError::Native(c.status_error(status))))
+            }
+            _ => Ok(value),
+        }
+    }
+
     /// # Safety
     /// `ctx` points to `ctx_size` writable, 8-byte aligned bytes laid out as the program's
     /// attach point says.

@@ -9,7 +9,9 @@
 //! - [`CtxBuf`] is the ctx of one call, laid out as `attach` describes (header, argument
 //!   slots, out-values).
 //! - [`Chain::call`] runs entry programs (first non-zero verdict wins and skips the real
-//!   call), the real call, then exit programs (which may override `hdr.result`).
+//!   call), the real call, then exit programs (which may override `hdr.result`);
+//!   [`Chain::entry_words`] and [`Chain::exit_words`] do the same on a ctx of words without
+//!   allocating, around the shim's own real call.
 //!
 //! The `gpubpf demo` command drives a mock CUDA driver through this module; the shim's
 //! wrappers will do the same around the real driver.
@@ -19,14 +21,13 @@ mod build;
 mod chain;
 mod ctx;
 mod parallel;
+mod words;
 
 pub use attached::{AttachedProgram, RunError, Stack, Tier, WordsError};
 pub use build::{BuiltProgram, LoadedObject, VerifiedProgram};
-pub use chain::{
-    CallOutcome, Chain, Decision, EntryVerdict, FailedObject, NoRecorder, PolicySet, RunRecorder,
-    FAIL_CLOSED_RESULT,
-};
+pub use chain::{CallOutcome, Chain, FailedObject, PolicySet};
 pub use ctx::CtxBuf;
+pub use words::{Decision, EntryVerdict, NoRecorder, RunRecorder, FAIL_CLOSED_RESULT};
 
 /// Errors building or running policies.
 #[derive(Debug, thiserror::Error)]

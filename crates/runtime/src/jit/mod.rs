@@ -243,6 +243,23 @@ impl CompiledProgram {
         args: [u64; 5],
         stack: &mut [u8; STACK_SIZE],
     ) -> Result<u64, ExecError> {
+        // SAFETY: forwarded contract.
+        let (r0, status) = unsafe { self.execute_raw(args, stack) };
+        if status == 0 {
+            Ok(r0)
+        } else {
+            Err(self.status_error(status))
+        }
+    }
+
+    /// Runs the program with `r1..r5 = args`; returns `r0` and the run's status: 0, or
+    /// what [`CompiledProgram::status_error`] turns into the error (the form the shim's
+    /// common path tests without building a `Result`).
+    ///
+    /// # Safety
+    /// As for [`CompiledProgram::execute`].
+    #[inline(always)]
+    pub unsafe fn execute_raw(&self, args: [u64; 5], stack: &mut [u8; STACK_SIZE]) -> (u64, u64) {
         let fp = stack.as_mut_ptr().wrapping_add(STACK_SIZE) as u64;
         let mut run = RunState {
             budget: self.iteration_budget,
@@ -253,11 +270,14 @@ impl CompiledProgram {
         // `self`; it follows the C ABI of `EntryFn`, and `run` outlives the call. Memory
         // safety of the program itself is the caller's contract.
         let r0 = unsafe { (self.entry)(&args, fp, &mut run) };
-        if run.status == 0 {
-            Ok(r0)
-        } else {
-            Err(ExecError::from_status(run.status, self.iteration_budget))
-        }
+        (r0, run.status)
+    }
+
+    /// The error of a run that ended with non-zero `status` ([`CompiledProgram::execute_raw`]).
+    #[cold]
+    #[inline(never)]
+    pub fn status_error(&self, status: u64) -> ExecError {
+        ExecError::from_status(status, self.iteration_budget)
     }
 
     /// Bytes of machine code (all functions and the entry trampoline).

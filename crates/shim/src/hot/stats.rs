@@ -171,6 +171,13 @@ impl Recorder {
 }
 
 impl RunRecorder for Recorder {
+    /// Runs are counted one by one only while run statistics are collected; a failed run
+    /// is counted either way (`finish`).
+    #[inline(always)]
+    fn counts_runs(&self) -> bool {
+        self.timing
+    }
+
     #[inline]
     fn start(&mut self) -> Option<u64> {
         self.timing.then(monotonic_ns)
