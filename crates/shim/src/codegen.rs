@@ -222,28 +222,22 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
         );
     }
     let _ = writeln!(out, "    const V: usize = {global};");
-    let _ = writeln!(
-        out,
-        "    let Some(policed) = hot::policed({point_index}) else {{"
-    );
-    let _ = writeln!(out, "        return match hot::real(V) {{");
-    let _ = writeln!(out, "            Some(real_fn) => {{");
-    let _ = writeln!(out, "{}", real_call("                "));
-    let _ = writeln!(out, "            }}");
-    let _ = writeln!(out, "            None => hot::NO_DRIVER,");
-    let _ = writeln!(out, "        }};");
-    let _ = writeln!(out, "    }};");
-    // The ctx is one array literal: header, argument slots, launch block, zeros for the
-    // rest (out-values), so that no word is stored twice.
-    let _ = writeln!(
-        out,
-        "    let h = policed.header({}, {vi}, {flags:#x});",
-        point.id
-    );
+    // Straight to the driver: nothing attached here, or (after `hot::enter` said so) a
+    // re-entrant call or a thread being torn down.
+    let unpoliced = |out: &mut String| {
+        let _ = writeln!(out, "        return match hot::real(V) {{");
+        let _ = writeln!(out, "            Some(real_fn) => {{");
+        let _ = writeln!(out, "{}", real_call("                "));
+        let _ = writeln!(out, "            }}");
+        let _ = writeln!(out, "            None => hot::NO_DRIVER,");
+        let _ = writeln!(out, "        }};");
+    };
+    let _ = writeln!(out, "    if !hot::armed({point_index}) {{");
+    unpoliced(out);
+    let _ = writeln!(out, "    }}");
+    // The ctx is one array literal: the header (filled by `Policed::enter`), argument
+    // slots, launch block, zeros for the rest (out-values), so that no word is stored twice.
     let mut init: Vec<String> = (0..words).map(|_| "0".to_string()).collect();
-    for (i, w) in init.iter_mut().enumerate().take(4) {
-        *w = format!("h[{i}]");
-    }
     // Argument slots, by name in the current variant.
     let slots = point.variant_slots(vi).expect("variant index in range");
     let mut writable = Vec::new();
@@ -333,16 +327,30 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
             .and_then(|sp| params.iter().find(|(_, _, p)| p.name == sp.name))
             .map(|(n, _, _)| n.clone()),
     };
-    if let Some(stream) = stream {
-        let per_thread = v.per_thread != PerThread::No;
-        if stream != "stream" {
-            // A local first: the expression may read `c`, which the call borrows.
-            let _ = writeln!(out, "    let stream = {stream};");
+    let stream = match stream {
+        Some(stream) => {
+            let per_thread = v.per_thread != PerThread::No;
+            if stream != "stream" {
+                // A local first: the expression may read `c`, which the call borrows.
+                let _ = writeln!(out, "    let stream = {stream};");
+            }
+            format!("Some((stream, {per_thread}))")
         }
-        let _ = writeln!(out, "    policed.capturing(&mut c, stream, {per_thread});");
-    }
+        None => "None".to_string(),
+    };
     let _ = writeln!(out, "    let mut out_valid = false;");
-    let _ = writeln!(out, "    let r = match policed.enter(&mut c) {{");
+    let _ = writeln!(
+        out,
+        "    let call = hot::Call {{ api_id: {}, variant: {vi}, flags: {flags:#x} }};",
+        point.id
+    );
+    let _ = writeln!(
+        out,
+        "    let Some((policed, verdict)) = hot::enter({point_index}, &mut c, call, {stream}) else {{"
+    );
+    unpoliced(out);
+    let _ = writeln!(out, "    }};");
+    let _ = writeln!(out, "    let r = match verdict {{");
     let _ = writeln!(out, "        Some(verdict) => verdict,");
     let _ = writeln!(out, "        None => match hot::real(V) {{");
     let _ = writeln!(out, "            None => hot::NO_DRIVER,");

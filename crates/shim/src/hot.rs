@@ -2,29 +2,34 @@
 //!
 //! A wrapper (`generated.rs`) does, for its attach point `P` and variant `V`:
 //!
-//! 1. [`policed`]`(P)`: one relaxed atomic load of the point's *hint* pointer. Null — the
+//! 1. [`armed`]`(P)`: one relaxed atomic load of the point's *hint* pointer. Null — the
 //!    common case, nothing attached — and the wrapper calls the real driver function
 //!    ([`real`]`(V)`: one more load of the cached, lazily resolved address) and returns its
 //!    result. Nothing else happens: no syscall, lock, allocation or `getenv`.
 //! 2. Otherwise (a chain is published, or the shim is not initialised yet, which the
-//!    [`UNINIT`] sentinel marks): unless this thread is already inside a policy or the
-//!    shim's own initialisation (re-entrant calls go straight to the driver), initialise
-//!    lazily ([`crate::init::ensure`]), then hold the point's chain for the whole call:
-//!    the outermost policed call of a thread through the thread's chain cache (an `Arc` per
+//!    [`UNINIT`] sentinel marks) the wrapper builds the ctx, an array of 64-bit words on its
+//!    stack sized by the catalog, with the argument slots at the offsets `docs/ctx-abi.md`
+//!    fixes, and calls [`enter`] (out of line, shared by every wrapper). Unless this thread
+//!    is already inside a policy or the shim's own initialisation (re-entrant calls go
+//!    straight to the driver), it initialises lazily ([`crate::init::ensure`], skipped once
+//!    `HOT.ready` says it is done), then holds the point's chain for the whole call: the
+//!    outermost policed call of a thread through the thread's chain cache (an `Arc` per
 //!    point, refreshed with `load_full` only when the point's hint no longer names the
 //!    cached chain, so a steady state costs no atomic read-modify-write), a call nested in
 //!    another one's driver call on the same thread by a reference of its own (`load_full`).
 //!    Either keeps that chain alive until the call has left, however often the watcher
 //!    thread publishes a new one meanwhile (RCU). A thread's cache keeps the last chain it
-//!    used per point alive until the thread uses that point again or exits. The handle a
-//!    wrapper holds ([`Policed`]) is two words, returned in registers: the chain's address
-//!    (tagged with the call's nesting depth) and the thread's state.
-//! 3. The ctx is an array of 64-bit words on the wrapper's stack, sized by the catalog:
-//!    [`Policed::header`], then the argument slots at the offsets `docs/ctx-abi.md` fixes,
-//!    then [`Policed::enter`] (entry programs; a non-zero verdict skips the real call), the
-//!    real call with writable arguments read back from their slots, out-values read after
-//!    success ([`read_out`]), [`Policed::exit`] (exit programs, which may override the
-//!    result), and write-backs of writable out-values ([`write_out`]).
+//!    used per point alive until the thread uses that point again or exits. It then fills
+//!    the header and runs the entry programs (a non-zero verdict skips the real call).
+//! 3. The real call with writable arguments read back from their slots, out-values read
+//!    after success ([`read_out`]), [`Policed::exit`] (exit programs, which may override
+//!    the result; out of line too; it releases the chain), and write-backs of writable
+//!    out-values ([`write_out`]).
+//!
+//! Rare branches (a nested call, a changed chain, the first call of a thread, the device
+//! or capture questions, refusals, faults, recording) are `#[cold]` functions, so that the
+//! common path is a few contiguous cache lines (docs/shim.md, "Cache lines of a policed
+//! call").
 //!
 //! The BPF stack is per thread (`ThreadState`). A program fault counts as verdict 0 and is
 //! logged once per process; nothing here panics or unwinds into the application (the
@@ -114,6 +119,9 @@ struct Hot {
     pid: AtomicU32,
     /// The process records its calls (`GPUBPF_RECORD`).
     recording: AtomicBool,
+    /// Initialised ([`crate::init::ensure`] has nothing to do; cleared in a forked child
+    /// until it has re-initialised): a call's only test of the initialisation state.
+    ready: AtomicBool,
     /// The registry's "collect run statistics until" word (control block), null before
     /// initialisation.
     stats_until: AtomicPtr<AtomicU64>,
@@ -130,6 +138,7 @@ struct Hot {
 static HOT: Hot = Hot {
     pid: AtomicU32::new(0),
     recording: AtomicBool::new(false),
+    ready: AtomicBool::new(false),
     stats_until: AtomicPtr::new(null_mut()),
     expired: AtomicU64::new(0),
     counters: AtomicPtr::new(null_mut()),
@@ -139,6 +148,12 @@ static HOT: Hot = Hot {
 #[inline(always)]
 pub fn recording() -> bool {
     HOT.recording.load(Ordering::Relaxed)
+}
+
+/// Marks the process initialised (`true`, once [`crate::init::ensure`] has completed) or
+/// not (`false`: a forked child, until its first call re-initialises it). Async-signal-safe.
+pub fn set_ready(ready: bool) {
+    HOT.ready.store(ready, Ordering::Release);
 }
 
 /// Makes this process record its calls (`crate::record::start`, once its sink is set).
@@ -311,12 +326,21 @@ impl ThreadState {
         Some(s)
     }
 
+    #[inline(always)]
     fn tid(&self) -> u32 {
-        if self.tid.get() == 0 {
-            // SAFETY: `gettid` has no preconditions and cannot fail.
-            self.tid.set(unsafe { libc::gettid() }.unsigned_abs());
+        match self.tid.get() {
+            0 => self.fetch_tid(),
+            t => t,
         }
-        self.tid.get()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fetch_tid(&self) -> u32 {
+        // SAFETY: `gettid` has no preconditions and cannot fail.
+        let t = unsafe { libc::gettid() }.unsigned_abs();
+        self.tid.set(t);
+        t
     }
 }
 
@@ -351,23 +375,44 @@ fn resolve_real(v: usize) -> Option<*mut c_void> {
     }
 }
 
-/// The chain of attach point `point` when policies must run for this call.
+/// Whether a call at attach point `point` goes through [`enter`]: a chain is published
+/// there, or the shim is not initialised yet. One relaxed load.
 #[inline(always)]
-pub fn policed(point: usize) -> Option<Policed> {
-    let hint = SLOTS.get(point)?.hint.load(Ordering::Relaxed);
-    if hint.is_null() {
-        return None;
-    }
-    policed_slow(point)
+pub fn armed(point: usize) -> bool {
+    SLOTS
+        .get(point)
+        .is_some_and(|s| !s.hint.load(Ordering::Relaxed).is_null())
 }
 
+/// Starts a policed call at `point` on the ctx `c` the wrapper built (argument slots):
+/// holds the point's chain, fills the header of `call` (and, for a call on a stream,
+/// `Some((stream, per-thread variant))`, whether the stream is being captured) and runs
+/// the entry programs. `None` when the call goes straight to the driver (a re-entrant
+/// call, a thread being torn down, nothing attached after all); otherwise the call's
+/// handle and the verdict of a refusal. Out of line, shared by every wrapper: a wrapper's
+/// own code is only its ctx and its real call.
 #[inline(never)]
-fn policed_slow(point: usize) -> Option<Policed> {
+pub fn enter(
+    point: usize,
+    c: &mut [u64],
+    call: Call,
+    stream: Option<(*mut c_void, bool)>,
+) -> Option<(Policed, Option<CUresult>)> {
+    let policed = hold(point)?;
+    let verdict = policed.enter(c, call, stream);
+    Some((policed, verdict))
+}
+
+/// The chain of attach point `point` when policies must run for this call.
+#[inline(always)]
+fn hold(point: usize) -> Option<Policed> {
     let thread = thread_state()?;
     if thread.busy.get() != 0 {
         return None;
     }
-    crate::init::ensure();
+    if !HOT.ready.load(Ordering::Acquire) {
+        crate::init::ensure();
+    }
     let slot = SLOTS.get(point)?;
     let depth = thread.calls.get();
     let chain: *const Chain = if depth == 0 {
@@ -376,16 +421,12 @@ fn policed_slow(point: usize) -> Option<Policed> {
         let cache = unsafe { &mut *thread.cache.get() };
         let entry = cache.get_mut(point)?;
         let hint = slot.hint.load(Ordering::Acquire);
-        if entry.as_ref().map(Arc::as_ptr) != Some(hint.cast_const()) {
-            // The published chain changed (or was never cached): take a reference of our
-            // own. The chain it replaces is not in use on this thread.
-            *entry = slot.chain.load_full();
+        match entry {
+            Some(cached) if Arc::as_ptr(cached) == hint.cast_const() => Arc::as_ptr(cached),
+            _ => refresh(entry, slot)?,
         }
-        Arc::as_ptr(entry.as_ref()?)
     } else {
-        // Nested in another policed call's driver call: the cache entry of that call must
-        // stay as it is, so this call holds a reference of its own.
-        Arc::into_raw(slot.chain.load_full()?)
+        nested(slot)?
     };
     let tag = (depth as usize).min(DEPTH_MASK);
     let tagged = NonZeroUsize::new(chain as usize | tag)?;
@@ -397,6 +438,23 @@ fn policed_slow(point: usize) -> Option<Policed> {
         record_start(thread, tag);
     }
     Some(Policed { tagged, thread })
+}
+
+/// The published chain changed (or was never cached): takes a reference of our own into
+/// the thread's cache entry. The chain it replaces is not in use on this thread.
+#[cold]
+#[inline(never)]
+fn refresh(entry: &mut Option<Arc<Chain>>, slot: &Slot) -> Option<*const Chain> {
+    *entry = slot.chain.load_full();
+    entry.as_ref().map(Arc::as_ptr)
+}
+
+/// Nested in another policed call's driver call: the cache entry of that call must stay
+/// as it is, so this call holds a reference of its own.
+#[cold]
+#[inline(never)]
+fn nested(slot: &Slot) -> Option<*const Chain> {
+    Some(Arc::into_raw(slot.chain.load_full()?))
 }
 
 /// Starts the frame of a recorded call at depth `tag`.
@@ -447,7 +505,10 @@ pub fn set_pid(pid: u32) {
     }
 }
 
-/// Ordinal of the current context's device, -1 when there is none.
+/// Ordinal of the current context's device, -1 when there is none. Out of line: asked
+/// only when a program reads `hdr.device`.
+#[cold]
+#[inline(never)]
 fn current_device() -> i32 {
     let Some(f) = real(CTX_GET_DEVICE) else {
         return -1;
@@ -465,6 +526,17 @@ fn current_device() -> i32 {
     }
 }
 
+/// What a wrapper says of its call for the ctx header ([`enter`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Call {
+    /// The attach point's api id (`hdr.api_id`).
+    pub api_id: u32,
+    /// The exported variant's index among its point's variants (`hdr.variant`).
+    pub variant: u32,
+    /// The variant's `GPUBPF_CTX_F_*` bits (`hdr.flags`).
+    pub flags: u32,
+}
+
 /// A call that runs policies: holds the chain alive until the call has left.
 pub struct Policed {
     /// The chain's address, its low bits ([`DEPTH_MASK`]) holding the call's nesting depth
@@ -479,7 +551,7 @@ impl Drop for Policed {
         let t = self.thread;
         t.calls.set(t.calls.get().saturating_sub(1));
         if self.tagged.get() & DEPTH_MASK != 0 {
-            // SAFETY: a nested call owns the reference `policed_slow` made with
+            // SAFETY: a nested call owns the reference `hold` made with
             // `Arc::into_raw` for exactly this address; it is released once, here.
             drop(unsafe { Arc::from_raw(self.chain_ptr()) });
         }
@@ -515,7 +587,7 @@ impl Policed {
 
     /// The ctx header's four words: api id, phase (entry), device, flags, pid, tid, variant.
     #[inline(always)]
-    pub fn header(&self, api_id: u32, variant: u32, flags: u32) -> [u64; 4] {
+    fn header(&self, api_id: u32, variant: u32, flags: u32) -> [u64; 4] {
         // The device costs a driver call: only when some program reads it (the verifier
         // reports every ctx field a program reads); -1 ("unknown") otherwise.
         let device = if self.chain().reads_device {
@@ -536,40 +608,62 @@ impl Policed {
     /// costs a driver call, so it is asked only when some program of the chain reads
     /// `hdr.flags`. On a per-thread variant (`per_thread`) a NULL stream is the thread's
     /// default stream (`CU_STREAM_PER_THREAD`).
-    #[inline]
-    pub fn capturing(&self, c: &mut [u64], stream: *mut c_void, per_thread: bool) {
-        if !self.chain().reads_flags {
-            return;
-        }
-        let Some(f) = real(STREAM_IS_CAPTURING) else {
-            return;
-        };
-        let stream = if stream.is_null() && per_thread {
-            CU_STREAM_PER_THREAD as *mut c_void
-        } else {
-            stream
-        };
-        let mut status: u32 = 0;
-        // SAFETY: `f` is the driver's `cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*)`;
-        // `status` is a valid `enum` (int-sized) for the call. Made while this thread is not
-        // marked busy, but the real function is called directly, not through a wrapper.
-        let r = unsafe {
-            std::mem::transmute::<
-                *mut c_void,
-                unsafe extern "C" fn(*mut c_void, *mut u32) -> CUresult,
-            >(f)(stream, &mut status)
-        };
-        if r == 0 && status == CU_STREAM_CAPTURE_STATUS_ACTIVE {
-            if let Some(w) = c.get_mut(1) {
-                *w |= u64::from(FLAG_CAPTURING) << 32;
-            }
+    #[inline(always)]
+    fn capturing(&self, c: &mut [u64], stream: *mut c_void, per_thread: bool) {
+        if self.chain().reads_flags {
+            capture_flag(c, stream, per_thread);
         }
     }
+}
 
-    /// Entry programs: `Some(verdict)` when one refused the call (the wrapper returns the
-    /// verdict without calling the driver).
-    #[inline]
-    pub fn enter(&self, c: &mut [u64]) -> Option<CUresult> {
+/// Sets `GPUBPF_CTX_F_CAPTURING` in `hdr.flags` when `stream` is being captured
+/// ([`Policed::capturing`]). Out of line: asked only when a program reads `hdr.flags`.
+#[cold]
+#[inline(never)]
+fn capture_flag(c: &mut [u64], stream: *mut c_void, per_thread: bool) {
+    let Some(f) = real(STREAM_IS_CAPTURING) else {
+        return;
+    };
+    let stream = if stream.is_null() && per_thread {
+        CU_STREAM_PER_THREAD as *mut c_void
+    } else {
+        stream
+    };
+    let mut status: u32 = 0;
+    // SAFETY: `f` is the driver's `cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*)`;
+    // `status` is a valid `enum` (int-sized) for the call. Made while this thread is not
+    // marked busy, but the real function is called directly, not through a wrapper.
+    let r = unsafe {
+        std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, *mut u32) -> CUresult>(
+            f,
+        )(stream, &mut status)
+    };
+    if r == 0 && status == CU_STREAM_CAPTURE_STATUS_ACTIVE {
+        if let Some(w) = c.get_mut(1) {
+            *w |= u64::from(FLAG_CAPTURING) << 32;
+        }
+    }
+}
+
+impl Policed {
+    /// Fills the ctx header of `call` (and, for a call on `stream`, whether the stream is
+    /// being captured: `Some((stream, per-thread variant))`), then runs the entry programs:
+    /// `Some(verdict)` when one refused the call (the wrapper returns the verdict without
+    /// calling the driver).
+    #[inline(always)]
+    fn enter(
+        &self,
+        c: &mut [u64],
+        call: Call,
+        stream: Option<(*mut c_void, bool)>,
+    ) -> Option<CUresult> {
+        let h = self.header(call.api_id, call.variant, call.flags);
+        if let Some(head) = c.get_mut(..4) {
+            head.copy_from_slice(&h);
+        }
+        if let Some((stream, per_thread)) = stream {
+            self.capturing(c, stream, per_thread);
+        }
         let chain = self.chain();
         if chain.wants_caller {
             self.capture_caller();
@@ -608,8 +702,9 @@ impl Policed {
     }
 
     /// Exit programs: the result the caller gets. A recording process records the call.
-    #[inline(always)]
-    pub fn exit(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
+    /// Ends the call (the chain is released here). Out of line, shared by every wrapper.
+    #[inline(never)]
+    pub fn exit(self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
         let r = if self.chain().exit.is_empty() {
             result
         } else {

@@ -115,6 +115,9 @@ pub fn ensure() {
             hot::publish_nothing();
         }
     });
+    // Later calls skip this function (`hot::set_ready(false)` in a forked child brings
+    // them back here).
+    hot::set_ready(true);
 }
 
 fn install_logging() {
@@ -135,6 +138,7 @@ extern "C" fn after_fork_in_child() {
     crate::record::forget_after_fork();
     if INIT.is_completed() {
         FORKED.store(true, Ordering::Release);
+        hot::set_ready(false);
         hot::force_slow_path();
     }
 }
