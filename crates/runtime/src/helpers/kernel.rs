@@ -7,7 +7,7 @@
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{neg_errno, read_user_str};
+use super::neg_errno;
 
 /// `CUresult cuFuncGetName(const char **name, CUfunction hfunc)`.
 pub type FuncGetNameFn = unsafe extern "C" fn(*mut *const c_char, u64) -> i32;
@@ -62,19 +62,25 @@ pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
     if rc != 0 || name.is_null() {
         return Err(libc::ENOENT);
     }
-    // Read fault-safely: the driver's string is read like application memory.
-    match read_user_str(out, name as u64) {
-        Ok(n) => {
-            // read_user_str copies whole chunks: clear what follows the NUL, so that the
-            // buffer can serve as a map key.
-            out[n..].fill(0);
-            Ok(n)
+    // The string is the driver's own and valid while the function is loaded
+    // (`cuFuncGetName`'s contract; the call at hand names a function it just accepted), so
+    // it is read directly, byte by byte and never past its NUL: no system call per launch
+    // (a fault-safe `process_vm_readv` read cost two, which dominated a traced launch).
+    let last = out.len() - 1;
+    for (i, slot) in out.iter_mut().enumerate() {
+        // SAFETY: `name` is a NUL-terminated string (see above) and no byte after its NUL
+        // is read: the loop stops at the first NUL.
+        let b = unsafe { name.add(i).cast::<u8>().read() };
+        if i == last {
+            // Truncated: the buffer ends with a NUL (the rest is already zero).
+            return Ok(out.len());
         }
-        Err(e) => {
-            out.fill(0);
-            Err(e)
+        if b == 0 {
+            return Ok(i + 1);
         }
+        *slot = b;
     }
+    Ok(out.len())
 }
 
 /// `long gpubpf_get_kernel_name(u64 f, char *buf, u32 size)`.
@@ -91,8 +97,11 @@ pub extern "C" fn get_kernel_name(f: u64, buf: u64, size: u64, _: u64, _: u64) -
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// Serialises the tests that install a resolver (one per process).
+    pub(crate) static RESOLVER_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     unsafe extern "C" fn fake(name: *mut *const c_char, f: u64) -> i32 {
         static NAME: &[u8] = b"vector_add\0";
@@ -106,6 +115,9 @@ mod tests {
 
     #[test]
     fn names_through_the_resolver_and_enoent_without() {
+        let _serial = RESOLVER_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut buf = [0xffu8; 16];
         set_kernel_name_resolver(None);
         assert_eq!(kernel_name(0x1234, &mut buf), Err(libc::ENOENT));
@@ -120,8 +132,67 @@ mod tests {
         assert_eq!(&small, b"vec\0", "truncated, NUL-terminated");
         let r = get_kernel_name(0x1234, buf.as_mut_ptr() as u64, 16, 0, 0);
         assert_eq!(r, 11);
+        let mut exact = [0xffu8; 11];
+        assert_eq!(kernel_name(0x1234, &mut exact), Ok(11));
+        assert_eq!(&exact, b"vector_add\0", "fits exactly with its NUL");
         set_kernel_name_resolver(None);
         let r = get_kernel_name(0x1234, buf.as_mut_ptr() as u64, 16, 0, 0);
         assert_eq!(r as i64, -i64::from(libc::ENOENT));
+    }
+}
+
+#[cfg(test)]
+mod page_end {
+    use super::tests::RESOLVER_LOCK;
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    static NAME_AT: AtomicU64 = AtomicU64::new(0);
+
+    unsafe extern "C" fn at_page_end(name: *mut *const c_char, _: u64) -> i32 {
+        // SAFETY: the caller passes a writable out-pointer.
+        unsafe { *name = NAME_AT.load(Ordering::Relaxed) as *const c_char };
+        0
+    }
+
+    /// A name whose NUL is the last byte before an unmapped page is read without touching
+    /// that page (the read stops at the NUL), even into a larger buffer.
+    #[test]
+    fn a_name_ending_at_an_unmapped_page_is_read() {
+        let _serial = RESOLVER_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let page = crate::maps::mapping::page_size();
+        // SAFETY: an anonymous private mapping of two pages; the second is made
+        // inaccessible and both are unmapped at the end of the test.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let name = b"edge\0";
+        // SAFETY: the first page is writable; `name` ends at its last byte.
+        unsafe {
+            let at = base.cast::<u8>().add(page - name.len());
+            std::ptr::copy_nonoverlapping(name.as_ptr(), at, name.len());
+            assert_eq!(
+                libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE),
+                0
+            );
+            NAME_AT.store(at as u64, Ordering::Relaxed);
+        }
+        set_kernel_name_resolver(Some(at_page_end));
+        let mut buf = [0xffu8; 64];
+        assert_eq!(kernel_name(0x1, &mut buf), Ok(5));
+        assert_eq!(&buf[..6], b"edge\0\0");
+        set_kernel_name_resolver(None);
+        // SAFETY: unmaps what was mapped above.
+        unsafe { libc::munmap(base, 2 * page) };
     }
 }

@@ -108,21 +108,18 @@ impl RingBuf {
             });
         }
         let total = round8(len as usize + RECORD_HDR) as u64;
-        let _g = self.lock_at(PRODUCER_LOCK)?;
-        let p = self.word(PRODUCER_POS).load(Ordering::Relaxed);
-        let c = self.word(CONSUMER_POS).load(Ordering::Acquire);
-        if p.wrapping_sub(c).saturating_add(total) > self.size {
-            self.word(DROPPED).fetch_add(1, Ordering::Relaxed);
-            if !self.warned_full.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    map = %self.name,
-                    "ring buffer is full: records are dropped and counted (`gpubpf maps show \
-                     {0}`) until a consumer catches up (`gpubpf maps consume {0}`); said once",
-                    self.name
-                );
-            }
-            return Err(MapError::RingFull);
+        // A ring without a consumer stays full: its drops are decided without the lock, at
+        // the cost of two loads (the producer position is read before the consumer's, and
+        // both only grow, so a ring full on this reading was full when the second was read).
+        // Whether a record fits is decided again under the lock.
+        if self.full_for(total) {
+            return Err(self.drop_record());
         }
+        let _g = self.lock_at(PRODUCER_LOCK)?;
+        if self.full_for(total) {
+            return Err(self.drop_record());
+        }
+        let p = self.word(PRODUCER_POS).load(Ordering::Relaxed);
         let pid = u64::from(crate::helpers::current_pid());
         self.header(p)
             .store(len | BUSY | (pid << 32), Ordering::Release);
@@ -131,6 +128,29 @@ impl RingBuf {
         self.word(RESERVED).fetch_add(1, Ordering::Relaxed);
         // SAFETY: the record body follows its header inside the (mirrored) data area.
         Ok(unsafe { (self.header(p) as *const AtomicU64 as *mut u8).add(RECORD_HDR) })
+    }
+
+    /// Whether a record of `total` bytes (header included) does not fit now.
+    #[inline]
+    fn full_for(&self, total: u64) -> bool {
+        let p = self.word(PRODUCER_POS).load(Ordering::Acquire);
+        let c = self.word(CONSUMER_POS).load(Ordering::Acquire);
+        p.wrapping_sub(c).saturating_add(total) > self.size
+    }
+
+    /// Counts a record dropped because the ring is full (and says so once).
+    #[cold]
+    fn drop_record(&self) -> MapError {
+        self.word(DROPPED).fetch_add(1, Ordering::Relaxed);
+        if !self.warned_full.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                map = %self.name,
+                "ring buffer is full: records are dropped and counted (`gpubpf maps show \
+                 {0}`) until a consumer catches up (`gpubpf maps consume {0}`); said once",
+                self.name
+            );
+        }
+        MapError::RingFull
     }
 
     /// Publishes (or discards) a record returned by [`RingBuf::reserve`].
