@@ -146,7 +146,7 @@ static HOT: Hot = Hot {
 
 /// Whether this process records its calls.
 #[inline(always)]
-pub fn recording() -> bool {
+pub(crate) fn recording() -> bool {
     HOT.recording.load(Ordering::Relaxed)
 }
 
@@ -346,12 +346,22 @@ impl ThreadState {
 
 /// The real driver function of variant `v`, resolved (and cached) on first use.
 #[inline(always)]
-pub fn real(v: usize) -> Option<*mut c_void> {
+pub(crate) fn real(v: usize) -> Option<*mut c_void> {
     let p = REAL.get(v)?.load(Ordering::Acquire);
     if p.is_null() {
         return resolve_real(v);
     }
     (p != MISSING).then_some(p)
+}
+
+/// [`real`] for code outside this crate (tests): the real driver function of variant `v`.
+///
+/// The hot-path items (`real`, `armed`, `enter`, `Policed::exit`, `recording`) are
+/// crate-private on purpose: an item another crate could inline must be exported from the
+/// rlib, and an exported item is reached through the GOT (one more dependent load, one more
+/// cache line per call) even from inside `libgpubpf.so`.
+pub fn real_function(v: usize) -> Option<*mut c_void> {
+    real(v)
 }
 
 #[cold]
@@ -378,7 +388,7 @@ fn resolve_real(v: usize) -> Option<*mut c_void> {
 /// Whether a call at attach point `point` goes through [`enter`]: a chain is published
 /// there, or the shim is not initialised yet. One relaxed load.
 #[inline(always)]
-pub fn armed(point: usize) -> bool {
+pub(crate) fn armed(point: usize) -> bool {
     SLOTS
         .get(point)
         .is_some_and(|s| !s.hint.load(Ordering::Relaxed).is_null())
@@ -392,7 +402,7 @@ pub fn armed(point: usize) -> bool {
 /// handle and the verdict of a refusal. Out of line, shared by every wrapper: a wrapper's
 /// own code is only its ctx and its real call.
 #[inline(never)]
-pub fn enter(
+pub(crate) fn enter(
     point: usize,
     c: &mut [u64],
     call: Call,
@@ -704,7 +714,7 @@ impl Policed {
     /// Exit programs: the result the caller gets. A recording process records the call.
     /// Ends the call (the chain is released here). Out of line, shared by every wrapper.
     #[inline(never)]
-    pub fn exit(self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
+    pub(crate) fn exit(self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
         let r = if self.chain().exit.is_empty() {
             result
         } else {

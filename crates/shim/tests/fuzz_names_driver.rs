@@ -93,7 +93,7 @@ fn names_and_addresses_with_the_mock_driver() {
                 .find(|(_, e)| e.wrapper.0 as usize == pfn)
                 .unwrap_or_else(|| panic!("{c:?}: the driver's pointer was not replaced"));
             assert_eq!(
-                hot::real(w.0).map(|p| p as usize),
+                hot::real_function(w.0).map(|p| p as usize),
                 Some(real as usize),
                 "{c:?}: a wrapper of another function"
             );
