@@ -14,6 +14,7 @@
 //!   (`tests/shim/pass_launch.bpf.c`: what running any policy costs) / a JIT-compiled
 //!   launch-counting policy (`tests/shim/count_launch.bpf.c`, one array-map atomic add);
 //! - `cuMemAlloc+cuMemFree`: direct / nothing attached / `policies/quota.bpf.c`;
+//! - `cuMemAlloc` alone (frees untimed, at most 4 096 allocations live): direct / quota;
 //! - `startup`: a whole process (`app_link link count 0 0`: `cuInit`, one `cuMemGetInfo`)
 //!   without the shim and under the shim with `quota` and `trace` loaded (a registry in
 //!   /dev/shm, the default registry's filesystem) — the difference is the shim's
@@ -124,6 +125,32 @@ impl Driver {
         assert_eq!(r, 0, "launch failed");
     }
 
+    /// `iters` allocations, timed, in batches of at most 4 096 live ones, each batch freed
+    /// untimed: what `cuMemAlloc` alone costs (the quota pair's entry + exit), without its
+    /// free.
+    fn alloc_only(&self, iters: u64) -> Duration {
+        let mut total = Duration::ZERO;
+        let mut live = Vec::with_capacity(4096);
+        let mut left = iters;
+        while left > 0 {
+            let n = left.min(4096);
+            let t = std::time::Instant::now();
+            for _ in 0..n {
+                let mut d = 0u64;
+                // SAFETY: `d` is a valid out-pointer.
+                assert_eq!(unsafe { (self.alloc)(&mut d, 256) }, 0, "alloc failed");
+                live.push(black_box(d));
+            }
+            total += t.elapsed();
+            for d in live.drain(..) {
+                // SAFETY: frees what was allocated above, once.
+                assert_eq!(unsafe { (self.free)(d) }, 0, "free failed");
+            }
+            left -= n;
+        }
+        total
+    }
+
     fn alloc_free(&self) {
         let mut d = 0u64;
         // SAFETY: `d` is a valid out-pointer; the pointer freed is the one allocated.
@@ -212,6 +239,14 @@ fn main() {
         ],
     );
     g.bench_function("shim, quota policy", |b| b.iter(|| through.alloc_free()));
+    g.finish();
+
+    // cuMemAlloc alone (issue 12's "entry + exit pair per cuMemAlloc"): frees untimed.
+    let mut g = c.benchmark_group("cuMemAlloc");
+    g.bench_function("direct", |b| b.iter_custom(|n| direct.alloc_only(n)));
+    g.bench_function("shim, quota policy", |b| {
+        b.iter_custom(|n| through.alloc_only(n))
+    });
     g.finish();
 
     // Start-up: a registry of its own with quota and trace, so that the process above does
