@@ -163,6 +163,9 @@ pub fn set_recording() {
 
 static FAULT_LOGGED: AtomicBool = AtomicBool::new(false);
 
+/// `ThreadState::last_point` before a thread's first policed call.
+const NO_POINT: u32 = u32::MAX;
+
 /// Shard value of a thread that has not claimed a counter shard yet.
 const UNCLAIMED: u32 = u32::MAX;
 
@@ -208,6 +211,13 @@ struct ThreadState {
     shard: Cell<u32>,
     /// The BPF stack is lent out ([`ThreadState::with_stack`]).
     stack_lent: Cell<bool>,
+    /// The attach point of this thread's last outermost policed call, and the chain its
+    /// cache entry held then ([`NO_POINT`] and null before the first): a call at the same
+    /// point whose hint still names that chain takes it without reading the cache's own
+    /// line. Valid because only `hold` replaces a cache entry (through `refresh`), and it
+    /// clears this pair first and sets it to the entry's new chain after.
+    last_point: Cell<u32>,
+    last_chain: Cell<*const Chain>,
     /// Entry time and refusal of the calls in flight, by depth.
     frames: [Cell<Frame>; FRAMES],
     /// The chain this thread last used, per attach point. Only an outermost policed call
@@ -242,6 +252,8 @@ thread_local! {
             tid: Cell::new(0),
             shard: Cell::new(UNCLAIMED),
             stack_lent: Cell::new(false),
+            last_point: Cell::new(NO_POINT),
+            last_chain: Cell::new(std::ptr::null()),
             frames: [const {
                 Cell::new(Frame {
                     t_entry: 0,
@@ -429,11 +441,26 @@ fn hold(point: usize) -> Option<Policed> {
         // SAFETY: no policed call is in flight on this thread (`calls` is 0), so nothing
         // holds a reference into the cache; the cache is this thread's alone.
         let cache = unsafe { &mut *thread.cache.get() };
-        let entry = cache.get_mut(point)?;
-        let hint = slot.hint.load(Ordering::Acquire);
-        match entry {
-            Some(cached) if Arc::as_ptr(cached) == hint.cast_const() => Arc::as_ptr(cached),
-            _ => refresh(entry, slot)?,
+        let hint = slot.hint.load(Ordering::Acquire).cast_const();
+        if thread.last_chain.get() == hint && thread.last_point.get() as usize == point {
+            // The cache entry of `point` holds this chain (see `ThreadState::last_chain`).
+            hint
+        } else {
+            let entry = cache.get_mut(point)?;
+            let chain = match entry {
+                Some(cached) if Arc::as_ptr(cached) == hint => Arc::as_ptr(cached),
+                _ => {
+                    // The entry changes: the pair must not name its old chain any more,
+                    // whether or not a new one is taken.
+                    thread.last_point.set(NO_POINT);
+                    refresh(entry, slot)?
+                }
+            };
+            thread
+                .last_point
+                .set(u32::try_from(point).unwrap_or(NO_POINT));
+            thread.last_chain.set(chain);
+            chain
         }
     } else {
         nested(slot)?

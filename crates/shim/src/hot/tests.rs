@@ -1,6 +1,7 @@
 //! Unit tests of the hot path's out-value and launch-block helpers.
 
 use super::*;
+use crate::generated::POINT_IDS;
 
 #[test]
 fn out_values_are_read_and_written_with_their_size_and_sign() {
@@ -47,4 +48,40 @@ fn launch_block_from_a_launch_config() {
     // SAFETY: NULL is allowed.
     unsafe { launch_from_config(null_mut(), &mut untouched) };
     assert_eq!(untouched, [9; 8]);
+}
+
+/// A thread's last (point, chain) pair is taken only while the cache entry it mirrors holds
+/// that chain: set by a call that holds the chain, kept by the next one (which then takes
+/// no new reference), cleared when the entry changes — also when nothing is published any
+/// more, so that a later chain allocated at the freed one's address is never taken
+/// unheld.
+#[test]
+fn the_last_chain_pair_follows_the_cache_entry() {
+    set_ready(true); // no initialisation in a unit test
+    let id = POINT_IDS[0];
+    let thread = thread_state().expect("thread state");
+    publish(std::collections::BTreeMap::from([(id, Chain::default())]));
+    let first = hold(0).expect("a chain is published");
+    let ptr = first.chain_ptr();
+    drop(first);
+    assert_eq!((thread.last_point.get(), thread.last_chain.get()), (0, ptr));
+    let strong = SLOTS[0].chain.load_full().map(|a| Arc::strong_count(&a));
+    let again = hold(0).expect("still published");
+    assert_eq!(again.chain_ptr(), ptr);
+    drop(again);
+    assert_eq!(
+        SLOTS[0].chain.load_full().map(|a| Arc::strong_count(&a)),
+        strong,
+        "the second call took no reference of its own"
+    );
+    publish_nothing();
+    assert!(hold(0).is_none(), "nothing published");
+    assert_eq!(thread.last_point.get(), NO_POINT, "the pair was cleared");
+    // SAFETY: the cache is this thread's and no call holds an entry now.
+    assert!(unsafe { &*thread.cache.get() }[0].is_none());
+    publish(std::collections::BTreeMap::from([(id, Chain::default())]));
+    let third = hold(0).expect("published again");
+    assert_eq!(thread.last_chain.get(), third.chain_ptr());
+    drop(third);
+    publish_nothing();
 }
