@@ -19,7 +19,6 @@ command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install va
 cargo build --release --locked -q -p gpubpf-shim -p gpubpf-loader-cli
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-cc -O2 -shared -fPIC -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o "$W/libcuda.so.1" tests/shim/mock_cuda.c
 python3 - "$W/pollute.c" <<'PY'
 import sys
 out = ["#include <stdint.h>", "static volatile uint64_t sink;", "static uint64_t buf[96 * 1024 / 8];",
@@ -30,13 +29,9 @@ out.append("  sink = x;\n}")
 open(sys.argv[1], "w").write("\n".join(out) + "\n")
 PY
 cc -O1 -c -o "$W/pollute.o" "$W/pollute.c"
-cc -O2 -o "$W/app" benches/cold_cache/app.c "$W/pollute.o" -L"$W" -l:libcuda.so.1 -Wl,-rpath,"$W"
 G=$ROOT/target/release/gpubpf
-case $SRC in
-*.c) "$G" build "$SRC" -o "$W/policy.o" >/dev/null ;;
-*) cp "$SRC" "$W/policy.o" ;;
-esac
-export GPUBPF_HOME=$W/reg GPUBPF_CUDA_LIBRARY=$W/libcuda.so.1
+. benches/cold_cache/probe.sh
+build_probe "$W" "$G" "$SRC"
 run() { # NAME LAUNCHES
 	valgrind --tool=cachegrind --trace-children=yes --cache-sim=yes --I1=32768,8,64 \
 		--D1=49152,12,64 --LL=33554432,16,64 --cachegrind-out-file="$W/cg.$1.$2" \

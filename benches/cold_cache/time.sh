@@ -22,7 +22,6 @@ if [ "$SHIM_DIR" = "$ROOT/target/release" ]; then
 fi
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-cc -O2 -shared -fPIC -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o "$W/libcuda.so.1" tests/shim/mock_cuda.c
 python3 - "$W/pollute.s" "${POLLUTE_KB:-96}" "${POLLUTE_STMTS:-6000}" <<'PY'
 import sys
 # pollute(seed): touches every line of a KB-sized buffer, then runs STMTS distinct
@@ -42,13 +41,9 @@ out += ["  movq %rax, sink(%rip)", "  ret", ".size pollute, .-pollute",
 open(sys.argv[1], "w").write("\n".join(out) + "\n")
 PY
 cc -c -o "$W/pollute.o" "$W/pollute.s"
-cc -O2 -o "$W/app" benches/cold_cache/app.c "$W/pollute.o" -L"$W" -l:libcuda.so.1 -Wl,-rpath,"$W"
 G=$SHIM_DIR/gpubpf
-case $SRC in
-*.c) "$G" build "$SRC" -o "$W/policy.o" >/dev/null ;;
-*) cp "$SRC" "$W/policy.o" ;;
-esac
-export GPUBPF_HOME=$W/reg GPUBPF_CUDA_LIBRARY=$W/libcuda.so.1
+. benches/cold_cache/probe.sh
+build_probe "$W" "$G" "$SRC"
 "$G" load "$W/policy.o" --name probe >/dev/null
 "$G" prog unload probe >/dev/null
 once() { # LOADED

@@ -191,12 +191,12 @@ struct Frame {
     caller: u64,
 }
 
-/// Everything a thread keeps for the shim, in one thread-local so that a policed call
-/// looks it up once (a cdylib's thread-locals cost a `__tls_get_addr` call per access).
+/// Everything a thread keeps for the shim, in one thread-local whose address a policed
+/// call reads through [`thread_ptr`] (a TLS descriptor, not `__tls_get_addr`).
 ///
 /// `repr(C, align(64))`: what every policed call reads and writes (the counters, ids,
-/// the stack's flag, the outermost call's frame) is the first cache line; the chain cache
-/// (one line per 8 points) and the BPF stack follow.
+/// the stack's flag, the last chain used, the outermost call's frame) is the first cache
+/// line; the chain cache (one line per 8 points) and the BPF stack follow.
 #[repr(C, align(64))]
 struct ThreadState {
     /// Depth of policy runs and shim initialisation on this thread; non-zero makes every
@@ -438,15 +438,14 @@ fn hold(point: usize) -> Option<Policed> {
     let slot = SLOTS.get(point)?;
     let depth = thread.calls.get();
     let chain: *const Chain = if depth == 0 {
-        // SAFETY: no policed call is in flight on this thread (`calls` is 0), so nothing
-        // holds a reference into the cache; the cache is this thread's alone.
-        let cache = unsafe { &mut *thread.cache.get() };
         let hint = slot.hint.load(Ordering::Acquire).cast_const();
         if thread.last_chain.get() == hint && thread.last_point.get() as usize == point {
             // The cache entry of `point` holds this chain (see `ThreadState::last_chain`).
             hint
         } else {
-            let entry = cache.get_mut(point)?;
+            // SAFETY: no policed call is in flight on this thread (`calls` is 0), so
+            // nothing holds a reference into the cache; the cache is this thread's alone.
+            let entry = unsafe { &mut *thread.cache.get() }.get_mut(point)?;
             let chain = match entry {
                 Some(cached) if Arc::as_ptr(cached) == hint => Arc::as_ptr(cached),
                 _ => {
@@ -651,38 +650,7 @@ impl Policed {
             capture_flag(c, stream, per_thread);
         }
     }
-}
 
-/// Sets `GPUBPF_CTX_F_CAPTURING` in `hdr.flags` when `stream` is being captured
-/// ([`Policed::capturing`]). Out of line: asked only when a program reads `hdr.flags`.
-#[cold]
-#[inline(never)]
-fn capture_flag(c: &mut [u64], stream: *mut c_void, per_thread: bool) {
-    let Some(f) = real(STREAM_IS_CAPTURING) else {
-        return;
-    };
-    let stream = if stream.is_null() && per_thread {
-        CU_STREAM_PER_THREAD as *mut c_void
-    } else {
-        stream
-    };
-    let mut status: u32 = 0;
-    // SAFETY: `f` is the driver's `cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*)`;
-    // `status` is a valid `enum` (int-sized) for the call. Made while this thread is not
-    // marked busy, but the real function is called directly, not through a wrapper.
-    let r = unsafe {
-        std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, *mut u32) -> CUresult>(
-            f,
-        )(stream, &mut status)
-    };
-    if r == 0 && status == CU_STREAM_CAPTURE_STATUS_ACTIVE {
-        if let Some(w) = c.get_mut(1) {
-            *w |= u64::from(FLAG_CAPTURING) << 32;
-        }
-    }
-}
-
-impl Policed {
     /// Fills the ctx header of `call` (and, for a call on `stream`, whether the stream is
     /// being captured: `Some((stream, per-thread variant))`), then runs the entry programs:
     /// `Some(verdict)` when one refused the call (the wrapper returns the verdict without
@@ -808,6 +776,35 @@ impl Policed {
                 r
             }
             None => result,
+        }
+    }
+}
+
+/// Sets `GPUBPF_CTX_F_CAPTURING` in `hdr.flags` when `stream` is being captured
+/// ([`Policed::capturing`]). Out of line: asked only when a program reads `hdr.flags`.
+#[cold]
+#[inline(never)]
+fn capture_flag(c: &mut [u64], stream: *mut c_void, per_thread: bool) {
+    let Some(f) = real(STREAM_IS_CAPTURING) else {
+        return;
+    };
+    let stream = if stream.is_null() && per_thread {
+        CU_STREAM_PER_THREAD as *mut c_void
+    } else {
+        stream
+    };
+    let mut status: u32 = 0;
+    // SAFETY: `f` is the driver's `cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*)`;
+    // `status` is a valid `enum` (int-sized) for the call. Made while this thread is not
+    // marked busy, but the real function is called directly, not through a wrapper.
+    let r = unsafe {
+        std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, *mut u32) -> CUresult>(
+            f,
+        )(stream, &mut status)
+    };
+    if r == 0 && status == CU_STREAM_CAPTURE_STATUS_ACTIVE {
+        if let Some(w) = c.get_mut(1) {
+            *w |= u64::from(FLAG_CAPTURING) << 32;
         }
     }
 }

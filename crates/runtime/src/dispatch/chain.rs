@@ -12,7 +12,6 @@ use super::build::LoadedObject;
 use super::ctx::CtxBuf;
 use super::DispatchError;
 
-/// What the entry programs decided, from [`Chain::entry_words`].
 /// Entry and exit programs of one attach point, each sorted by priority.
 ///
 /// `repr(C, align(64))`: all of it is one cache line (the shim reads it on every policed
@@ -25,9 +24,9 @@ pub struct Chain {
     /// Exit programs.
     pub exit: Vec<AttachedProgram>,
     /// An object meant for this point could not be built and the process fails closed:
-    /// every call is refused with [`FAIL_CLOSED_RESULT`].
+    /// every call is refused with [`FAIL_CLOSED_RESULT`](super::FAIL_CLOSED_RESULT).
     pub broken: bool,
-    /// An entry program that fails at run time refuses the call ([`FAIL_CLOSED_RESULT`])
+    /// An entry program that fails at run time refuses the call ([`FAIL_CLOSED_RESULT`](super::FAIL_CLOSED_RESULT))
     /// instead of counting as verdict 0.
     pub fail_closed: bool,
     /// Where the process counts this point's calls (the shim's statistics slot).

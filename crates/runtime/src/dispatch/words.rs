@@ -8,7 +8,8 @@ use crate::attach::Phase;
 use super::attached::{AttachedProgram, Stack, WordsError};
 use super::chain::Chain;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the entry programs decided, from [`Chain::entry_words`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EntryVerdict {
     /// 0: the call proceeds; otherwise the `CUresult` returned instead of calling.
     pub verdict: u32,
@@ -133,8 +134,16 @@ fn run_on_copy(
     };
     copy.copy_from_slice(ctx);
     let r = p.run_words(copy, stack);
-    let result = copy.get(W_RESULT).map_or(0, |w| *w as u32);
+    let result = result_in(copy, 0);
     (r, result)
+}
+
+/// `hdr.result` of a word ctx, `or` when the ctx is too short to hold it. (Inlined into
+/// the shim, which instantiates the generic chain runners: a private function of this
+/// crate would otherwise be a call into another part of the library on every call.)
+#[inline(always)]
+fn result_in(ctx: &[u64], or: u32) -> u32 {
+    ctx.get(W_RESULT).map_or(or, |w| *w as u32)
 }
 
 fn set_high(w: &mut u64, v: u32) {
@@ -193,11 +202,7 @@ impl Chain {
                 i += 1;
             }
         }
-        let mut out = EntryVerdict {
-            verdict: 0,
-            denied_by: None,
-            faults: 0,
-        };
+        let mut out = EntryVerdict::default();
         if i < self.entry.len() {
             self.entry_from(i, ctx, stack, rec, &mut out);
         }
@@ -242,11 +247,7 @@ impl Chain {
         stack: &mut Stack,
         rec: &mut impl RunRecorder,
     ) -> EntryVerdict {
-        let mut out = EntryVerdict {
-            verdict: 0,
-            denied_by: None,
-            faults: 0,
-        };
+        let mut out = EntryVerdict::default();
         let Some(p) = self.entry.get(i) else {
             return out;
         };
@@ -337,11 +338,11 @@ impl Chain {
                 if p.shadow {
                     break;
                 }
-                let before = ctx.get(W_RESULT).map_or(result, |w| *w as u32);
+                let before = result_in(ctx, result);
                 let Some((_, status)) = p.native_words(ctx, stack) else {
                     break;
                 };
-                let after = ctx.get(W_RESULT).map_or(before, |w| *w as u32);
+                let after = result_in(ctx, before);
                 if status != 0 || after != before {
                     return self.exit_settle(i, status, before, after, ctx, stack, result, rec);
                 }
@@ -353,7 +354,7 @@ impl Chain {
         } else {
             0
         };
-        (ctx.get(W_RESULT).map_or(result, |w| *w as u32), faults)
+        (result_in(ctx, result), faults)
     }
 
     /// The exit programs from index `start` on, each reported to `rec`; the number that
@@ -369,7 +370,7 @@ impl Chain {
     ) -> u32 {
         let mut faults = 0u32;
         for p in self.exit.iter().skip(start) {
-            let before = ctx.get(W_RESULT).map_or(result, |w| *w as u32);
+            let before = result_in(ctx, result);
             let t = rec.start();
             let (r, after) = if p.shadow {
                 // Shadow: runs on a copy, so neither its result override nor its writes to
@@ -377,7 +378,7 @@ impl Chain {
                 run_on_copy(p, ctx, stack)
             } else {
                 let r = p.run_words(ctx, stack);
-                (r, ctx.get(W_RESULT).map_or(before, |w| *w as u32))
+                (r, result_in(ctx, before))
             };
             rec.finish(p.stats_slot, t, r.is_err());
             faults = faults.saturating_add(exit_outcome(p, r.is_err(), before, after, ctx, rec));
@@ -407,7 +408,7 @@ impl Chain {
             faults = exit_outcome(p, status != 0, before, after, ctx, rec);
         }
         let faults = faults.saturating_add(self.exit_from(i + 1, ctx, stack, result, rec));
-        (ctx.get(W_RESULT).map_or(result, |w| *w as u32), faults)
+        (result_in(ctx, result), faults)
     }
 }
 

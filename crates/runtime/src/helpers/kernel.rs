@@ -68,13 +68,13 @@ pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
     // (a fault-safe `process_vm_readv` read cost two, which dominated a traced launch).
     let last = out.len() - 1;
     for (i, slot) in out.iter_mut().enumerate() {
-        // SAFETY: `name` is a NUL-terminated string (see above) and no byte after its NUL
-        // is read: the loop stops at the first NUL.
-        let b = unsafe { name.add(i).cast::<u8>().read() };
         if i == last {
             // Truncated: the buffer ends with a NUL (the rest is already zero).
             return Ok(out.len());
         }
+        // SAFETY: `name` is a NUL-terminated string (see above) and no byte after its NUL
+        // is read: the loop stops at the first NUL.
+        let b = unsafe { name.add(i).cast::<u8>().read() };
         if b == 0 {
             return Ok(i + 1);
         }
