@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::layout::{BUCKET_HEAD, BUCKET_SIZE, ENTRY_HDR, STATE_OFFSET};
 use super::lock::SharedMutex;
+pub(super) use super::key_hash::hash_key;
 use super::{round8, MapError, BPF_EXIST, BPF_NOEXIST};
 
 /// Chain terminator flag; the low bits name the bucket.
@@ -55,51 +56,6 @@ pub(super) struct HashMap {
     /// Mapped read-write; a read-only mapping never stamps LRU entries.
     pub(super) writable: bool,
     pub(super) name: String,
-}
-
-/// The hash of a key: 8-byte words through a multiply-xorshift mix, seeded per map.
-#[inline(always)]
-pub(super) fn hash_key(seed: u64, key: &[u8]) -> u32 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    // The common key sizes take one word and two multiplications.
-    let word = match key.len() {
-        4 => {
-            let mut w = [0u8; 4];
-            w.copy_from_slice(key);
-            Some(u64::from(u32::from_le_bytes(w)))
-        }
-        8 => {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(key);
-            Some(u64::from_le_bytes(w))
-        }
-        _ => None,
-    };
-    if let Some(w) = word {
-        let mut h = (seed ^ w).wrapping_mul(K);
-        h ^= h >> 32;
-        h = h.wrapping_mul(0xd6e8_feb8_6659_fd93);
-        h ^= h >> 32;
-        return h as u32;
-    }
-    let mut h = seed ^ (key.len() as u64).wrapping_mul(K);
-    let mut chunks = key.chunks_exact(8);
-    for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K);
-        h ^= h >> 29;
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K);
-    }
-    h ^= h >> 32;
-    h = h.wrapping_mul(0xd6e8_feb8_6659_fd93);
-    h ^= h >> 32;
-    h as u32
 }
 
 impl HashMap {
@@ -175,7 +131,7 @@ impl HashMap {
         unsafe { self.entry(i).add(ENTRY_HDR + round8(self.key_size)) }
     }
 
-    /// Whether entry `i` holds `key`. Keys of 4 and 8 bytes are compared with atomic loads,
+    /// Whether entry `i` holds `key`. Keys of 4, 8 and 16 bytes are compared with atomic loads,
     /// others with `memcmp` (shared memory another process may be writing).
     #[inline(always)]
     fn key_eq(&self, i: u32, key: &[u8]) -> bool {
@@ -194,6 +150,21 @@ impl HashMap {
                 let mut w = [0u8; 8];
                 w.copy_from_slice(key);
                 stored == u64::from_ne_bytes(w)
+            }
+            16 => {
+                // SAFETY: the key slot is 8-aligned and 16 bytes long.
+                let stored = unsafe { &*k.cast::<[AtomicU64; 2]>() }
+                    .each_ref()
+                    .map(|w| w.load(Ordering::Relaxed));
+                let mut w = [0u8; 16];
+                w.copy_from_slice(key);
+                let (a, b) = w.split_at(8);
+                let word = |s: &[u8]| {
+                    let mut x = [0u8; 8];
+                    x.copy_from_slice(s);
+                    u64::from_ne_bytes(x)
+                };
+                stored == [word(a), word(b)]
             }
             n => {
                 // SAFETY: both ranges are `n` readable bytes; memcmp tolerates concurrent
