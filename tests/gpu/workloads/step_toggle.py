@@ -7,6 +7,10 @@ blocks alternate between nothing attached and the two policies. Prints the block
 medians of the two kinds of block, `paired` is the median over the policy blocks of each
 one's difference from the mean of its two neighbours, which cancels the machine's drifts.
 
+Diagnostics: STEP_POLICIES="quota" or "trace" toggles one of the two alone, and
+STEP_TRACE_SET="emit_events=false" passes a `--set` to trace (both default to the check's
+own setting: quota and trace, trace as built).
+
   step_toggle.py DIST [BLOCKS=16] [STEPS=300]   (GPUBPF_HOME: a scratch registry)"""
 import os
 import statistics
@@ -24,6 +28,10 @@ blocks = int(sys.argv[2]) if len(sys.argv) > 2 else 16
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
 G = os.path.join(dist, "gpubpf")
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+policies = os.environ.get("STEP_POLICIES", "quota trace").split()
+if not policies or set(policies) - {"quota", "trace"}:
+    sys.exit(f"STEP_POLICIES: quota and/or trace, not {policies}")
+trace_set = [a for kv in os.environ.get("STEP_TRACE_SET", "").split() for a in ("--set", kv)]
 
 
 def gpubpf(*args):
@@ -54,12 +62,15 @@ torch.cuda.synchronize()
 ms = []
 for b in range(blocks):
     if b % 2 == 1:
-        gpubpf("load", os.path.join(dist, "quota.o"), "--name", "quota",
-               "--set", "limit_bytes=8GiB", "--wait=30s")
-        gpubpf("load", os.path.join(dist, "trace.o"), "--name", "trace", "--wait=30s")
+        if "quota" in policies:
+            gpubpf("load", os.path.join(dist, "quota.o"), "--name", "quota",
+                   "--set", "limit_bytes=8GiB", "--wait=30s")
+        if "trace" in policies:
+            gpubpf("load", os.path.join(dist, "trace.o"), "--name", "trace", *trace_set,
+                   "--wait=30s")
     elif b > 0:
-        gpubpf("prog", "unload", "quota", "--wait=30s")
-        gpubpf("prog", "unload", "trace", "--wait=30s")
+        for name in policies:
+            gpubpf("prog", "unload", name, "--wait=30s")
     step()  # the first call after a change builds nothing more: chains are ready
     torch.cuda.synchronize()
     t0 = time.perf_counter()
