@@ -70,10 +70,7 @@ def launch(work):
     result("launch-overhead-measured", not missing,
            f"missing {missing}" if missing
            else f"{3 * len(REPS)} runs ({len(REPS)} x no shim / shim / shim+count_launch)")
-    across = (f"; across processes C vs A {pct(m['C'], m['A'])}, which vary by as much"
-              if m["A"] and m["C"] else "")
-    under_1pct("launch-overhead-under-1pct", os.path.join(work, "launch-toggle.txt"),
-               "count_launch", "launch", across)
+    interleaved_goal("launch-overhead-under-1pct", os.path.join(work, "launch-interleave.txt"))
     made = sum(int(kv.get("launches", 0)) for kv in extra["C"])
     try:
         with open(os.path.join(work, "launch-count.json")) as f:
@@ -122,6 +119,32 @@ def under_1pct(name, toggle, what, per, across):
     result(name, added < 1.0,
            f"{what} adds {added:+.2f} % per {per} ({m.group(1)} {m.group(2)}, one process, "
            f"{loops.group(1) if loops else 'alternating'}; goal < 1 %){across}")
+
+
+def interleaved_goal(name, path):
+    """The launch goal's check, from launch_interleave.sh: in one process, batches through
+    the driver's own cuLaunchKernel and the shim's alternate; its GOAL lines give the
+    median per-pair difference without the shim (the instrument's zero), under the shim
+    with nothing attached and with count_launch.o."""
+    goals = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                m = re.match(r"GOAL (\S+): added ([-+0-9.]+) ns per launch \(([-+0-9.]+)% of", line)
+                if m:
+                    goals[m.group(1)] = (float(m.group(2)), float(m.group(3)))
+    except OSError:
+        pass
+    if "shim-count_launch" not in goals:
+        result(name, False, f"no count_launch figure in {os.path.basename(path)}")
+        return
+    ns, pc = goals["shim-count_launch"]
+    rest = "; ".join(f"{k} {v[0]:+.1f} ns ({v[1]:+.2f} %)" for k, v in goals.items()
+                     if k != "shim-count_launch")
+    result(name, pc < 1.0,
+           f"count_launch adds {pc:+.2f} % per launch ({ns:+.1f} ns; one process, batches "
+           f"through the driver's own cuLaunchKernel and the shim's alternating; {rest}; "
+           f"goal < 1 %)")
 
 
 def spawn_summary(path):

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The launch goal (issue #13 point 5) with launch_interleave.cu: in one process, batches
+# through the driver's own cuLaunchKernel and through the shim's alternate. Runs it
+# without the shim (both sides the driver: the instrument's zero), under the shim with
+# nothing attached, and under the shim with count_launch.o loaded, REPS times in turn;
+# prints each INTERLEAVE line and one GOAL line per configuration (median of its runs).
+#   tests/gpu/workloads/launch_interleave.sh DIST [REPS=2] [PAIRS=1000] [B=2000]
+set -u
+DIST=$(realpath "$1")
+REPS=${2:-2} PAIRS=${3:-1000} B=${4:-2000}
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d)
+nvcc -O2 -arch=sm_90 -o "$WORK/li" "$HERE/launch_interleave.cu" -lcuda || exit 1
+export GPUBPF_HOME="$WORK/registry"
+LOG="$WORK/log"
+for r in $(seq "$REPS"); do
+	echo "no-shim rep=$r $(timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"
+	"$DIST/gpubpf" prog unload count >/dev/null 2>&1
+	echo "shim-nothing rep=$r $(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"
+	"$DIST/gpubpf" load "$DIST/count_launch.o" --name count >/dev/null || exit 1
+	echo "shim-count_launch rep=$r $(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"
+done
+python3 - "$LOG" <<'PY'
+import re, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\S+) rep=\d+ INTERLEAVE hooked_ns=(\S+) direct_ns=(\S+) added=(\S+)ns", line)
+    if m:
+        runs.setdefault(m[1], []).append((float(m[3]), float(m[4])))
+for name, rs in runs.items():
+    added = statistics.median(a for _, a in rs)
+    base = statistics.median(d for d, _ in rs)
+    print(f"GOAL {name}: added {added:+.1f} ns per launch ({100 * added / base:+.2f}% of {base:.0f} ns; "
+          f"runs {', '.join(f'{a:+.1f}' for _, a in rs)})")
+PY
