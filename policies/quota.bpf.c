@@ -11,9 +11,10 @@
  *   device_limit_bytes  per device (every process on it)
  *   log_denials         bpf_printk a line per refusal
  *
- * Programs, by family (entry: check; exit: account what really happened, result 0 only):
- *   cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged,    size from the arguments; Pitch checks
- *   cuMemAllocAsync, cuMemAllocFromPoolAsync           Width x Height and accounts the real
+ * Programs, by family (entry: reserve the size in every bucket or refuse; exit: record the
+ * allocation when the call succeeded, give the reservation back when it did not):
+ *   cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged,    size from the arguments; Pitch reserves
+ *   cuMemAllocAsync, cuMemAllocFromPoolAsync           Width x Height and charges the real
  *                                                      pitch x Height on exit
  *   cuMemCreate                                        physical allocations (what cuMemMap
  *                                                      maps is already counted here); only
@@ -30,8 +31,11 @@
  * A refusal returns CUDA_ERROR_OUT_OF_MEMORY (2) without calling the driver: what PyTorch's
  * caching allocator and cudart expect of a full device. Counters (maps in quota.h, pinned by
  * name, shared with meminfo) are updated with atomics, so threads and processes count
- * correctly. The check on entry and the accounting on exit are separate steps: allocations
- * racing in other threads between the two can overshoot a limit by at most their own sizes.
+ * correctly, and a limit is never crossed: the entry adds the size to each bucket first and
+ * takes it back when the sum crosses the limit, so of allocations racing in threads or
+ * processes only those that fit pass (one may be refused while another's reservation, which
+ * its call may yet give back, is counted). Between entry and exit a reservation is already
+ * in `bytes` and `allocs`; the thread's slot in `quota_pending` tells the exit what to settle.
  * Memory of a process that exits without freeing it stays charged until its entries are
  * removed (`gpubpf maps delete proc_usage --key PID` and the user/device buckets).
  */
@@ -74,7 +78,38 @@ struct alloc_prop_head {
 };
 
 #define CU_MEM_LOCATION_TYPE_DEVICE 1
+/* A size no device accepts (an unreadable or impossible descriptor, a Width x Height that
+ * overflows), or a host allocation: not policed, left to the driver. */
 #define SIZE_UNKNOWN (~0ULL)
+
+/* Threads' slots in `quota_pending` (a power of two: the slot is tid modulo this). */
+#define PENDING_SLOTS 65536
+
+/*
+ * What a thread's allocation call reserved on entry, for its exit: written by every entry
+ * (held 0 when nothing was reserved), consumed by the exit of the same call. Entry and exit
+ * of one call run on one thread with no other policed call between them (a call the driver
+ * makes from inside is not policed), so the slot cannot change in between except by another
+ * live thread whose id is equal modulo PENDING_SLOTS; then the exit finds another tid and
+ * settles nothing: a failed call's reservation stays charged (an over-count, never an
+ * under-count).
+ */
+struct pending {
+	__u32 tid;    /* whose call */
+	__u32 api_id; /* which call */
+	__u64 size;   /* bytes reserved */
+	__s32 device; /* the device bucket charged, -1: none */
+	__u32 uid;    /* the user bucket charged */
+	__u32 held;   /* 1: `size` is reserved in the buckets */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PENDING_SLOTS);
+	__type(key, __u32);
+	__type(value, struct pending);
+} quota_pending SEC(".maps");
 
 static __always_inline struct usage *usage_of(void *map, __u32 id)
 {
@@ -87,20 +122,12 @@ static __always_inline struct usage *usage_of(void *map, __u32 id)
 	return bpf_map_lookup_elem(map, &id);
 }
 
-/* Whether `cur + size` exceeds `limit` (0: no limit), without overflowing. */
-static __noinline int over_limit(__u64 cur, __u64 size, __u64 limit)
-{
-	if (limit == 0)
-		return 0;
-	return size > limit || cur > limit - size;
-}
-
 static __always_inline __u32 current_uid(void)
 {
 	return (__u32)bpf_get_current_uid_gid();
 }
 
-/* a * b, saturating at SIZE_UNKNOWN (which every limit refuses). */
+/* a * b, saturating at SIZE_UNKNOWN (no device accepts it: left to the driver). */
 static __always_inline __u64 mul_sat(__u64 a, __u64 b)
 {
 	if (a == 0)
@@ -112,52 +139,163 @@ static __always_inline __u64 mul_sat(__u64 a, __u64 b)
 	return b > max_b ? SIZE_UNKNOWN : a * b;
 }
 
-/*
- * Entry check of an allocation of `size` bytes by process `pid` on device `dev` (-1:
- * unknown, no device limit): 0, or 1 after counting the refusal in the bucket whose limit
- * it would cross. Fails open (0) when a counter cannot be created.
- */
-static __noinline int refuse(__u32 pid, __s32 dev, __u64 size)
+/* Takes `size` bytes of bucket `s` unless the bucket would then exceed `limit` (0: no
+ * limit): 0, or 1 with nothing taken. The bytes are added first and the sum checked, so
+ * two racing allocations cannot both pass on the same headroom. */
+static __always_inline int take(struct usage *s, __u64 size, __u64 limit)
 {
+	if (limit != 0 && size > limit)
+		return 1;
+	__u64 before = __sync_fetch_and_add(&s->bytes, size);
+
+	if (limit != 0 && before > limit - size) {
+		__sync_fetch_and_sub(&s->bytes, size);
+		return 1;
+	}
+	__sync_fetch_and_add(&s->allocs, 1);
+	return 0;
+}
+
+/* Gives back what take() took. */
+static __always_inline void give(struct usage *s, __u64 size)
+{
+	if (s) {
+		__sync_fetch_and_sub(&s->bytes, size);
+		__sync_fetch_and_sub(&s->allocs, 1);
+	}
+}
+
+/*
+ * Entry of an allocation of `size` bytes by the calling process on device `dev` (-1:
+ * unknown, no device bucket): reserves it in the process, user and device buckets and
+ * returns 0, or returns 1 after counting the refusal in the bucket whose limit it would
+ * cross. SIZE_UNKNOWN reserves nothing. Fails open (0, nothing held) when a counter cannot
+ * be created.
+ */
+static __noinline int reserve(struct gpubpf_ctx_header *hdr, __s32 dev, __u64 size)
+{
+	__u32 slot = hdr->tid & (PENDING_SLOTS - 1);
+	struct pending *pd = bpf_map_lookup_elem(&quota_pending, &slot);
+	__u32 pid = hdr->pid;
 	__u32 uid = current_uid();
+
+	if (!pd)
+		return 0;
+	pd->tid = hdr->tid;
+	pd->api_id = hdr->api_id;
+	pd->held = 0;
+	if (size == SIZE_UNKNOWN)
+		return 0;
 	struct usage *p = usage_of(&proc_usage, pid);
 	struct usage *u = usage_of(&user_usage, uid);
 
 	if (!p || !u)
 		return 0;
-	if (over_limit(p->bytes, size, limit_bytes)) {
+	if (take(p, size, limit_bytes)) {
 		__sync_fetch_and_add(&p->denied, 1);
 		if (log_denials)
 			bpf_printk("quota: pid %u denied %llu bytes (process limit)", pid, size);
 		return 1;
 	}
-	if (over_limit(u->bytes, size, user_limit_bytes)) {
+	if (take(u, size, user_limit_bytes)) {
+		give(p, size);
 		__sync_fetch_and_add(&u->denied, 1);
 		if (log_denials)
 			bpf_printk("quota: uid %u denied %llu bytes (user limit)", uid, size);
 		return 1;
 	}
-	if (dev < 0 || device_limit_bytes == 0)
-		return 0;
-	struct usage *d = usage_of(&dev_usage, (__u32)dev);
+	if (dev >= 0) {
+		struct usage *d = usage_of(&dev_usage, (__u32)dev);
 
-	if (!d)
-		return 0;
-	if (over_limit(d->bytes, size, device_limit_bytes)) {
-		__sync_fetch_and_add(&d->denied, 1);
-		if (log_denials)
-			bpf_printk("quota: device %d denied %llu bytes (device limit)", dev, size);
-		return 1;
+		if (!d) {
+			give(p, size);
+			give(u, size);
+			return 0;
+		}
+		if (take(d, size, device_limit_bytes)) {
+			give(p, size);
+			give(u, size);
+			__sync_fetch_and_add(&d->denied, 1);
+			if (log_denials)
+				bpf_printk("quota: device %d denied %llu bytes (device limit)", dev,
+					   size);
+			return 1;
+		}
 	}
+	pd->size = size;
+	pd->device = dev;
+	pd->uid = uid;
+	pd->held = 1;
 	return 0;
 }
 
-static __always_inline void charge(struct usage *s, __u64 size)
+static __always_inline int verdict(struct gpubpf_ctx_header *hdr, __s32 dev, __u64 size)
 {
-	if (s) {
-		__sync_fetch_and_add(&s->bytes, size);
-		__sync_fetch_and_add(&s->allocs, 1);
+	return reserve(hdr, dev, size) ? CUDA_ERROR_OUT_OF_MEMORY : 0;
+}
+
+/* Adds `delta` bytes (two's complement: a negative one gives back) to the buckets of a
+ * reservation, without changing their allocation counts. */
+static __always_inline void adjust(__u32 pid, __u32 uid, __s32 dev, __u64 delta)
+{
+	struct usage *s = bpf_map_lookup_elem(&proc_usage, &pid);
+
+	if (s)
+		__sync_fetch_and_add(&s->bytes, delta);
+	s = bpf_map_lookup_elem(&user_usage, &uid);
+	if (s)
+		__sync_fetch_and_add(&s->bytes, delta);
+	if (dev >= 0) {
+		__u32 d = (__u32)dev;
+
+		s = bpf_map_lookup_elem(&dev_usage, &d);
+		if (s)
+			__sync_fetch_and_add(&s->bytes, delta);
 	}
+}
+
+/*
+ * Exit of an allocation call: settles this call's reservation. Success records the live
+ * allocation (`handle` of `kind`) under the reserved size, or under `real` when that is
+ * neither 0 nor SIZE_UNKNOWN and differs (the buckets change by the difference); failure
+ * gives the reservation back. Nothing when the entry held nothing (refused, not policed,
+ * no counter, or the policy was loaded while the call ran).
+ */
+static __noinline int settle(struct gpubpf_ctx_header *hdr, __u32 kind, __u64 handle,
+			     __u64 real)
+{
+	__u32 slot = hdr->tid & (PENDING_SLOTS - 1);
+	struct pending *pd = bpf_map_lookup_elem(&quota_pending, &slot);
+	__u32 pid = hdr->pid;
+
+	if (!pd || pd->tid != hdr->tid || pd->api_id != hdr->api_id || !pd->held)
+		return 0;
+	pd->held = 0;
+	__u64 size = pd->size;
+	__u32 uid = pd->uid;
+	__s32 dev = pd->device;
+
+	if (hdr->result != CUDA_SUCCESS) {
+		give(bpf_map_lookup_elem(&proc_usage, &pid), size);
+		give(bpf_map_lookup_elem(&user_usage, &uid), size);
+		if (dev >= 0) {
+			__u32 d = (__u32)dev;
+
+			give(bpf_map_lookup_elem(&dev_usage, &d), size);
+		}
+		return 0;
+	}
+	if (real != 0 && real != SIZE_UNKNOWN && real != size) {
+		adjust(pid, uid, dev, real - size);
+		size = real;
+	}
+	struct quota_key key = { .handle = handle, .pid = pid, .kind = kind };
+	struct quota_alloc a = {
+		.size = size, .pid = pid, .uid = uid, .device = dev, .kind = kind,
+	};
+
+	bpf_map_update_elem(&quota_allocs, &key, &a, BPF_ANY);
+	return 0;
 }
 
 static __always_inline void credit(struct usage *s, __u64 size)
@@ -166,24 +304,6 @@ static __always_inline void credit(struct usage *s, __u64 size)
 		__sync_fetch_and_sub(&s->bytes, size);
 		__sync_fetch_and_add(&s->frees, 1);
 	}
-}
-
-/* Exit accounting of an allocation that succeeded: counters and the live entry. */
-static __noinline int account(__u32 pid, __s32 dev, __u32 kind, __u64 handle, __u64 size)
-{
-	struct quota_key key = { .handle = handle, .pid = pid, .kind = kind };
-	struct quota_alloc a = {
-		.size = size, .pid = pid, .uid = current_uid(), .device = dev, .kind = kind,
-	};
-
-	if (size == SIZE_UNKNOWN)
-		return 0;
-	charge(usage_of(&proc_usage, pid), size);
-	charge(usage_of(&user_usage, a.uid), size);
-	if (dev >= 0)
-		charge(usage_of(&dev_usage, (__u32)dev), size);
-	bpf_map_update_elem(&quota_allocs, &key, &a, BPF_ANY);
-	return 0;
 }
 
 /* Exit crediting of a free that succeeded: the live entry's size goes back to its buckets. */
@@ -208,78 +328,59 @@ static __noinline int release(__u32 pid, __u32 kind, __u64 handle)
 	return 0;
 }
 
-static __always_inline int verdict(__u32 pid, __s32 dev, __u64 size)
-{
-	return refuse(pid, dev, size) ? CUDA_ERROR_OUT_OF_MEMORY : 0;
-}
-
 /* ---- linear allocations -------------------------------------------------------------- */
 
 GPUBPF_ENTRY(cuMemAlloc, quota_alloc)
 {
-	return verdict(ctx->hdr.pid, ctx->hdr.device, ctx->args.bytesize);
+	return verdict(&ctx->hdr, ctx->hdr.device, ctx->args.bytesize);
 }
 
 GPUBPF_EXIT(cuMemAlloc, quota_alloc_done)
 {
-	if (ctx->hdr.result != CUDA_SUCCESS)
-		return 0;
-	return account(ctx->hdr.pid, ctx->hdr.device, QUOTA_DPTR, ctx->out.dptr,
-		       ctx->args.bytesize);
+	return settle(&ctx->hdr, QUOTA_DPTR, ctx->out.dptr, 0);
 }
 
 GPUBPF_ENTRY(cuMemAllocPitch, quota_pitch)
 {
-	/* The pitch is only known on exit: check the unpadded size. */
-	return verdict(ctx->hdr.pid, ctx->hdr.device,
+	/* The pitch is only known on exit: reserve the unpadded size. */
+	return verdict(&ctx->hdr, ctx->hdr.device,
 		       mul_sat(ctx->args.WidthInBytes, ctx->args.Height));
 }
 
 GPUBPF_EXIT(cuMemAllocPitch, quota_pitch_done)
 {
-	if (ctx->hdr.result != CUDA_SUCCESS)
-		return 0;
-	return account(ctx->hdr.pid, ctx->hdr.device, QUOTA_DPTR, ctx->out.dptr,
-		       mul_sat(ctx->out.pPitch, ctx->args.Height));
+	return settle(&ctx->hdr, QUOTA_DPTR, ctx->out.dptr,
+		      mul_sat(ctx->out.pPitch, ctx->args.Height));
 }
 
 GPUBPF_ENTRY(cuMemAllocManaged, quota_managed)
 {
-	return verdict(ctx->hdr.pid, ctx->hdr.device, ctx->args.bytesize);
+	return verdict(&ctx->hdr, ctx->hdr.device, ctx->args.bytesize);
 }
 
 GPUBPF_EXIT(cuMemAllocManaged, quota_managed_done)
 {
-	if (ctx->hdr.result != CUDA_SUCCESS)
-		return 0;
-	return account(ctx->hdr.pid, ctx->hdr.device, QUOTA_DPTR, ctx->out.dptr,
-		       ctx->args.bytesize);
+	return settle(&ctx->hdr, QUOTA_DPTR, ctx->out.dptr, 0);
 }
 
 GPUBPF_ENTRY(cuMemAllocAsync, quota_async)
 {
-	return verdict(ctx->hdr.pid, ctx->hdr.device, ctx->args.bytesize);
+	return verdict(&ctx->hdr, ctx->hdr.device, ctx->args.bytesize);
 }
 
 GPUBPF_EXIT(cuMemAllocAsync, quota_async_done)
 {
-	if (ctx->hdr.result != CUDA_SUCCESS)
-		return 0;
-	return account(ctx->hdr.pid, ctx->hdr.device, QUOTA_DPTR, ctx->out.dptr,
-		       ctx->args.bytesize);
+	return settle(&ctx->hdr, QUOTA_DPTR, ctx->out.dptr, 0);
 }
 
 GPUBPF_ENTRY(cuMemAllocFromPoolAsync, quota_pool)
 {
-	return verdict(ctx->hdr.pid, ctx->hdr.device, ctx->args.bytesize);
+	return verdict(&ctx->hdr, ctx->hdr.device, ctx->args.bytesize);
 }
 
 GPUBPF_EXIT(cuMemAllocFromPoolAsync, quota_pool_done)
 {
-	if (ctx->hdr.result != CUDA_SUCCESS)
-		return 0;
-	return account(ctx->hdr.pid, ctx->hdr.device, QUOTA_DPTR, ctx->out.dptr,
-		       ctx->args.bytesize);
+	return settle(&ctx->hdr, QUOTA_DPTR, ctx->out.dptr, 0);
 }
 
 GPUBPF_EXIT(cuMemFree, quota_free_done)
@@ -317,20 +418,12 @@ GPUBPF_ENTRY(cuMemCreate, quota_create)
 {
 	__s32 dev = create_device(ctx->args.prop, ctx->hdr.device);
 
-	if (dev == -2)
-		return 0;
-	return verdict(ctx->hdr.pid, dev, ctx->args.size);
+	return verdict(&ctx->hdr, dev, dev == -2 ? SIZE_UNKNOWN : ctx->args.size);
 }
 
 GPUBPF_EXIT(cuMemCreate, quota_create_done)
 {
-	if (ctx->hdr.result != CUDA_SUCCESS)
-		return 0;
-	__s32 dev = create_device(ctx->args.prop, ctx->hdr.device);
-
-	if (dev == -2)
-		return 0;
-	return account(ctx->hdr.pid, dev, QUOTA_HANDLE, ctx->out.handle, ctx->args.size);
+	return settle(&ctx->hdr, QUOTA_HANDLE, ctx->out.handle, 0);
 }
 
 GPUBPF_EXIT(cuMemRelease, quota_release_done)
@@ -411,34 +504,25 @@ GPUBPF_ENTRY(cuArrayCreate, quota_array)
 {
 	__u64 size = array2d_size(ctx->args.pAllocateArray);
 
-	if (size == SIZE_UNKNOWN)
-		return 0; /* unreadable or impossible descriptor: the driver refuses it */
-	return verdict(ctx->hdr.pid, ctx->hdr.device, size);
+	/* SIZE_UNKNOWN (unreadable or impossible descriptor): the driver refuses it. */
+	return verdict(&ctx->hdr, ctx->hdr.device, size);
 }
 
 GPUBPF_EXIT(cuArrayCreate, quota_array_done)
 {
-	if (ctx->hdr.result != CUDA_SUCCESS)
-		return 0;
-	return account(ctx->hdr.pid, ctx->hdr.device, QUOTA_ARRAY, ctx->out.pHandle,
-		       array2d_size(ctx->args.pAllocateArray));
+	return settle(&ctx->hdr, QUOTA_ARRAY, ctx->out.pHandle, 0);
 }
 
 GPUBPF_ENTRY(cuArray3DCreate, quota_array3d)
 {
 	__u64 size = array3d_size(ctx->args.pAllocateArray, 1);
 
-	if (size == SIZE_UNKNOWN)
-		return 0;
-	return verdict(ctx->hdr.pid, ctx->hdr.device, size);
+	return verdict(&ctx->hdr, ctx->hdr.device, size);
 }
 
 GPUBPF_EXIT(cuArray3DCreate, quota_array3d_done)
 {
-	if (ctx->hdr.result != CUDA_SUCCESS)
-		return 0;
-	return account(ctx->hdr.pid, ctx->hdr.device, QUOTA_ARRAY, ctx->out.pHandle,
-		       array3d_size(ctx->args.pAllocateArray, 1));
+	return settle(&ctx->hdr, QUOTA_ARRAY, ctx->out.pHandle, 0);
 }
 
 GPUBPF_EXIT(cuArrayDestroy, quota_array_destroy_done)
@@ -452,17 +536,12 @@ GPUBPF_ENTRY(cuMipmappedArrayCreate, quota_mipmap)
 {
 	__u64 size = array3d_size(ctx->args.pMipmappedArrayDesc, ctx->args.numMipmapLevels);
 
-	if (size == SIZE_UNKNOWN)
-		return 0;
-	return verdict(ctx->hdr.pid, ctx->hdr.device, size);
+	return verdict(&ctx->hdr, ctx->hdr.device, size);
 }
 
 GPUBPF_EXIT(cuMipmappedArrayCreate, quota_mipmap_done)
 {
-	if (ctx->hdr.result != CUDA_SUCCESS)
-		return 0;
-	return account(ctx->hdr.pid, ctx->hdr.device, QUOTA_MIPMAP, ctx->out.pHandle,
-		       array3d_size(ctx->args.pMipmappedArrayDesc, ctx->args.numMipmapLevels));
+	return settle(&ctx->hdr, QUOTA_MIPMAP, ctx->out.pHandle, 0);
 }
 
 GPUBPF_EXIT(cuMipmappedArrayDestroy, quota_mipmap_destroy_done)

@@ -170,6 +170,7 @@ const QUOTA_PINNED: [&str; 5] = [
 fn quota_maps(object: &str) -> Vec<String> {
     let mut names: Vec<String> = QUOTA_PINNED.iter().map(|m| m.to_string()).collect();
     names.push(format!("{object}.rodata"));
+    names.push(format!("{object}.quota_pending"));
     names.sort();
     names
 }
@@ -267,7 +268,8 @@ fn replace_keeps_map_contents_and_changes_the_knob() {
     assert_eq!(reg.generation(), g + 1);
     assert_eq!(
         v["maps_taken_over"],
-        json!([{"from": "quota.rodata", "to": "q2.rodata"}])
+        json!([{"from": "quota.quota_pending", "to": "q2.quota_pending"},
+               {"from": "quota.rodata", "to": "q2.rodata"}])
     );
     assert_eq!(loaded(&home), ["q2"]);
     assert_eq!(map_names(&home), quota_maps("q2"));

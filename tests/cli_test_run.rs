@@ -203,18 +203,45 @@ fn a_denial_is_counted_and_logged_in_the_bucket_that_refused() {
     }
 }
 
+/// The catalog id of attach point `api` (`gpubpf -j attach-points`).
+fn api_id(home: &Path, api: &str) -> u64 {
+    ok_json(&run(home, &["-j", "attach-points"]))
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == api)
+        .unwrap_or_else(|| panic!("no attach point {api}"))["id"]
+        .as_u64()
+        .unwrap()
+}
+
+/// `--map-set` arguments for thread 5's `quota_pending` slot, holding `size` bytes of a
+/// call to `api` reserved for uid 1000 on device 0 (`tid`: whose call the slot says).
+fn pending(home: &Path, api: &str, tid: u64, size: u64) -> Vec<String> {
+    vec![
+        "--map-set".into(),
+        "quota_pending".into(),
+        "5".into(),
+        format!(
+            "tid={tid} api_id={} size={size} device=0 uid=1000 held=1",
+            api_id(home, api)
+        ),
+    ]
+}
+
 #[test]
-fn repeated_exit_runs_accumulate_in_the_maps_and_frees_credit_them() {
+fn entries_reserve_and_exits_record_or_give_back() {
     let Some((_d, home, [q, _])) = quota() else {
         return;
     };
-    // Three successful allocations of 100 MiB at the same address: state carries over.
+    // Three allocations of 100 MiB: each entry reserves in every bucket (state carries
+    // over) and says so in the thread's slot.
     let r = runs(&test_run(
         &home,
         &q,
         &[
             "--prog",
-            "quota_alloc_done",
+            "quota_alloc",
             "--repeat",
             "3",
             "--uid",
@@ -222,49 +249,107 @@ fn repeated_exit_runs_accumulate_in_the_maps_and_frees_credit_them() {
             "--ctx",
             "hdr.pid=42",
             "--ctx",
-            "args.bytesize=100MiB",
+            "hdr.tid=5",
             "--ctx",
-            "out.dptr=0x7f0000000000",
+            "args.bytesize=100MiB",
         ],
     ));
     assert_eq!(r.len(), 3);
     for (i, run) in r.iter().enumerate() {
         let n = i as u64 + 1;
-        assert_eq!(run["result"], 0);
-        let p = after(run, "proc_usage", &json!(42));
-        assert_eq!(
-            (&p["bytes"], &p["allocs"]),
-            (&json!(n * 100 * MIB), &json!(n))
-        );
-        assert_eq!(
-            after(run, "user_usage", &json!(1000))["bytes"],
-            n * 100 * MIB
-        );
-        assert_eq!(after(run, "dev_usage", &json!(0))["bytes"], n * 100 * MIB);
+        assert_eq!(run["verdict"], 0);
+        for (map, key) in [("proc_usage", 42), ("user_usage", 1000), ("dev_usage", 0)] {
+            let u = after(run, map, &json!(key));
+            assert_eq!(
+                (&u["bytes"], &u["allocs"]),
+                (&json!(n * 100 * MIB), &json!(n)),
+                "{map} after run {n}"
+            );
+        }
     }
-    let live = after(
-        &r[0],
-        "quota_allocs",
-        &json!({"handle": 0x7f00_0000_0000u64, "pid": 42, "kind": 1}),
-    );
     assert_eq!(
-        live,
-        &json!({"size": 100 * MIB, "pid": 42, "uid": 1000, "device": 0, "kind": 1})
+        after(&r[0], "quota.quota_pending", &json!(5)),
+        &json!({"tid": 5, "api_id": api_id(&home, "cuMemAlloc"), "size": 100 * MIB,
+                "device": 0, "uid": 1000, "held": 1, "pad": 0})
     );
-    // A failed call (hdr.result 2) is not accounted.
-    let r = runs(&test_run(
-        &home,
-        &q,
-        &[
+    // Success: the exit records the live allocation under the reserved size and releases
+    // the slot; the buckets already hold it.
+    let exit = |result: &str, slot: Vec<String>| {
+        let mut args: Vec<String> = [
             "--prog",
             "quota_alloc_done",
             "--ctx",
-            "hdr.result=2",
+            "hdr.pid=42",
+            "--ctx",
+            "hdr.tid=5",
+            "--ctx",
+            result,
             "--ctx",
             "args.bytesize=100MiB",
-        ],
-    ));
-    assert_eq!(r[0]["map_changes"], json!([]));
+            "--ctx",
+            "out.dptr=0x7f0000000000",
+            "--map-set",
+            "proc_usage",
+            "42",
+            "bytes=104857600 allocs=1",
+            "--map-set",
+            "user_usage",
+            "1000",
+            "bytes=104857600 allocs=1",
+            "--map-set",
+            "dev_usage",
+            "0",
+            "bytes=104857600 allocs=1",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(slot);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        runs(&test_run(&home, &q, &args)).remove(0)
+    };
+    let ok_run = exit("hdr.result=0", pending(&home, "cuMemAlloc", 5, 100 * MIB));
+    assert_eq!(
+        after(
+            &ok_run,
+            "quota_allocs",
+            &json!({"handle": 0x7f00_0000_0000u64, "pid": 42, "kind": 1})
+        ),
+        &json!({"size": 100 * MIB, "pid": 42, "uid": 1000, "device": 0, "kind": 1})
+    );
+    assert_eq!(after(&ok_run, "quota.quota_pending", &json!(5))["held"], 0);
+    let changed: Vec<&Value> = ok_run["map_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["map"])
+        .collect();
+    assert_eq!(
+        changed,
+        [&json!("quota_allocs"), &json!("quota.quota_pending")]
+    );
+    // Failure (the driver's, or a later program's refusal): the reservation goes back.
+    let failed = exit("hdr.result=2", pending(&home, "cuMemAlloc", 5, 100 * MIB));
+    for (map, key) in [("proc_usage", 42), ("user_usage", 1000), ("dev_usage", 0)] {
+        let u = after(&failed, map, &json!(key));
+        assert_eq!((&u["bytes"], &u["allocs"]), (&json!(0), &json!(0)), "{map}");
+    }
+    assert!(failed["map_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["map"] != "quota_allocs"));
+    // Nothing held (quota's own refusal, a call that began before the policy), or the slot
+    // of another thread with the same slot number, or of another call: nothing settles.
+    for slot in [
+        vec![],
+        pending(&home, "cuMemAlloc", 65536 + 5, 100 * MIB),
+        pending(&home, "cuMemAllocAsync", 5, 100 * MIB),
+    ] {
+        for result in ["hdr.result=0", "hdr.result=2"] {
+            let r = exit(result, slot.clone());
+            assert_eq!(r["map_changes"], json!([]), "{result} {slot:?}");
+        }
+    }
     // A free credits the owner's buckets and removes the live entry; a pointer the same
     // process never got (or another process's) changes nothing.
     let free = |pid: &str| {
@@ -313,8 +398,8 @@ fn repeated_exit_runs_accumulate_in_the_maps_and_frees_credit_them() {
     assert_eq!(free("43")[0]["map_changes"], json!([]));
 }
 
-/// What `quota_*_done` accounts for one allocation of family `prog` with `ctx`.
-fn accounted(home: &Path, q: &Path, prog: &str, ctx: &[&str]) -> Value {
+/// What the entry `prog` reserves for one allocation of its family with `ctx`.
+fn reserved(home: &Path, q: &Path, prog: &str, ctx: &[&str]) -> Value {
     let mut args = vec!["--prog", prog, "--ctx", "hdr.pid=9"];
     for c in ctx {
         args.extend(["--ctx", c]);
@@ -323,19 +408,64 @@ fn accounted(home: &Path, q: &Path, prog: &str, ctx: &[&str]) -> Value {
     after(&r[0], "proc_usage", &json!(9))["bytes"].clone()
 }
 
+/// The usage maps a run changed.
+fn usage_changes(run: &Value) -> Vec<Value> {
+    run["map_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["map"].as_str().unwrap().ends_with("_usage"))
+        .cloned()
+        .collect()
+}
+
 #[test]
 fn every_family_is_sized_as_documented() {
     let Some((_d, home, [q, _])) = quota() else {
         return;
     };
-    // Pitch: the real pitch times the height.
+    // Pitch: the entry reserves Width x Height, the exit charges the real pitch x Height.
     assert_eq!(
-        accounted(
+        reserved(
             &home,
             &q,
-            "quota_pitch_done",
-            &["args.WidthInBytes=1000", "args.Height=3", "out.pPitch=1024"]
+            "quota_pitch",
+            &["args.WidthInBytes=1000", "args.Height=3"]
         ),
+        3000
+    );
+    let mut args = vec![
+        "--prog",
+        "quota_pitch_done",
+        "--uid",
+        "1000",
+        "--ctx",
+        "hdr.pid=9",
+        "--ctx",
+        "hdr.tid=5",
+        "--ctx",
+        "args.WidthInBytes=1000",
+        "--ctx",
+        "args.Height=3",
+        "--ctx",
+        "out.pPitch=1024",
+        "--ctx",
+        "out.dptr=0x2000",
+        "--map-set",
+        "proc_usage",
+        "9",
+        "bytes=3000 allocs=1",
+    ];
+    let slot = pending(&home, "cuMemAllocPitch", 5, 3000);
+    args.extend(slot.iter().map(String::as_str));
+    let r = runs(&test_run(&home, &q, &args));
+    assert_eq!(after(&r[0], "proc_usage", &json!(9))["bytes"], 3072);
+    assert_eq!(
+        after(
+            &r[0],
+            "quota_allocs",
+            &json!({"handle": 0x2000, "pid": 9, "kind": 1})
+        )["size"],
         3072
     );
     // cuMemCreate: the size, on the device of prop->location (type 1 = device, id 2).
@@ -344,13 +474,11 @@ fn every_family_is_sized_as_documented() {
         &q,
         &[
             "--prog",
-            "quota_create_done",
+            "quota_create",
             "--ctx",
             "args.size=2MiB",
             "--ctx",
             "args.prop=buf:u32=0,u32=0,u32=1,i32=2",
-            "--ctx",
-            "out.handle=1",
         ],
     ));
     assert_eq!(after(&r[0], "dev_usage", &json!(2))["bytes"], 2 * MIB);
@@ -360,49 +488,54 @@ fn every_family_is_sized_as_documented() {
         &q,
         &[
             "--prog",
-            "quota_create_done",
+            "quota_create",
+            "--set",
+            "limit_bytes=1",
             "--ctx",
             "args.size=2MiB",
             "--ctx",
             "args.prop=buf:u32=0,u32=0,u32=2,i32=0",
         ],
     ));
-    assert_eq!(r[0]["map_changes"], json!([]));
+    assert_eq!(
+        (&r[0]["verdict"], usage_changes(&r[0])),
+        (&json!(0), vec![])
+    );
     // 2D array: 1000 x 3 float4 (format 0x20, 4 channels) = 48000 bytes; 1D: height 0.
     assert_eq!(
-        accounted(
+        reserved(
             &home,
             &q,
-            "quota_array_done",
+            "quota_array",
             &["args.pAllocateArray=buf:u64=1000,u64=3,u32=0x20,u32=4"]
         ),
         48000
     );
     assert_eq!(
-        accounted(
+        reserved(
             &home,
             &q,
-            "quota_array_done",
+            "quota_array",
             &["args.pAllocateArray=buf:u64=1000,u64=0,u32=0x01,u32=1"]
         ),
         1000
     );
     // 3D array of half2 (0x10, 2 channels): 64 x 32 x 8 x 4 bytes.
     assert_eq!(
-        accounted(
+        reserved(
             &home,
             &q,
-            "quota_array3d_done",
+            "quota_array3d",
             &["args.pAllocateArray=buf:u64=64,u64=32,u64=8,u32=0x10,u32=2,u32=0"]
         ),
         65536
     );
     // Mipmap: levels 64x64, 32x32, 16x16 of 1-channel float.
     assert_eq!(
-        accounted(
+        reserved(
             &home,
             &q,
-            "quota_mipmap_done",
+            "quota_mipmap",
             &[
                 "args.pMipmappedArrayDesc=buf:u64=64,u64=64,u64=0,u32=0x20,u32=1,u32=0",
                 "args.numMipmapLevels=3"
@@ -588,10 +721,11 @@ fn against_the_registry_the_run_changes_its_maps() {
             ],
         ))
     };
-    // The loaded limit (1000) applies: 100 fits, 101 does not, and the denial is counted in
-    // the registry's map.
-    assert_eq!(go("100")[0]["verdict"], 0);
+    // The loaded limit (1000) applies: 101 does not fit, 100 does and is reserved in the
+    // registry's map (900 + 100), after which 1 more does not; both denials are counted.
     assert_eq!(go("101")[0]["verdict"], 2);
+    assert_eq!(go("100")[0]["verdict"], 0);
+    assert_eq!(go("1")[0]["verdict"], 2);
     let l = ok_json(&run(
         &home,
         &["-j", "maps", "lookup", "proc_usage", "--key", "42"],
@@ -601,7 +735,7 @@ fn against_the_registry_the_run_changes_its_maps() {
             &l["formatted"]["value"]["bytes"],
             &l["formatted"]["value"]["denied"]
         ),
-        (&json!(900), &json!(1))
+        (&json!(1000), &json!(2))
     );
     // --set would not apply to the loaded globals: refused.
     let out = run(
@@ -634,7 +768,8 @@ fn against_the_registry_the_run_changes_its_maps() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("other.rodata") && err.contains("load the object first"),
+        err.contains("map `other.quota_pending` is not in the registry")
+            && err.contains("load the object first"),
         "{err}"
     );
 }

@@ -61,8 +61,8 @@ fn quota_policy() {
                 )
             })
             .collect();
-        // Every allocation family of INTERCEPTION.md §5: a check on entry and accounting
-        // on exit, each free credited on exit, the limits published for meminfo.
+        // Every allocation family of INTERCEPTION.md §5: a reservation on entry settled on
+        // exit, each free credited on exit, the limits published for meminfo.
         let want: Vec<(&str, String, &str, Phase)> = [
             ("quota_alloc", "cuMemAlloc", Phase::Entry),
             ("quota_alloc_done", "cuMemAlloc", Phase::Exit),
@@ -111,7 +111,10 @@ fn quota_policy() {
         assert_eq!(progs, want, "{clang}");
         let entry = obj.program("quota_alloc").unwrap();
         let subs: Vec<_> = entry.subprograms.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(subs, ["refuse", "over_limit"], "{clang}");
+        assert_eq!(subs, ["reserve"], "{clang}");
+        let exit = obj.program("quota_alloc_done").unwrap();
+        let subs: Vec<_> = exit.subprograms.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(subs, ["settle"], "{clang}");
         // Line info covers every instruction and points at the source.
         for p in &obj.programs {
             assert_eq!(p.line_coverage(), p.insns.len(), "{clang} {}", p.name);
@@ -120,7 +123,7 @@ fn quota_policy() {
         assert!(entry
             .line_info
             .iter()
-            .any(|l| l.source.contains("over_limit(p->bytes, size, limit_bytes)")));
+            .any(|l| l.source.contains("if (take(p, size, limit_bytes)) {")));
         assert!(entry.subprograms[0].pc <= entry.line_info.last().unwrap().pc);
 
         let proc_usage = &obj.maps[obj.map_index("proc_usage").unwrap()];

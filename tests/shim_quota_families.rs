@@ -310,3 +310,41 @@ fn meminfo_reports_the_quota_and_what_is_left_of_it() {
         )
     );
 }
+
+/// Allocations racing in threads never cross a limit together: each entry adds its size
+/// first and takes it back when the sum crosses, so exactly the allocations that fit pass
+/// (the former check-then-account let racing threads through on the same headroom).
+#[test]
+fn racing_threads_never_cross_the_limit() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    let (threads, each, fit) = (8, 40, 10);
+    load(
+        &home,
+        &quota,
+        &[&format!("limit_bytes={}", fit * SIZE), "log_denials=0"],
+    );
+    let size = SIZE.to_string();
+    for round in 0..5 {
+        let out = mock.run_app(
+            &home,
+            "link",
+            &["race", &threads.to_string(), &each.to_string(), &size],
+        );
+        assert_eq!(
+            lines(&out)[0],
+            format!("race ok={fit}"),
+            "round {round}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for u in dump(&home, "proc_usage").values() {
+        assert_eq!(
+            u,
+            &json!({"bytes": 0, "allocs": fit, "frees": fit, "denied": threads * each - fit})
+        );
+    }
+    assert_eq!(dump_len(&home, "quota_allocs"), 0);
+}

@@ -27,6 +27,9 @@
  *                       "alloc_free_ns Y" per call (median of 5 rounds)
  *   hammer T STOP       T threads launching as fast as they can until file STOP exists
  *                       ("launches N", the total)
+ *   race T N SIZE       T threads released together, each making N allocations of SIZE
+ *                       bytes and holding them until every thread is done: "race ok=K"
+ *                       (the allocations that succeeded), then everything is freed
  *
  * Allocation families (F: alloc pitch managed async pool create array array3d mipmap; SIZE
  * is the bytes of one allocation: pitch is SIZE x 1 rows of 4-byte elements, create is
@@ -387,6 +390,24 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+/* The `race` scenario's threads: released together, each allocates and counts. */
+static pthread_barrier_t race_start;
+static long race_n;
+static size_t race_size;
+static atomic_long race_ok;
+static CUdeviceptr *race_ptrs;
+
+static void *race_main(void *arg)
+{
+	CUdeviceptr *mine = race_ptrs + (intptr_t)arg * race_n;
+
+	pthread_barrier_wait(&race_start);
+	for (long i = 0; i < race_n; i++)
+		if (cu.alloc(&mine[i], race_size) == 0)
+			atomic_fetch_add(&race_ok, 1);
+	return NULL;
+}
+
 static double now_ns(void)
 {
 	struct timespec ts;
@@ -609,6 +630,27 @@ int main(int argc, char **argv)
 		for (long i = 0; i < t; i++)
 			pthread_join(ts[i], NULL);
 		free(ts);
+	} else if (strcmp(scenario, "race") == 0 && argc == 6) {
+		long t = atol(argv[3]);
+		race_n = atol(argv[4]);
+		race_size = (size_t)atoll(argv[5]);
+		if (t <= 0 || race_n <= 0)
+			die("race: T and N must be positive");
+		race_ptrs = need(calloc((size_t)(t * race_n), sizeof(*race_ptrs)), "calloc");
+		pthread_t *ts = need(calloc((size_t)t, sizeof(*ts)), "calloc");
+		if (pthread_barrier_init(&race_start, NULL, (unsigned)t) != 0)
+			die("pthread_barrier_init");
+		for (long i = 0; i < t; i++)
+			if (pthread_create(&ts[i], NULL, race_main, (void *)(intptr_t)i) != 0)
+				die("pthread_create");
+		for (long i = 0; i < t; i++)
+			pthread_join(ts[i], NULL);
+		printf("race ok=%ld\n", atomic_load(&race_ok));
+		for (long i = 0; i < t * race_n; i++)
+			if (race_ptrs[i])
+				cu.free(race_ptrs[i]);
+		free(ts);
+		free(race_ptrs);
 	} else if (strcmp(scenario, "live") == 0 && argc == 6) {
 		size_t size = (size_t)atoll(argv[5]);
 		CUdeviceptr d1 = 0, d2 = 0;

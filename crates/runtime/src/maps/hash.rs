@@ -23,9 +23,9 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+pub(super) use super::key_hash::hash_key;
 use super::layout::{BUCKET_HEAD, BUCKET_SIZE, ENTRY_HDR, STATE_OFFSET};
 use super::lock::SharedMutex;
-pub(super) use super::key_hash::hash_key;
 use super::{round8, MapError, BPF_EXIST, BPF_NOEXIST};
 
 /// Chain terminator flag; the low bits name the bucket.

@@ -87,7 +87,11 @@ mod tests {
         for _ in 0..1000 {
             let seed = next();
             let k: Vec<u8> = (0..16).map(|_| next() as u8).collect();
-            assert_eq!(hash_key(seed, &k), hash_words(seed, &k), "16-byte key {k:?}");
+            assert_eq!(
+                hash_key(seed, &k),
+                hash_words(seed, &k),
+                "16-byte key {k:?}"
+            );
         }
         // A known value: the format of maps already in shared memory.
         assert_eq!(hash_key(7, &[1; 16]), hash_words(7, &[1; 16]));
