@@ -41,7 +41,7 @@ fn inspect_and_maps_show_spell_types_alike() {
             compared += 1;
         }
     }
-    assert_eq!(compared, 12);
+    assert_eq!(compared, 13);
     // The spelling is the source's: typedef names kept, the section for global data.
     let shown = j(&run(&home, &["-j", "maps", "show", "proc_usage"]));
     assert_eq!(

@@ -96,7 +96,7 @@ fn prog_list_json_has_ids_sizes_times_maps_and_parsed_globals() {
     assert_eq!(progs[free]["links"][0]["attach_point"], "cuMemFree");
     assert_eq!(progs[free]["phase"], "exit");
     // The maps each program references (quota_free_done does not read the limits); the
-    // shared ones are pinned by name, only `.rodata` is the object's own.
+    // shared ones are pinned by name, `.rodata` and `quota_pending` are the object's own.
     let maps = |i: usize| -> Vec<&str> {
         let mut m: Vec<&str> = progs[i]["maps"]
             .as_array()
@@ -109,7 +109,13 @@ fn prog_list_json_has_ids_sizes_times_maps_and_parsed_globals() {
     };
     assert_eq!(
         maps(0),
-        ["dev_usage", "proc_usage", "quota.rodata", "user_usage"]
+        [
+            "dev_usage",
+            "proc_usage",
+            "quota.quota_pending",
+            "quota.rodata",
+            "user_usage"
+        ]
     );
     assert!(!maps(free).contains(&"quota.rodata"), "{:?}", maps(free));
     assert!(maps(free).contains(&"quota_allocs"), "{:?}", maps(free));

@@ -63,7 +63,7 @@ fn build_then_inspect_text() {
         for want in [
             "license: Dual MIT/GPL",
             "quota_alloc: section cuda/cuMemAlloc, attach cuMemAlloc, phase entry,",
-            "subprograms: refuse (pc ",
+            "subprograms: reserve (pc ",
             "quota_free_done: section cudaret/cuMemFree, attach cuMemFree, phase exit,",
             "proc_usage: hash, key 4 (__u32), value 32 (struct usage), max_entries 4096, flags 0x0, pinned by name",
             "quota_allocs: lru_hash, key 16 (struct quota_key), value 24 (struct quota_alloc)",

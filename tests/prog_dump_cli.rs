@@ -133,7 +133,7 @@ fn xlated_lists_every_instruction_with_source_lines() {
         );
     }
     assert!(
-        text.contains("; if (over_limit(p->bytes, size, limit_bytes)) {"),
+        text.contains("; if (take(p, size, limit_bytes)) {"),
         "{text}"
     );
     // Map references are rewritten to addresses and say which registry map they name.
@@ -141,7 +141,7 @@ fn xlated_lists_every_instruction_with_source_lines() {
     assert!(text.contains("/* map[proc_usage] */"), "{text}");
     assert!(text.contains("/* map[quota.rodata][0]+"), "{text}");
     // The subprogram is labelled.
-    assert!(text.lines().any(|l| l == "over_limit:"), "{text}");
+    assert!(text.lines().any(|l| l == "reserve:"), "{text}");
 
     // -j: the same instructions, with bytes and source.
     let v = json(&run(

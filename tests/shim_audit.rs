@@ -106,8 +106,10 @@ fn shadow_quota_changes_no_outcome_and_audit_shows_each_decision_once() {
     // ...while the audit shows each refusal quota would have made (the ones it logged with
     // bpf_printk), once, as shadowed.
     let would = trace_lines(&home);
-    // allocs 2 and 3 and the retry: shadowed refusals let the calls succeed, so usage grows.
-    assert_eq!(would, 3, "quota decided {would} refusals");
+    // allocs 2 and 3: a shadowed refusal lets the call succeed but reserves nothing and its
+    // exit records nothing, so usage stays what enforcement would allow and the retry after
+    // the free fits.
+    assert_eq!(would, 2, "quota decided {would} refusals");
     assert_decisions(&audit(&home), pid, would, true);
     assert!(audit(&home).is_empty(), "reading consumes");
     // `prog list` marks the object, `ps` counted the would-have-denied decisions.
@@ -134,6 +136,8 @@ fn shadow_quota_changes_no_outcome_and_audit_shows_each_decision_once() {
             .filter(|l| *l == "retry 2")
             .count();
     assert_ne!(stdout(&enforced), stdout(&plain));
+    // The shadow run predicted exactly these refusals: quota charges what it admits only.
+    assert_eq!(denied, would);
     assert_eq!(trace_lines(&home), denied);
     assert_decisions(&audit(&home), pid, denied, false);
 }
