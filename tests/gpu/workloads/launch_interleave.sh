@@ -4,6 +4,8 @@
 # without the shim (both sides the driver: the instrument's zero), under the shim with
 # nothing attached, and under the shim with count_launch.o loaded, REPS times in turn;
 # prints each INTERLEAVE line and one GOAL line per configuration (median of its runs).
+# INTERLEAVE_POLICIES="count_launch pass_launch" measures more objects of DIST the same way
+# (pass_launch: an entry program that does nothing — the shim's policed path alone).
 #   tests/gpu/workloads/launch_interleave.sh DIST [REPS=2] [PAIRS=1000] [B=2000]
 set -u
 DIST=$(realpath "$1")
@@ -17,8 +19,11 @@ for r in $(seq "$REPS"); do
 	echo "no-shim rep=$r $(timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"
 	"$DIST/gpubpf" prog unload count >/dev/null 2>&1
 	echo "shim-nothing rep=$r $(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"
-	"$DIST/gpubpf" load "$DIST/count_launch.o" --name count >/dev/null || exit 1
-	echo "shim-count_launch rep=$r $(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"
+	for p in ${INTERLEAVE_POLICIES:-count_launch}; do
+		"$DIST/gpubpf" prog unload count >/dev/null 2>&1
+		"$DIST/gpubpf" load "$DIST/$p.o" --name count >/dev/null || exit 1
+		echo "shim-$p rep=$r $(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"
+	done
 done
 python3 - "$LOG" <<'PY'
 import re, statistics, sys
