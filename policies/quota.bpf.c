@@ -91,8 +91,9 @@ struct alloc_prop_head {
  * of one call run on one thread with no other policed call between them (a call the driver
  * makes from inside is not policed), so the slot cannot change in between except by another
  * live thread whose id is equal modulo PENDING_SLOTS; then the exit finds another tid and
- * settles nothing: a failed call's reservation stays charged (an over-count, never an
- * under-count).
+ * settles nothing: the reservation stays charged, whether the call failed or succeeded (its
+ * allocation is then not recorded, so its free credits nothing) — an over-count, never an
+ * under-count.
  */
 struct pending {
 	__u32 tid;    /* whose call */
