@@ -44,8 +44,8 @@ fn resolver() -> Option<FuncGetNameFn> {
 }
 
 /// The name of `f` into `out` (NUL-terminated, truncated, zero-padded): its length including
-/// the NUL, or an errno (`ENOENT`: no resolver, a NULL handle or the driver has no name;
-/// `EFAULT`: the name could not be read). `out` is all zeros on error.
+/// the NUL, or an errno (`EINVAL`: an empty `out`; `ENOENT`: no resolver, a NULL handle or
+/// the driver has no name). `out` is all zeros on error.
 pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
     out.fill(0);
     if out.is_empty() {
@@ -66,12 +66,9 @@ pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
     // (`cuFuncGetName`'s contract; the call at hand names a function it just accepted), so
     // it is read directly, byte by byte and never past its NUL: no system call per launch
     // (a fault-safe `process_vm_readv` read cost two, which dominated a traced launch).
-    let last = out.len() - 1;
-    for (i, slot) in out.iter_mut().enumerate() {
-        if i == last {
-            // Truncated: the buffer ends with a NUL (the rest is already zero).
-            return Ok(out.len());
-        }
+    // The last byte stays the NUL of a truncated name (`out` is zeroed above, not empty).
+    let len = out.len();
+    for (i, slot) in out[..len - 1].iter_mut().enumerate() {
         // SAFETY: `name` is a NUL-terminated string (see above) and no byte after its NUL
         // is read: the loop stops at the first NUL.
         let b = unsafe { name.add(i).cast::<u8>().read() };
@@ -80,7 +77,7 @@ pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
         }
         *slot = b;
     }
-    Ok(out.len())
+    Ok(len)
 }
 
 /// `long gpubpf_get_kernel_name(u64 f, char *buf, u32 size)`.
