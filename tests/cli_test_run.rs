@@ -216,16 +216,14 @@ fn api_id(home: &Path, api: &str) -> u64 {
 }
 
 /// `--map-set` arguments for thread 5's `quota_pending` slot, holding `size` bytes of a
-/// call to `api` reserved for uid 1000 on device 0 (`tid`: whose call the slot says).
-fn pending(home: &Path, api: &str, tid: u64, size: u64) -> Vec<String> {
+/// call to the attach point of id `api` ([`api_id`]) reserved for uid 1000 on device 0
+/// (`tid`: whose call the slot says).
+fn pending(api: u64, tid: u64, size: u64) -> Vec<String> {
     vec![
         "--map-set".into(),
         "quota_pending".into(),
         "5".into(),
-        format!(
-            "tid={tid} api_id={} size={size} device=0 uid=1000 held=1",
-            api_id(home, api)
-        ),
+        format!("tid={tid} api_id={api} size={size} device=0 uid=1000 held=1"),
     ]
 }
 
@@ -234,6 +232,10 @@ fn entries_reserve_and_exits_record_or_give_back() {
     let Some((_d, home, [q, _])) = quota() else {
         return;
     };
+    let (alloc, alloc_async) = (
+        api_id(&home, "cuMemAlloc"),
+        api_id(&home, "cuMemAllocAsync"),
+    );
     // Three allocations of 100 MiB: each entry reserves in every bucket (state carries
     // over) and says so in the thread's slot.
     let r = runs(&test_run(
@@ -269,7 +271,7 @@ fn entries_reserve_and_exits_record_or_give_back() {
     }
     assert_eq!(
         after(&r[0], "quota.quota_pending", &json!(5)),
-        &json!({"tid": 5, "api_id": api_id(&home, "cuMemAlloc"), "size": 100 * MIB,
+        &json!({"tid": 5, "api_id": alloc, "size": 100 * MIB,
                 "device": 0, "uid": 1000, "held": 1, "pad": 0})
     );
     // Success: the exit records the live allocation under the reserved size and releases
@@ -307,7 +309,7 @@ fn entries_reserve_and_exits_record_or_give_back() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         runs(&test_run(&home, &q, &args)).remove(0)
     };
-    let ok_run = exit("hdr.result=0", pending(&home, "cuMemAlloc", 5, 100 * MIB));
+    let ok_run = exit("hdr.result=0", pending(alloc, 5, 100 * MIB));
     assert_eq!(
         after(
             &ok_run,
@@ -328,7 +330,7 @@ fn entries_reserve_and_exits_record_or_give_back() {
         [&json!("quota_allocs"), &json!("quota.quota_pending")]
     );
     // Failure (the driver's, or a later program's refusal): the reservation goes back.
-    let failed = exit("hdr.result=2", pending(&home, "cuMemAlloc", 5, 100 * MIB));
+    let failed = exit("hdr.result=2", pending(alloc, 5, 100 * MIB));
     for (map, key) in [("proc_usage", 42), ("user_usage", 1000), ("dev_usage", 0)] {
         let u = after(&failed, map, &json!(key));
         assert_eq!((&u["bytes"], &u["allocs"]), (&json!(0), &json!(0)), "{map}");
@@ -342,8 +344,8 @@ fn entries_reserve_and_exits_record_or_give_back() {
     // of another thread with the same slot number, or of another call: nothing settles.
     for slot in [
         vec![],
-        pending(&home, "cuMemAlloc", 65536 + 5, 100 * MIB),
-        pending(&home, "cuMemAllocAsync", 5, 100 * MIB),
+        pending(alloc, 65536 + 5, 100 * MIB),
+        pending(alloc_async, 5, 100 * MIB),
     ] {
         for result in ["hdr.result=0", "hdr.result=2"] {
             let r = exit(result, slot.clone());
@@ -456,7 +458,7 @@ fn every_family_is_sized_as_documented() {
         "9",
         "bytes=3000 allocs=1",
     ];
-    let slot = pending(&home, "cuMemAllocPitch", 5, 3000);
+    let slot = pending(api_id(&home, "cuMemAllocPitch"), 5, 3000);
     args.extend(slot.iter().map(String::as_str));
     let r = runs(&test_run(&home, &q, &args));
     assert_eq!(after(&r[0], "proc_usage", &json!(9))["bytes"], 3072);
