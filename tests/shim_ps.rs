@@ -267,6 +267,9 @@ fn ps_shows_shadow_programs_and_what_they_would_have_denied() {
         .spawn()
         .expect("spawn");
     let pid = child.id();
+    // The call is counted before its programs run: read `ps` once the first allocation has
+    // returned (the application is ready), so that its shadow refusal is counted too.
+    common::process::wait_for_files(&[&ready], "application never got ready");
     let p = wait_for(&home, pid, "its first allocation", |p| {
         p["attach_points"]
             .as_array()
