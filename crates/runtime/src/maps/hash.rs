@@ -136,7 +136,9 @@ impl HashMap {
     #[inline(always)]
     fn key_eq(&self, i: u32, key: &[u8]) -> bool {
         let k = self.e_key(i);
-        match self.key_size {
+        // `key` is `key_size` bytes long; its length (a constant where the caller is one of
+        // `lookup`'s sized copies) picks the comparison.
+        match key.len() {
             4 => {
                 // SAFETY: the key slot is 8-aligned and 4 bytes long.
                 let stored = unsafe { &*k.cast::<AtomicU32>() }.load(Ordering::Relaxed);
@@ -205,9 +207,21 @@ impl HashMap {
         None
     }
 
-    /// Address of the value stored under `key`, or null.
+    /// Address of the value stored under `key` (`key_size` bytes), or null.
     #[inline(always)]
     pub(super) fn lookup(&self, key: &[u8]) -> *mut u8 {
+        // One copy of the path per common key size: hashing and comparing fold to the
+        // size's own code instead of testing the size at each step.
+        match key.len() {
+            4 => self.lookup_sized(&key[..4]),
+            8 => self.lookup_sized(&key[..8]),
+            16 => self.lookup_sized(&key[..16]),
+            _ => self.lookup_sized(key),
+        }
+    }
+
+    #[inline(always)]
+    fn lookup_sized(&self, key: &[u8]) -> *mut u8 {
         let h = hash_key(self.seed, key);
         match self.find(key, h) {
             Some(i) => {
@@ -407,6 +421,23 @@ impl HashMap {
         mask: Option<&[u8]>,
         flags: u64,
     ) -> Result<(), MapError> {
+        // One copy per common key size, as in `lookup`.
+        match key.len() {
+            4 => self.update_sized(&key[..4], value, mask, flags),
+            8 => self.update_sized(&key[..8], value, mask, flags),
+            16 => self.update_sized(&key[..16], value, mask, flags),
+            _ => self.update_sized(key, value, mask, flags),
+        }
+    }
+
+    #[inline(always)]
+    fn update_sized(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        mask: Option<&[u8]>,
+        flags: u64,
+    ) -> Result<(), MapError> {
         if flags > BPF_EXIST {
             return Err(MapError::InvalidArgument {
                 reason: format!("unknown update flags {flags:#x}"),
@@ -461,6 +492,7 @@ impl HashMap {
     }
 
     /// Chain walk under the bucket lock (no nulls restarts needed).
+    #[inline(always)]
     fn find_locked(&self, b: u32, key: &[u8], h: u32) -> Option<u32> {
         let mut cur = self.bucket_head(b).load(Ordering::Acquire);
         let mut steps = 0;
@@ -483,10 +515,11 @@ impl HashMap {
         unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), self.e_value(i), self.value_size) };
     }
 
+    #[inline(always)]
     fn insert_locked(&self, b: u32, i: u32, key: &[u8], value: &[u8], h: u32) {
         // SAFETY: entry `i` was just popped from the free list: only we write it.
         unsafe {
-            std::ptr::copy_nonoverlapping(key.as_ptr(), self.e_key(i), self.key_size);
+            std::ptr::copy_nonoverlapping(key.as_ptr(), self.e_key(i), key.len());
         }
         self.write_value(i, value);
         self.e_hash(i).store(h, Ordering::Relaxed);
@@ -539,6 +572,17 @@ impl HashMap {
 
     /// Linux's `htab_map_delete_elem`.
     pub(super) fn delete(&self, key: &[u8]) -> Result<(), MapError> {
+        // One copy per common key size, as in `lookup`.
+        match key.len() {
+            4 => self.delete_sized(&key[..4]),
+            8 => self.delete_sized(&key[..8]),
+            16 => self.delete_sized(&key[..16]),
+            _ => self.delete_sized(key),
+        }
+    }
+
+    #[inline(always)]
+    fn delete_sized(&self, key: &[u8]) -> Result<(), MapError> {
         let h = hash_key(self.seed, key);
         let b = h & (self.nbuckets - 1);
         let _g = self.lock(b)?;
@@ -731,5 +775,62 @@ mod tests {
             1,
             "the published entry was not counted by the repair"
         );
+    }
+
+    /// Two keys of `size` bytes that differ only in their last four bytes and hash alike
+    /// under `seed` (a birthday search over the 32-bit hash).
+    fn colliding_keys(seed: u64, size: usize) -> (Vec<u8>, Vec<u8>) {
+        let key = |n: u32| {
+            let mut k = vec![0xa5u8; size];
+            k[size - 4..].copy_from_slice(&n.to_ne_bytes());
+            k
+        };
+        let mut seen = std::collections::HashMap::new();
+        for n in 0u32.. {
+            if let Some(m) = seen.insert(hash_key(seed, &key(n)), n) {
+                return (key(m), key(n));
+            }
+        }
+        unreachable!("the 32-bit hash has collisions")
+    }
+
+    /// Keys whose hashes collide stay apart, for every key size with a path of its own
+    /// (4, 8, 16) and the general one: the comparison covers the whole key.
+    #[test]
+    fn colliding_keys_stay_apart_at_every_key_size() {
+        for (size, map_type) in [
+            (4, MapType::Hash),
+            (8, MapType::Hash),
+            (12, MapType::Hash),
+            (16, MapType::Hash),
+            (16, MapType::LruHash),
+        ] {
+            let d = tempfile::tempdir().unwrap();
+            let spec = MapSpec {
+                map_type,
+                key_size: size,
+                value_size: 8,
+                max_entries: 16,
+                flags: 0,
+            };
+            let m = Map::create(&d.path().join("m"), &spec, &MapMeta::default()).unwrap();
+            let (a, b) = colliding_keys(m.hash_for_test().seed, size as usize);
+            m.update(&a, &[1; 8], BPF_NOEXIST).unwrap();
+            assert_eq!(
+                m.lookup(&b).unwrap(),
+                None,
+                "size {size}: b found before insert"
+            );
+            m.update(&b, &[2; 8], BPF_NOEXIST).unwrap();
+            assert_eq!(m.lookup(&a).unwrap(), Some(vec![1; 8]), "size {size}");
+            assert_eq!(m.lookup(&b).unwrap(), Some(vec![2; 8]), "size {size}");
+            m.delete(&a).unwrap();
+            assert_eq!(m.lookup(&a).unwrap(), None, "size {size}: a after delete");
+            assert_eq!(
+                m.lookup(&b).unwrap(),
+                Some(vec![2; 8]),
+                "size {size}: b after delete"
+            );
+        }
     }
 }
