@@ -9,7 +9,9 @@ one's difference from the mean of its two neighbours, which cancels the machine'
 
 Diagnostics: STEP_POLICIES="quota" or "trace" toggles one of the two alone, and
 STEP_TRACE_SET="emit_events=false" passes a `--set` to trace (both default to the check's
-own setting: quota and trace, trace as built).
+own setting: quota and trace, trace as built). STEP_BATCH and STEP_WIDTH size the MLP
+(default 256 and 1024: a step bound by its launches' CPU cost, the check's worst case);
+step_sizes.sh runs the toggle over larger models, where the GPU's work bounds the step.
 
   step_toggle.py DIST [BLOCKS=16] [STEPS=300]   (GPUBPF_HOME: a scratch registry)"""
 import os
@@ -38,14 +40,16 @@ def gpubpf(*args):
     subprocess.run([G, *args], check=True, env=env, stdout=subprocess.DEVNULL)
 
 
+batch = int(os.environ.get("STEP_BATCH", "256"))
+width = int(os.environ.get("STEP_WIDTH", "1024"))
 torch.manual_seed(0)
 layers = []
 for i in range(3):
-    layers += [torch.nn.Linear(1024 if i else 512, 1024), torch.nn.ReLU()]
-model = torch.nn.Sequential(*layers, torch.nn.Linear(1024, 10)).cuda()
+    layers += [torch.nn.Linear(width if i else 512, width), torch.nn.ReLU()]
+model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10)).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-x = torch.randn(256, 512, device="cuda")
-y = torch.randint(0, 10, (256,), device="cuda")
+x = torch.randn(batch, 512, device="cuda")
+y = torch.randint(0, 10, (batch,), device="cuda")
 
 
 def step():
@@ -84,4 +88,5 @@ d = paired(ms)
 print("blocks " + ",".join(f"{v:.4f}" for v in ms) + f" loss={loss.item():.6f}")
 print(f"TOGGLE step policies_ms={p:.4f} none_ms={a:.4f} added={100 * (p / a - 1):+.2f}% "
       f"paired={d:+.4f}ms ({100 * d / a:+.2f}%) "
-      f"(one process, {blocks} blocks of {steps} steps alternating)")
+      f"(one process, {blocks} blocks of {steps} steps alternating; MLP batch {batch} "
+      f"width {width})")
