@@ -41,6 +41,19 @@ const FREE_HEAD: usize = STATE_OFFSET + 64;
 const LRU_CLOCK: usize = STATE_OFFSET + 128;
 const LRU_HAND: usize = STATE_OFFSET + 192;
 
+/// Runs `f` on `key` in one copy per common key size (4, 8 and 16 bytes, and the general
+/// one): inlined, each copy sees a constant length, so that hashing, comparing and copying
+/// the key fold to that size's code instead of testing the size at each step.
+#[inline(always)]
+fn by_key_size<R>(key: &[u8], f: impl Fn(&[u8]) -> R) -> R {
+    match key.len() {
+        4 => f(&key[..4]),
+        8 => f(&key[..8]),
+        16 => f(&key[..16]),
+        _ => f(key),
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct HashMap {
     pub(super) base: *mut u8,
@@ -210,14 +223,11 @@ impl HashMap {
     /// Address of the value stored under `key` (`key_size` bytes), or null.
     #[inline(always)]
     pub(super) fn lookup(&self, key: &[u8]) -> *mut u8 {
-        // One copy of the path per common key size: hashing and comparing fold to the
-        // size's own code instead of testing the size at each step.
-        match key.len() {
-            4 => self.lookup_sized(&key[..4]),
-            8 => self.lookup_sized(&key[..8]),
-            16 => self.lookup_sized(&key[..16]),
-            _ => self.lookup_sized(key),
-        }
+        by_key_size(
+            key,
+            #[inline(always)]
+            |k| self.lookup_sized(k),
+        )
     }
 
     #[inline(always)]
@@ -421,13 +431,11 @@ impl HashMap {
         mask: Option<&[u8]>,
         flags: u64,
     ) -> Result<(), MapError> {
-        // One copy per common key size, as in `lookup`.
-        match key.len() {
-            4 => self.update_sized(&key[..4], value, mask, flags),
-            8 => self.update_sized(&key[..8], value, mask, flags),
-            16 => self.update_sized(&key[..16], value, mask, flags),
-            _ => self.update_sized(key, value, mask, flags),
-        }
+        by_key_size(
+            key,
+            #[inline(always)]
+            |k| self.update_sized(k, value, mask, flags),
+        )
     }
 
     #[inline(always)]
@@ -572,13 +580,11 @@ impl HashMap {
 
     /// Linux's `htab_map_delete_elem`.
     pub(super) fn delete(&self, key: &[u8]) -> Result<(), MapError> {
-        // One copy per common key size, as in `lookup`.
-        match key.len() {
-            4 => self.delete_sized(&key[..4]),
-            8 => self.delete_sized(&key[..8]),
-            16 => self.delete_sized(&key[..16]),
-            _ => self.delete_sized(key),
-        }
+        by_key_size(
+            key,
+            #[inline(always)]
+            |k| self.delete_sized(k),
+        )
     }
 
     #[inline(always)]
