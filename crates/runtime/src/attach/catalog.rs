@@ -1,7 +1,10 @@
 //! The catalog's data model: generated entries ([`GenPoint`]) joined with the hand-written
 //! enrichment and the runtime-API aliases into [`AttachPoint`]s, built once per process.
 
-use std::collections::HashMap;
+// FxHash: the catalog is built in every process under the shim (~2 500 inserts of static
+// names); SipHash's keyed hashing, the random seed it reads and rehashing showed in start-up
+// profiles, and the keys are the catalog's own, not an adversary's.
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::OnceLock;
 
 use super::abi::{self, CtxFieldInfo};
@@ -256,7 +259,7 @@ fn build() -> Catalog {
     let enrichments: HashMap<&str, &'static Enrichment> =
         ENRICHMENTS.iter().map(|e| (e.name, e)).collect();
     // Alias lists by target name, in one pass over the aliases.
-    let mut aliases_of: HashMap<&str, Vec<&'static Alias>> = HashMap::new();
+    let mut aliases_of: HashMap<&str, Vec<&'static Alias>> = HashMap::default();
     for a in ALIASES {
         for name in std::iter::once(a.target).chain(a.also.iter().copied()) {
             let list = aliases_of.entry(name).or_default();
@@ -289,8 +292,9 @@ fn build() -> Catalog {
             ctx_size,
         });
     }
-    let mut by_name = HashMap::new();
-    let mut by_id = HashMap::new();
+    let symbols: usize = points.iter().map(|p| p.variants.len()).sum();
+    let mut by_name = HashMap::with_capacity_and_hasher(points.len() + symbols, Default::default());
+    let mut by_id = HashMap::with_capacity_and_hasher(points.len(), Default::default());
     for (i, p) in points.iter().enumerate() {
         by_name.insert(p.name, i);
         by_id.insert(p.id, i);
