@@ -3,7 +3,7 @@
 //! Function info and CO-RE relocation records are skipped (gpubpf has no kernel types to
 //! relocate against); only their bounds are checked by the header.
 
-use rustc_hash::FxHashMap as HashMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::btf::Btf;
@@ -98,7 +98,7 @@ impl BtfExt {
             });
         }
         // Records repeat a handful of file names and source lines: each string is read once.
-        let mut strings: HashMap<u32, Arc<str>> = HashMap::default();
+        let mut strings: HashMap<u32, Arc<str>> = HashMap::new();
         let mut string = |off: usize, str_off: u32| -> Result<Arc<str>, BtfExtError> {
             if let Some(s) = strings.get(&str_off) {
                 return Ok(Arc::clone(s));
