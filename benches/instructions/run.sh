@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Instructions per policed call on the mock driver, counted with callgrind (deterministic:
+# this VM's timings move by tens of percent between runs, instruction counts do not). A loop
+# application (benches/instructions/loop.c) makes 16 384 cuMemAlloc_v2 of 4 KiB, then the
+# frees, then 4 096 cuLaunchKernel; callgrind counts each loop's function alone
+# (--toggle-collect), after a sleep that lets the shim's watcher JIT-compile the programs.
+# Prints, per loop, instructions per call without the shim and under it with the policy:
+#   cuMemAlloc and cuMemFree with policies/quota.bpf.c (limit 1 TiB, no refusal logging),
+#   cuLaunchKernel with tests/shim/count_launch.bpf.c.
+#   benches/instructions/run.sh   (needs cc, clang and valgrind)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 1; }
+cargo build --release --locked -q -p gpubpf-shim -p gpubpf-loader-cli
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+G=$ROOT/target/release/gpubpf
+cc -O1 -shared -fPIC -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o "$W/libcuda.so.1" tests/shim/mock_cuda.c
+cc -O1 -o "$W/loop" benches/instructions/loop.c -L"$W" -l:libcuda.so.1 -Wl,-rpath,"$W"
+"$G" build policies/quota.bpf.c -o "$W/quota.o" >/dev/null
+"$G" build tests/shim/count_launch.bpf.c -o "$W/count.o" >/dev/null
+GPUBPF_HOME="$W/quota" "$G" load "$W/quota.o" --set limit_bytes=1TiB --set log_denials=0 >/dev/null
+GPUBPF_HOME="$W/count" "$G" load "$W/count.o" >/dev/null
+export GPUBPF_CUDA_LIBRARY="$W/libcuda.so.1"
+count() { # HOME FUNCTION CALLS [PRELOAD]: instructions per call of FUNCTION's loop
+	GPUBPF_HOME=$1 LD_PRELOAD=${4:-} valgrind --tool=callgrind --toggle-collect="$2" \
+		--callgrind-out-file="$W/cg.out" "$W/loop" 3 >/dev/null 2>"$W/vg.err" ||
+		{ cat "$W/vg.err" >&2; exit 1; }
+	grep -o 'refs: *[0-9,]*' "$W/vg.err" | tr -d ', ' | cut -d: -f2 | awk -v n="$3" '{printf "%.1f", $1 / n}'
+}
+SHIM=$ROOT/target/release/libgpubpf.so
+for spec in "quota alloc_loop 16384 cuMemAlloc" "quota free_loop 16384 cuMemFree" "count launch_loop 4096 cuLaunchKernel"; do
+	read -r home fn n name <<<"$spec"
+	direct=$(count "$W/$home" "$fn" "$n")
+	policed=$(count "$W/$home" "$fn" "$n" "$SHIM")
+	echo "INSTR $name: direct $direct, under the shim with $( [ "$home" = quota ] && echo quota.o || echo count_launch.o) $policed instructions per call"
+done
