@@ -85,6 +85,9 @@ fn ps_lists_a_live_process_with_exact_counts_and_its_failed_object() {
         .spawn()
         .expect("spawn");
     let pid = child.id();
+    // The call is counted before its programs run (and the refusal after): read `ps` once
+    // the first allocation has returned (the application is ready).
+    common::process::wait_for_files(&[&ready], "application never got ready");
     // The one allocation before READY is over the 50-byte limit: seen once, denied once.
     // `ps` reads the process table, then the process's stats file: a reading that began
     // during the process's initialisation can pair a table entry from before its
