@@ -2,9 +2,14 @@
 # in W, the mock driver, the probe application linked with W/pollute.o (which the caller
 # has built) and the policy object (SRC, a C source built with the `gpubpf` binary G, or
 # an object copied as it is), and points the shim at them (GPUBPF_HOME, GPUBPF_CUDA_LIBRARY).
+# build_mock W builds the mock driver alone, as W/libcuda.so.1 (also used by
+# benches/instructions/run.sh).
+build_mock() {
+	cc -O2 -shared -fPIC -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o "$1/libcuda.so.1" tests/shim/mock_cuda.c
+}
 build_probe() {
 	local w=$1 g=$2 src=$3
-	cc -O2 -shared -fPIC -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o "$w/libcuda.so.1" tests/shim/mock_cuda.c
+	build_mock "$w"
 	cc -O2 -o "$w/app" benches/cold_cache/app.c "$w/pollute.o" -L"$w" -l:libcuda.so.1 -Wl,-rpath,"$w"
 	case $src in
 	*.c) "$g" build "$src" -o "$w/policy.o" >/dev/null ;;

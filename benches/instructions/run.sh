@@ -16,8 +16,9 @@ cargo build --release --locked -q -p gpubpf-shim -p gpubpf-loader-cli
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 G=$ROOT/target/release/gpubpf
-cc -O1 -shared -fPIC -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o "$W/libcuda.so.1" tests/shim/mock_cuda.c
-cc -O1 -o "$W/loop" benches/instructions/loop.c -L"$W" -l:libcuda.so.1 -Wl,-rpath,"$W"
+. benches/cold_cache/probe.sh
+build_mock "$W"
+cc -O2 -o "$W/loop" benches/instructions/loop.c -L"$W" -l:libcuda.so.1 -Wl,-rpath,"$W"
 "$G" build policies/quota.bpf.c -o "$W/quota.o" >/dev/null
 "$G" build tests/shim/count_launch.bpf.c -o "$W/count.o" >/dev/null
 GPUBPF_HOME="$W/quota" "$G" load "$W/quota.o" --set limit_bytes=1TiB --set log_denials=0 >/dev/null
@@ -30,9 +31,10 @@ count() { # HOME FUNCTION CALLS [PRELOAD]: instructions per call of FUNCTION's l
 	grep -o 'refs: *[0-9,]*' "$W/vg.err" | tr -d ', ' | cut -d: -f2 | awk -v n="$3" '{printf "%.1f", $1 / n}'
 }
 SHIM=$ROOT/target/release/libgpubpf.so
-for spec in "quota alloc_loop 16384 cuMemAlloc" "quota free_loop 16384 cuMemFree" "count launch_loop 4096 cuLaunchKernel"; do
-	read -r home fn n name <<<"$spec"
+for spec in "quota alloc_loop 16384 cuMemAlloc quota.o" "quota free_loop 16384 cuMemFree quota.o" \
+	"count launch_loop 4096 cuLaunchKernel count_launch.o"; do
+	read -r home fn n name policy <<<"$spec"
 	direct=$(count "$W/$home" "$fn" "$n")
 	policed=$(count "$W/$home" "$fn" "$n" "$SHIM")
-	echo "INSTR $name: direct $direct, under the shim with $( [ "$home" = quota ] && echo quota.o || echo count_launch.o) $policed instructions per call"
+	echo "INSTR $name: direct $direct, under the shim with $policy $policed instructions per call"
 done
