@@ -541,7 +541,7 @@ fn lean_path_matches_the_general_path() {
         assert!(!native.interpreted());
         // The same programs as a process's first build runs them: on the interpreter.
         let reg = Registry::open(&home.join("reg")).expect("open registry");
-        let interpreted = PolicySet::load_each_in(&reg, &helpers, Tier::Interpreted)
+        let interpreted = PolicySet::load_each_in(&reg, &helpers, Tier::Interpreted, None)
             .expect("build")
             .0
             .into_chains()

@@ -71,7 +71,8 @@ fn run(home: &Path, quota: &Path, switch_at: usize) -> (Vec<(u32, bool)>, Vec<u8
     load_quota(home, quota);
     let reg = Registry::open(home).expect("open registry");
     let helpers = standard_helpers();
-    let (set, failed) = PolicySet::load_each_in(&reg, &helpers, Tier::Interpreted).expect("build");
+    let (set, failed) =
+        PolicySet::load_each_in(&reg, &helpers, Tier::Interpreted, None).expect("build");
     assert!(failed.is_empty(), "{failed:?}");
     assert!(set.programs().all(|p| !p.is_native() && p.code_size() == 0));
     let alloc = attach::resolve("cuMemAlloc").expect("catalog");

@@ -277,6 +277,28 @@ fn other_users_processes_run_the_owners_policy_with_the_declared_map_access() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(lines(&o)[..3], ["alloc 0 0", "alloc 1 2", "alloc 2 2"]);
 
+    // A system registry has no verification cache: the owner's load recorded none, and
+    // nobody's process verified every program itself (`program::verify_cache`).
+    assert!(
+        !home.join("verified").exists(),
+        "a cache in a system registry"
+    );
+    let o = app_as_nobody(mock, &home)
+        .args(["quota", "1", "1000"])
+        .env("GPUBPF_LOG", "info")
+        .output()
+        .expect("run app");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let published = err
+        .lines()
+        .find(|l| l.contains("policies published"))
+        .unwrap_or_else(|| panic!("no build logged: {err}"));
+    assert!(!published.contains("cached="), "{published}");
+    assert!(
+        !home.join("verified").exists(),
+        "a cache in a system registry"
+    );
+
     // A live process of nobody: listed for the owner with its user and counts, its stats
     // file its own.
     let (ready, go) = (d.path().join("ready"), d.path().join("go"));

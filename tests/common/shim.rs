@@ -172,7 +172,7 @@ pub fn have_cc() -> bool {
 
 impl MockStack {
     /// A command running `program` with the shim preloaded on the mock driver, its registry
-    /// at `home`, `GPUBPF_LOG` unset.
+    /// at `home`, `GPUBPF_LOG` and `GPUBPF_VERIFY_CACHE` unset.
     pub fn command(&self, program: &Path, home: &Path) -> Command {
         let mut cmd = Command::new(program);
         cmd.env("LD_PRELOAD", shim_library())
@@ -180,6 +180,7 @@ impl MockStack {
             .env("LD_LIBRARY_PATH", &self.dir)
             .env("GPUBPF_HOME", home)
             .env_remove("GPUBPF_LOG")
+            .env_remove("GPUBPF_VERIFY_CACHE")
             .env_remove("RUST_LOG");
         cmd
     }

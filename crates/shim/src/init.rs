@@ -8,7 +8,9 @@
 //!    does not exist or cannot be opened leaves the process unpoliced (logged once); the
 //!    shim never creates one in an application's name.
 //! 3. The process registers in the registry's process table, builds a `PolicySet` with
-//!    every object re-verified (an object that fails is left out on its own, logged),
+//!    every object re-verified (an object that fails is left out on its own, logged; in a
+//!    user registry, an input this verifier accepted before in a process of the user is
+//!    taken from the registry's verification cache unless `GPUBPF_VERIFY_CACHE=off`),
 //!    publishes the chains and acknowledges the generation. This first build leaves the
 //!    programs to the interpreter: the first driver call waits for verification only.
 //! 4. A watcher thread first JIT-compiles the published chains and swaps each for its
@@ -40,6 +42,7 @@ use std::time::Duration;
 
 use gpubpf_runtime::dispatch::{PolicySet, Tier};
 use gpubpf_runtime::helpers::standard_helpers;
+use gpubpf_runtime::program::verify_cache::{self, VerifyCache};
 use gpubpf_runtime::registry::procstats::{self, ProcStats};
 use gpubpf_runtime::registry::{self, Registry};
 
@@ -72,6 +75,10 @@ fn read_fail_mode() {
     };
     FAIL_CLOSED.store(closed, Ordering::Relaxed);
 }
+
+/// `GPUBPF_VERIFY_CACHE` (read once at initialisation): whether builds use the user
+/// registry's verification cache (`program::verify_cache`).
+static VERIFY_CACHE: AtomicBool = AtomicBool::new(true);
 
 fn fail_closed() -> bool {
     FAIL_CLOSED.load(Ordering::Relaxed)
@@ -229,6 +236,7 @@ fn init() {
     }
     install_logging();
     read_fail_mode();
+    VERIFY_CACHE.store(verify_cache::enabled_by_env(), Ordering::Relaxed);
     hot::set_pid(std::process::id());
     crate::record::start(false);
     if !ATFORK.swap(true, Ordering::Relaxed) {
@@ -313,7 +321,8 @@ fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
     } else {
         Tier::Native
     };
-    match PolicySet::load_each_in(reg, &standard_helpers(), tier) {
+    let cache = VerifyCache::of(reg, VERIFY_CACHE.load(Ordering::Relaxed));
+    match PolicySet::load_each_in(reg, &standard_helpers(), tier, cache.as_ref()) {
         Ok((set, failed)) => {
             let closed = fail_closed();
             for f in &failed {
@@ -367,6 +376,8 @@ fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
                 generation,
                 programs,
                 skipped = failed.len(),
+                verified = cache.as_ref().map(VerifyCache::misses),
+                cached = cache.as_ref().map(VerifyCache::hits),
                 micros = started.elapsed().as_micros() as u64,
                 "policies published"
             );

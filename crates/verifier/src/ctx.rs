@@ -6,7 +6,7 @@
 //! that description to the verifier as a [`ProgramContext`].
 
 /// One field of the context structure.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CtxField {
     /// Field name as the SDK header spells it (used in diagnostics).
     pub name: String,
@@ -21,7 +21,7 @@ pub struct CtxField {
 }
 
 /// Layout of the context structure a program receives in `r1`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CtxLayout {
     /// Total size of the context in bytes; accesses past it are rejected.
     pub size: u32,
@@ -40,7 +40,7 @@ impl CtxLayout {
 }
 
 /// Allowed values of `r0` at program exit.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ReturnRule {
     /// Any scalar.
     Any,
@@ -49,7 +49,7 @@ pub enum ReturnRule {
 }
 
 /// Everything the verifier needs to know about where a program will run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ProgramContext {
     /// Human-readable description, e.g. `cuda/cuMemAlloc (entry)`, used in diagnostics.
     pub description: String,

@@ -144,8 +144,13 @@ pub struct LineInfo {
     pub source: std::sync::Arc<str>,
 }
 
+/// SHA-256 (hex) of this verifier's and the ISA crate's sources, computed by the build
+/// script: two builds with the same value decide every input identically. Caches of
+/// verification results key their entries with it (`gpubpf_runtime::program::verify_cache`).
+pub const SOURCE_HASH: &str = env!("GPUBPF_VERIFIER_SOURCE_HASH");
+
 /// How much the verifier writes to its log.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LogLevel {
     /// No log (errors still carry a listing and hint).
     #[default]
@@ -157,7 +162,7 @@ pub enum LogLevel {
 }
 
 /// Verifier settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct VerifierConfig {
     /// Maximum number of instructions processed over all paths before giving up.
     pub budget: u64,

@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use gpubpf_runtime::program::verify_cache::{self, VerifyCache};
 use gpubpf_runtime::program::{
-    bind_maps_with, map_defs, plan_attach, prepare, resolve_links, verify_at, BindOptions, BoundMap,
+    bind_maps_with, map_defs, plan_attach, prepare, resolve_links, verify_at, verify_key,
+    BindOptions, BoundMap,
 };
 use gpubpf_runtime::registry::{
     sha256_hex, ObjectRecord, ProgramRecord, Registry, RegistryError, Replaced, Writer,
@@ -349,11 +351,13 @@ pub fn load_report(args: &Args) -> anyhow::Result<Report> {
     let plan = plan_attach(&obj.programs, &args.attach)
         .with_context(|| format!("`{}`", path.display()))?;
     let mut programs = Vec::new();
+    // What was accepted, for the registry's verification cache (recorded once loaded).
+    let mut verified = Vec::new();
     for (p, attach) in obj.programs.iter().zip(&plan) {
         let links = resolve_links(p, attach, args.priority)
             .with_context(|| format!("program `{}`", p.name))?;
         for (point, link) in &links {
-            verify_at(&obj, p, point).map_err(|e| CliError {
+            let stats = verify_at(&obj, p, point).map_err(|e| CliError {
                 code: exit::VERIFIER_REJECTED,
                 message: format!(
                     "program `{}` ({} at {} {}) rejected by the verifier: {e}\n{}",
@@ -370,6 +374,7 @@ pub fn load_report(args: &Args) -> anyhow::Result<Report> {
                     "verifier": e.diagnostic(),
                 })),
             })?;
+            verified.push((verify_key(&obj, p, point, &[]), stats));
         }
         programs.push(ProgramRecord {
             name: p.name.clone(),
@@ -476,6 +481,14 @@ pub fn load_report(args: &Args) -> anyhow::Result<Report> {
         .remove_unused_maps(&dropped)
         .with_context(|| format!("loaded `{name}`, but removing maps it no longer uses failed"))?;
     let generation = writer.commit();
+    // Processes of this user need not verify these inputs again (`verify_cache`; none in
+    // a system registry, whose applications run as other users).
+    if let Some(cache) = VerifyCache::of(&reg, verify_cache::enabled_by_env()) {
+        for (key, stats) in &verified {
+            cache.put(key, stats);
+        }
+        cache.prune(verify_cache::KEEP_ENTRIES);
+    }
     let globals = super::prog_info::set_globals(&obj, &record.globals);
     Ok(Report {
         record,

@@ -12,6 +12,7 @@ use crate::helper_table::HelperTable;
 use crate::jit::{self, CompiledProgram};
 use crate::maps::Map;
 use crate::object::{Object, Program};
+use crate::program::verify_cache::VerifyCache;
 use crate::program::{attach_phase, prepare, verify_at_with, PreparedProgram};
 use crate::registry::{LinkRecord, ObjectRecord, Phase as RecordPhase, ProgramRecord, Registry};
 
@@ -117,17 +118,19 @@ impl LoadedObject {
     /// Re-verifies program `prec` at `link`'s attach point (never trusting that the CLI
     /// did), turns the code no verified path reaches into traps, prepares it against the
     /// bound maps and checks that its phase is still the recorded one: everything but
-    /// code generation.
+    /// code generation. With a `cache`, an input verified before in a process of the
+    /// registry's user is taken from it (`program::verify_cache`).
     pub fn verify(
         &self,
         prec: &ProgramRecord,
         link: &LinkRecord,
+        cache: Option<&VerifyCache>,
     ) -> Result<VerifiedProgram, DispatchError> {
         let p = self.program(prec)?;
         let point = attach::resolve(&link.attach_point)?;
         // Maps this process could only map for reading are read-only to the program.
         let read_only: Vec<bool> = self.maps.iter().map(|m| !m.is_writable()).collect();
-        let stats = verify_at_with(&self.object, p, point, &read_only).map_err(|e| {
+        let stats = verify_at_with(&self.object, p, point, &read_only, cache).map_err(|e| {
             DispatchError::Rejected {
                 object: self.record.name.clone(),
                 program: p.name.clone(),
@@ -163,7 +166,7 @@ impl LoadedObject {
         link: &LinkRecord,
         helpers: &HelperTable,
     ) -> Result<BuiltProgram, DispatchError> {
-        let v = self.verify(prec, link)?;
+        let v = self.verify(prec, link, None)?;
         // Array lookups are inlined: `BuiltProgram` (and the `AttachedProgram` made of it)
         // keeps `prepared`, and with it the maps, alive as long as `compiled`.
         let compiled =

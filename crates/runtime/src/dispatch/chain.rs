@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use crate::attach::{self, AttachPoint, Phase};
 use crate::helper_table::HelperTable;
 use crate::jit::JitError;
+use crate::program::verify_cache::VerifyCache;
 use crate::registry::{LinkRecord, ObjectRecord, ProgramRecord, Registry};
 
 use super::attached::{AttachedProgram, ProgramParts, Stack, Tier};
@@ -228,16 +229,18 @@ impl PolicySet {
         reg: &Registry,
         helpers: &HelperTable,
     ) -> Result<(Self, Vec<FailedObject>), DispatchError> {
-        Self::load_each_in(reg, helpers, Tier::Native)
+        Self::load_each_in(reg, helpers, Tier::Native, None)
     }
 
     /// [`PolicySet::load_each`] with the programs built for `tier`: a process's first build
     /// is [`Tier::Interpreted`] (re-verification only), its chains are then replaced by
-    /// their [`Chain::to_native`] twins.
+    /// their [`Chain::to_native`] twins. With a `cache`, inputs verified before in a
+    /// process of the registry's user are taken from it (`program::verify_cache`).
     pub fn load_each_in(
         reg: &Registry,
         helpers: &HelperTable,
         tier: Tier,
+        cache: Option<&VerifyCache>,
     ) -> Result<(Self, Vec<FailedObject>), DispatchError> {
         let snap = reg.snapshot()?;
         let mut set = PolicySet {
@@ -272,7 +275,7 @@ impl PolicySet {
                 Ok::<_, DispatchError>(loaded)
             },
             |loaded, (prec, link)| {
-                let v = loaded.verify(prec, link)?;
+                let v = loaded.verify(prec, link, cache)?;
                 let id = v.point.id;
                 let parts = parts(loaded, prec, link, v);
                 Ok::<_, DispatchError>((id, AttachedProgram::build(parts, tier, helpers)?))
@@ -334,7 +337,7 @@ impl PolicySet {
             // A recorded program missing from the object is an error even without links.
             loaded.program(prec)?;
             for link in &prec.links {
-                let v = loaded.verify(prec, link)?;
+                let v = loaded.verify(prec, link, None)?;
                 let (id, phase) = (v.point.id, v.phase);
                 let attached =
                     AttachedProgram::build(parts(&loaded, prec, link, v), Tier::Native, helpers)?;

@@ -17,6 +17,7 @@ mod bind;
 mod from_object;
 mod prepare;
 mod verify;
+pub mod verify_cache;
 
 pub use attach_plan::{plan_attach, section_api, AttachPlanError};
 pub use bind::{
@@ -27,4 +28,5 @@ pub use from_object::{map_defs, map_type, type_desc};
 pub use prepare::{prepare, PrepareError, PreparedProgram};
 pub use verify::{
     attach_phase, line_infos, map_infos, record_phase, resolve_links, verify_at, verify_at_with,
+    verify_key,
 };

@@ -2,7 +2,9 @@
 //! `gpubpf load` and by the shim, which re-verifies every program it runs from the
 //! registry's record rather than trusting the CLI.
 
-use gpubpf_verifier::{MapInfo, MapKind, VerifyInput, VerifyStats};
+use gpubpf_verifier::{MapInfo, MapKind, VerifierConfig, VerifyInput, VerifyStats};
+
+use super::verify_cache::{self, CacheKey, VerifyCache};
 
 use crate::attach::{self, AttachError, AttachPoint, Phase};
 use crate::maps::{MapType, BPF_F_RDONLY_PROG};
@@ -103,29 +105,55 @@ pub fn verify_at(
     p: &Program,
     point: &AttachPoint,
 ) -> Result<VerifyStats, Box<gpubpf_verifier::VerifierError>> {
-    verify_at_with(obj, p, point, &[])
+    verify_at_with(obj, p, point, &[], None)
 }
 
 /// [`verify_at`], with the maps whose index `read_only` marks `true` read-only to the
 /// program besides those the object declares so: the maps this process could map for
 /// reading only (a system registry's maps the operator declared read-only for
-/// applications). A program that writes one is rejected instead of faulting.
+/// applications). A program that writes one is rejected instead of faulting. With a
+/// `cache`, an input it holds is not verified again and an accepted one is recorded
+/// ([`super::verify_cache`]).
 pub fn verify_at_with(
     obj: &Object,
     p: &Program,
     point: &AttachPoint,
     read_only: &[bool],
+    cache: Option<&VerifyCache>,
 ) -> Result<VerifyStats, Box<gpubpf_verifier::VerifierError>> {
+    let maps = verifier_maps(obj, read_only);
+    let ctx = point.program_context(attach_phase(p.phase));
+    let input = VerifyInput {
+        insns: &p.insns,
+        maps: &maps,
+        ctx: &ctx,
+        line_info: None,
+    };
+    verify_cache::verify(cache, &input, || line_infos(p))
+}
+
+/// The verification cache's key of program `p` of `obj` at `point`, with the maps
+/// `read_only` marks read-only ([`verify_at_with`]): what `gpubpf load` records after
+/// verifying, before it has opened the registry.
+pub fn verify_key(obj: &Object, p: &Program, point: &AttachPoint, read_only: &[bool]) -> CacheKey {
+    let maps = verifier_maps(obj, read_only);
+    let ctx = point.program_context(attach_phase(p.phase));
+    verify_cache::key(
+        &VerifierConfig::default(),
+        &VerifyInput {
+            insns: &p.insns,
+            maps: &maps,
+            ctx: &ctx,
+            line_info: None,
+        },
+    )
+}
+
+/// [`map_infos`] with the maps `read_only` marks made read-only.
+fn verifier_maps(obj: &Object, read_only: &[bool]) -> Vec<MapInfo> {
     let mut maps = map_infos(obj);
     for (m, ro) in maps.iter_mut().zip(read_only) {
         m.read_only |= *ro;
     }
-    let lines = line_infos(p);
-    let ctx = point.program_context(attach_phase(p.phase));
-    gpubpf_verifier::verify(&VerifyInput {
-        insns: &p.insns,
-        maps: &maps,
-        ctx: &ctx,
-        line_info: Some(&lines),
-    })
+    maps
 }
