@@ -19,8 +19,9 @@
 //!   without the shim and under the shim with `quota` and `trace` loaded (a registry in
 //!   /dev/shm, the default registry's filesystem) — the difference is the shim's
 //!   initialisation (loading the library, registry, process table and stats file,
-//!   re-verifying every program, the watcher thread; JIT compilation follows on the
-//!   watcher).
+//!   re-verifying every program — answered from the registry's verification cache that
+//!   `gpubpf load` filled, and once more with `GPUBPF_VERIFY_CACHE=off`, verified in the
+//!   process — the watcher thread; JIT compilation follows on the watcher).
 //!
 //! The README's performance table quotes the differences between these figures.
 
@@ -272,12 +273,13 @@ fn main() {
         ],
     );
     gpubpf(&home2, &["load", &trace]);
-    let app = |preload: bool| {
+    let app = |preload: bool, cache: &str| {
         let mut cmd = Command::new(&mock.app_link);
         cmd.args(["link", "count", "0", "0"])
             .env("GPUBPF_HOME", &home2)
             .env("LD_LIBRARY_PATH", &mock.dir)
-            .env("GPUBPF_CUDA_LIBRARY", &mock.libcuda);
+            .env("GPUBPF_CUDA_LIBRARY", &mock.libcuda)
+            .env("GPUBPF_VERIFY_CACHE", cache);
         if preload {
             cmd.env("LD_PRELOAD", &shim);
         }
@@ -290,9 +292,16 @@ fn main() {
     };
     let mut g = c.benchmark_group("startup");
     g.sample_size(20);
-    g.bench_function("process without the shim", |b| b.iter(|| app(false)));
+    g.bench_function("process without the shim", |b| b.iter(|| app(false, "on")));
+    // What `gpubpf load` verified is in the registry's verification cache: the process
+    // takes it from there (the default for a user registry).
     g.bench_function("process under the shim, quota+trace loaded", |b| {
-        b.iter(|| app(true))
+        b.iter(|| app(true, "on"))
+    });
+    // Every program verified in the process (a system registry's applications, or
+    // GPUBPF_VERIFY_CACHE=off).
+    g.bench_function("process under the shim, quota+trace loaded, cache off", |b| {
+        b.iter(|| app(true, "off"))
     });
     g.finish();
     c.final_summary();
