@@ -300,9 +300,10 @@ fn main() {
     });
     // Every program verified in the process (a system registry's applications, or
     // GPUBPF_VERIFY_CACHE=off).
-    g.bench_function("process under the shim, quota+trace loaded, cache off", |b| {
-        b.iter(|| app(true, "off"))
-    });
+    g.bench_function(
+        "process under the shim, quota+trace loaded, cache off",
+        |b| b.iter(|| app(true, "off")),
+    );
     g.finish();
     c.final_summary();
 }
