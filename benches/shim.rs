@@ -298,7 +298,7 @@ fn main() {
     g.bench_function("process under the shim, quota+trace loaded", |b| {
         b.iter(|| app(true, "on"))
     });
-    // Every program verified in the process (a system registry's applications, or
+    // Every program verified in the process (a system registry of a non-root owner, or
     // GPUBPF_VERIFY_CACHE=off).
     g.bench_function(
         "process under the shim, quota+trace loaded, cache off",

@@ -277,12 +277,19 @@ fn other_users_processes_run_the_owners_policy_with_the_declared_map_access() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(lines(&o)[..3], ["alloc 0 0", "alloc 1 2", "alloc 2 2"]);
 
-    // A system registry has no verification cache: the owner's load recorded none, and
-    // nobody's process verified every program itself (`program::verify_cache`).
-    assert!(
-        !home.join("verified").exists(),
-        "a cache in a system registry"
-    );
+    // Root's system registry has a verification cache only root writes: the load recorded
+    // quota's 25 programs, nobody's process took them all from it and recorded nothing
+    // (`program::verify_cache`).
+    let cache = home.join("verified");
+    assert_eq!(mode(&cache), 0o755);
+    assert_eq!(std::fs::symlink_metadata(&cache).expect("stat").uid(), 0);
+    let entries = || -> Vec<u32> {
+        std::fs::read_dir(&cache)
+            .expect("list the cache")
+            .map(|e| mode(&e.expect("entry").path()))
+            .collect()
+    };
+    assert_eq!(entries(), vec![0o644; 25]);
     let o = app_as_nobody(mock, &home)
         .args(["quota", "1", "1000"])
         .env("GPUBPF_LOG", "info")
@@ -293,11 +300,8 @@ fn other_users_processes_run_the_owners_policy_with_the_declared_map_access() {
         .lines()
         .find(|l| l.contains("policies published"))
         .unwrap_or_else(|| panic!("no build logged: {err}"));
-    assert!(!published.contains("cached="), "{published}");
-    assert!(
-        !home.join("verified").exists(),
-        "a cache in a system registry"
-    );
+    assert!(published.contains("verified=0 cached=25"), "{published}");
+    assert_eq!(entries().len(), 25);
 
     // A live process of nobody: listed for the owner with its user and counts, its stats
     // file its own.
@@ -375,6 +379,76 @@ fn other_users_processes_run_the_owners_policy_with_the_declared_map_access() {
     assert_eq!(lines(&o).first().map(String::as_str), Some("alloc 0 800"));
     // The owner's own processes are unaffected by the access of applications.
     ok(owner(&home, &["maps", "access", "proc_usage", "rw"]));
+}
+
+#[test]
+fn a_system_registry_not_owned_by_root_has_no_verification_cache() {
+    if !two_users() {
+        return;
+    }
+    let Some((dir, _, [quota])) = with_policies(["policies/quota.bpf.c"]) else {
+        return;
+    };
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let home = d.path().join("sys");
+    let runs = setpriv_nobody()
+        .args(["test", "-x"])
+        .arg(gpubpf())
+        .status()
+        .expect("run setpriv");
+    if !runs.success() {
+        eprintln!("skipped: the checkout's target directory is not readable by other users");
+        return;
+    }
+    let as_owner = |args: &[&str]| {
+        let o = as_nobody(&gpubpf(), &home)
+            .args(args)
+            .output()
+            .expect("run gpubpf as nobody");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    as_owner(&[
+        "registry",
+        "init",
+        "--system",
+        "--home",
+        home.to_str().expect("utf-8"),
+    ]);
+    as_owner(&[
+        "load",
+        quota.to_str().expect("utf-8"),
+        "--set",
+        "limit_bytes=1500",
+        "--set",
+        "log_denials=0",
+    ]);
+    // Trusting nobody's verification would let nobody run unverified code in root's (or
+    // anyone's) processes: no cache is written, none is read.
+    assert!(!home.join("verified").exists());
+    let Some(mock) = mock_for_nobody(&home) else {
+        return;
+    };
+    let o = mock
+        .command(&mock.app_link, &home)
+        .args(["link", "quota", "3", "1000"])
+        .env("GPUBPF_LOG", "info")
+        .output()
+        .expect("run app");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        lines(&o)[..3],
+        ["alloc 0 0", "alloc 1 2", "alloc 2 2"],
+        "{err}"
+    );
+    let published = err
+        .lines()
+        .find(|l| l.contains("policies published"))
+        .unwrap_or_else(|| panic!("no build logged: {err}"));
+    assert!(!published.contains("cached="), "{published}");
+    assert!(!home.join("verified").exists());
 }
 
 #[test]

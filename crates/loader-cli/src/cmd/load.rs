@@ -9,15 +9,18 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use gpubpf_runtime::attach::AttachPoint;
+use gpubpf_runtime::object::{Object, Program};
 use gpubpf_runtime::program::verify_cache::{self, VerifyCache};
 use gpubpf_runtime::program::{
-    bind_maps_with, map_defs, plan_attach, prepare, resolve_links, verify_at, verify_key,
-    BindOptions, BoundMap,
+    bind_maps_with, map_defs, plan_attach, prepare, resolve_links, verify_at, verify_at_with,
+    verify_key, BindOptions, BoundMap,
 };
 use gpubpf_runtime::registry::{
-    sha256_hex, ObjectRecord, ProgramRecord, Registry, RegistryError, Replaced, Writer,
-    RECORD_FORMAT,
+    sha256_hex, Access, Mode, ObjectRecord, ProgramRecord, Registry, RegistryError, Replaced,
+    Writer, RECORD_FORMAT,
 };
+use gpubpf_verifier::VerifyStats;
 use serde_json::json;
 
 use crate::exit::{self, CliError};
@@ -374,7 +377,7 @@ pub fn load_report(args: &Args) -> anyhow::Result<Report> {
                     "verifier": e.diagnostic(),
                 })),
             })?;
-            verified.push((verify_key(&obj, p, point, &[]), stats));
+            verified.push((p, *point, stats));
         }
         programs.push(ProgramRecord {
             name: p.name.clone(),
@@ -481,14 +484,7 @@ pub fn load_report(args: &Args) -> anyhow::Result<Report> {
         .remove_unused_maps(&dropped)
         .with_context(|| format!("loaded `{name}`, but removing maps it no longer uses failed"))?;
     let generation = writer.commit();
-    // Processes of this user need not verify these inputs again (`verify_cache`; none in
-    // a system registry, whose applications run as other users).
-    if let Some(cache) = VerifyCache::of(&reg, verify_cache::enabled_by_env()) {
-        for (key, stats) in &verified {
-            cache.put(key, stats);
-        }
-        cache.prune(verify_cache::KEEP_ENTRIES);
-    }
+    record_verified(&reg, &obj, &verified, &bound);
     let globals = super::prog_info::set_globals(&obj, &record.globals);
     Ok(Report {
         record,
@@ -498,6 +494,41 @@ pub fn load_report(args: &Args) -> anyhow::Result<Report> {
         replaced: previous,
         globals,
     })
+}
+
+/// Records what this load verified in the registry's verification cache
+/// (`program::verify_cache`): processes that see the object as it was verified need not
+/// verify it again. In a system registry (root's: others have no cache) other users'
+/// processes see the maps they may only read as read-only to programs, a different input:
+/// that view is verified here too and recorded when accepted (a program that writes such a
+/// map is rejected in those processes, as before; the load itself does not fail).
+fn record_verified(
+    reg: &Registry,
+    obj: &Object,
+    verified: &[(&Program, &'static AttachPoint, VerifyStats)],
+    bound: &[BoundMap],
+) {
+    let Some(cache) = VerifyCache::of(reg, verify_cache::enabled_by_env()) else {
+        return;
+    };
+    for (p, point, stats) in verified {
+        cache.put(&verify_key(obj, p, point, &[]), stats);
+    }
+    if let Mode::System { .. } = reg.mode() {
+        let app_read_only: Vec<bool> = bound
+            .iter()
+            .map(|b| {
+                reg.map_access(&b.binding.registry_name)
+                    .map_or(true, |a| a != Access::Rw)
+            })
+            .collect();
+        for (p, point, _) in verified {
+            if let Err(e) = verify_at_with(obj, p, point, &app_read_only, Some(&cache)) {
+                tracing::debug!(program = %p.name, error = %e, "rejected as applications see its maps; not cached");
+            }
+        }
+    }
+    cache.prune(verify_cache::KEEP_ENTRIES);
 }
 
 /// After a failed load: the maps this load created or took over go again (nothing binds

@@ -20,19 +20,24 @@
 //! - **An entry is what the verifier returned** (`VerifyStats` less time and log): the
 //!   unreached instructions that become traps, the ctx fields read (the shim fills only
 //!   those) and the counters. An entry that cannot be read or parsed is a miss.
-//! - **Only the user's own directory is trusted**: a user registry's home is private
-//!   (mode 0700, owned by the user: `registry::check_private_dir`), and `verified/` is
-//!   checked the same way before it is read; whoever can write there can already run any
-//!   code as that user. A **system** registry has no cache: its applications run as other
-//!   users than the owner who writes it, and each of their processes verifies everything
-//!   itself ([`VerifyCache::of`] returns `None`).
+//! - **Only a writer the process already trusts with its memory is believed.** A user
+//!   registry's home is private (mode 0700, owned by the user:
+//!   `registry::check_private_dir`), and `verified/` is checked the same way before it is
+//!   read: whoever can write there can already run any code as that user. A **system**
+//!   registry owned by **root** keeps its cache readable by all and writable by root alone
+//!   (`verified/` 0755, entries 0644, checked with `system::check_owner_dir`): root's
+//!   `gpubpf load` records what it verified, every user's processes take it, and only root's
+//!   own processes add to it; root can already run code in any process. A system registry
+//!   of **any other owner has no cache**: trusting it would let that account run unverified
+//!   code in other users' processes, so each of their processes verifies everything itself
+//!   ([`VerifyCache::of`] returns `None`).
 //! - `GPUBPF_VERIFY_CACHE=off` turns it off (the shim reads it once at initialisation).
 //!
 //! docs/design-decisions.md (Dispatch) records why.
 
 use std::hash::Hasher;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -138,43 +143,81 @@ pub fn verify(
     Ok(stats)
 }
 
+/// Who may write a cache directory, and how its files are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A user registry's: the user's alone (0700, entries 0600).
+    Private,
+    /// A root-owned system registry's: root writes, everyone reads (0755, entries 0644);
+    /// `writable` when this process is root.
+    System { owner: u32, writable: bool },
+}
+
 /// A registry's verification cache (`HOME/verified/KEY`).
 #[derive(Debug)]
 pub struct VerifyCache {
     dir: PathBuf,
-    /// `dir` was created (or found) private by this value.
+    kind: Kind,
+    /// `dir` was created (or found) and checked by this value.
     ready: AtomicBool,
     hits: AtomicU64,
     misses: AtomicU64,
 }
 
+/// Logs that a cache directory is not used, once per process (a watcher rebuilding after
+/// each registry change would say it again every time).
+fn warn_ignored(dir: &Path, e: &registry::RegistryError) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(dir = %dir.display(), error = %e, "verification cache ignored; every program is verified");
+    }
+}
+
 impl VerifyCache {
-    /// The cache of `reg`: `None` for a system registry (see the module docs), when
-    /// `enabled` is false, or when `verified/` exists but is not private to us (logged).
+    /// The cache of `reg` (see the module docs): a user registry's, or a system registry's
+    /// when root owns it; `None` for a system registry of another owner, when `enabled` is
+    /// false, or when `verified/` exists but fails its checks (logged once).
     pub fn of(reg: &Registry, enabled: bool) -> Option<Self> {
-        if !enabled || reg.mode() != Mode::User {
+        if !enabled {
             return None;
         }
-        Self::at(&reg.home().join(CACHE_DIR))
+        let dir = reg.home().join(CACHE_DIR);
+        match reg.mode() {
+            Mode::User => Self::at(&dir),
+            Mode::System { owner: 0 } => Self::system_at(&dir, 0, reg.is_owner()),
+            Mode::System { .. } => None,
+        }
     }
 
-    /// The cache in directory `dir` (created on the first entry recorded): `None` when
-    /// `dir` exists but is a symbolic link, another user's, or writable by group/others.
+    /// The private cache in directory `dir` (created on the first entry recorded): `None`
+    /// when `dir` exists but is a symbolic link, another user's, or writable by
+    /// group/others.
     pub fn at(dir: &Path) -> Option<Self> {
+        Self::open(dir, Kind::Private)
+    }
+
+    /// The cache of a system registry owned by `owner` in directory `dir`, readable by
+    /// everyone; this process records entries only when `writable` (it is the owner).
+    /// `None` when `dir` exists but is a link, not `owner`'s, or writable by anyone else.
+    pub fn system_at(dir: &Path, owner: u32, writable: bool) -> Option<Self> {
+        Self::open(dir, Kind::System { owner, writable })
+    }
+
+    fn open(dir: &Path, kind: Kind) -> Option<Self> {
         let exists = std::fs::symlink_metadata(dir).is_ok();
         if exists {
-            if let Err(e) = registry::check_private_dir(dir) {
-                // Once per process: a watcher rebuilding after each registry change would
-                // say it again every time.
-                static WARNED: AtomicBool = AtomicBool::new(false);
-                if !WARNED.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(dir = %dir.display(), error = %e, "verification cache ignored; every program is verified");
-                }
+            let checked = match kind {
+                Kind::Private => registry::check_private_dir(dir),
+                Kind::System { owner, .. } => registry::system::check_owner_dir(dir, owner),
+            };
+            if let Err(e) = checked {
+                warn_ignored(dir, &e);
                 return None;
             }
         }
         Some(Self {
             dir: dir.to_path_buf(),
+            kind,
             ready: AtomicBool::new(exists),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -224,8 +267,20 @@ impl VerifyCache {
     }
 
     fn try_put(&self, key: &CacheKey, stats: &VerifyStats) -> std::io::Result<()> {
+        let file_mode = match self.kind {
+            Kind::Private => 0o600,
+            // Only the owner records; everyone else only reads.
+            Kind::System {
+                writable: false, ..
+            } => return Ok(()),
+            Kind::System { .. } => 0o644,
+        };
         if !self.ready.load(Ordering::Acquire) {
-            registry::ensure_private_dir(&self.dir).map_err(std::io::Error::other)?;
+            match self.kind {
+                Kind::Private => registry::ensure_private_dir(&self.dir),
+                Kind::System { owner, .. } => registry::system::ensure_owner_dir(&self.dir, owner),
+            }
+            .map_err(std::io::Error::other)?;
             self.ready.store(true, Ordering::Release);
         }
         let name = key.hex();
@@ -239,11 +294,13 @@ impl VerifyCache {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(file_mode)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)?;
+        // The umask may have removed read bits that everyone needs in a system registry.
         let written = f
-            .write_all(render(stats).as_bytes())
+            .set_permissions(std::fs::Permissions::from_mode(file_mode))
+            .and_then(|()| f.write_all(render(stats).as_bytes()))
             .and_then(|()| std::fs::rename(&tmp, self.dir.join(&name)));
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);

@@ -188,6 +188,22 @@ pub fn check_system_home(home: &Path) -> Result<u32, RegistryError> {
     Ok(owner)
 }
 
+/// Checks a directory of a system registry that only its owner writes and everyone reads
+/// (the verification cache, `program::verify_cache`): the owner's, not a link, writable by
+/// no one else.
+pub fn check_owner_dir(dir: &Path, owner: u32) -> Result<(), RegistryError> {
+    check_owned(dir, owner, true, false)
+}
+
+/// Creates (when missing) a directory of a system registry that only its owner writes and
+/// everyone reads (mode 0755), then checks it ([`check_owner_dir`]).
+pub fn ensure_owner_dir(dir: &Path, owner: u32) -> Result<(), RegistryError> {
+    if std::fs::symlink_metadata(dir).is_err() {
+        mkdir(dir, 0o755)?;
+    }
+    check_owner_dir(dir, owner)
+}
+
 fn chmod(path: &Path, mode: u32) -> Result<(), RegistryError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| {
         RegistryError::Io {

@@ -305,3 +305,37 @@ fn prune_keeps_the_newest_entries_and_clears_stale_temporaries() {
     assert!(!stale.exists());
     assert!(fresh.exists(), "a write in progress stays");
 }
+
+#[test]
+fn a_system_cache_is_written_by_its_owner_alone_and_read_by_everyone() {
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("verified");
+    let cfg = VerifierConfig::default();
+    let (insns, maps, ctx) = (reads_ctx(8), maps(), alloc_ctx());
+    let k = key(&cfg, &input(&insns, &maps, &ctx));
+    let s = verified(&insns, &maps, &ctx);
+
+    // Another user's process reads, never writes.
+    let reader = VerifyCache::system_at(&dir, me, false).expect("missing: nothing to check");
+    reader.put(&k, &s);
+    assert!(!dir.exists(), "a reader created the cache");
+
+    // The owner creates it readable by all.
+    let owner = VerifyCache::system_at(&dir, me, true).unwrap();
+    owner.put(&k, &s);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o755);
+    assert_eq!(mode(&dir.join(k.hex())), 0o644);
+    let reader = VerifyCache::system_at(&dir, me, false).unwrap();
+    assert_eq!(reader.get(&k), Some(recorded(s)));
+
+    // Not the owner's, or writable by others: not read.
+    assert!(VerifyCache::system_at(&dir, me.wrapping_add(1), false).is_none());
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o775)).unwrap();
+    assert!(
+        VerifyCache::system_at(&dir, me, false).is_none(),
+        "group-writable"
+    );
+}
