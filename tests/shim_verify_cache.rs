@@ -28,6 +28,24 @@ fn cli(home: &Path, args: &[&str]) -> Output {
         .expect("run gpubpf")
 }
 
+/// Builds `policies/quota.bpf.c` and loads it into the session's registry with a limit of
+/// 350 bytes (the cache left on whatever the environment).
+fn load_quota(s: &Session) {
+    let quota = common::cli::build_policy(s.tmp.path(), "policies/quota.bpf.c")
+        .expect("clang present: policy built");
+    ok(&cli(
+        &s.home,
+        &[
+            "load",
+            quota.to_str().expect("utf-8 path"),
+            "--set",
+            "limit_bytes=350",
+            "--set",
+            "log_denials=0",
+        ],
+    ));
+}
+
 /// The entries of the cache at `home`.
 fn entries(home: &Path) -> usize {
     std::fs::read_dir(home.join("verified"))
@@ -74,19 +92,7 @@ fn processes_of_the_user_take_what_load_verified_and_decide_the_same() {
     let Some(s) = session() else {
         return;
     };
-    let quota = common::cli::build_policy(s.tmp.path(), "policies/quota.bpf.c")
-        .expect("clang present: policy built");
-    ok(&cli(
-        &s.home,
-        &[
-            "load",
-            quota.to_str().expect("utf-8 path"),
-            "--set",
-            "limit_bytes=350",
-            "--set",
-            "log_denials=0",
-        ],
-    ));
+    load_quota(&s);
     assert_eq!(
         entries(&s.home),
         QUOTA_PROGRAMS,
@@ -148,19 +154,7 @@ fn a_cache_others_may_write_is_ignored() {
     let Some(s) = session() else {
         return;
     };
-    let quota = common::cli::build_policy(s.tmp.path(), "policies/quota.bpf.c")
-        .expect("clang present: policy built");
-    ok(&cli(
-        &s.home,
-        &[
-            "load",
-            quota.to_str().expect("utf-8 path"),
-            "--set",
-            "limit_bytes=350",
-            "--set",
-            "log_denials=0",
-        ],
-    ));
+    load_quota(&s);
     let dir = s.home.join("verified");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let (lines, log) = run_quota(&s, &[]);
