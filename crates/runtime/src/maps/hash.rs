@@ -1,7 +1,10 @@
 //! Hash and LRU hash maps with preallocated entries.
 //!
-//! - Buckets (`nbuckets`, a power of two ≥ `max_entries`) hold a robust lock and the index
-//!   of the first entry of their chain. Chains end in a *nulls* marker that names the
+//! - Buckets (`nbuckets`, a power of two ≥ `max_entries`) hold a robust lock, the index
+//!   of the first entry of their chain and (format version 2) the number of entries linked
+//!   and used in it, changed under the lock by plain stores: no insert or delete touches a
+//!   line other writers share. Version 1 files keep one shared counter (an atomic
+//!   read-modify-write per insert and delete), so that older builds sharing them agree. Chains end in a *nulls* marker that names the
 //!   bucket (`NULLS | bucket`), as in Linux's `hlist_nulls`: a lock-free reader that was
 //!   carried into another chain by a concurrent delete + reuse notices it and restarts.
 //! - Entries: `next` (chain), `free_next` (free list), `hash`, `state`, `lru` stamp, key,
@@ -19,12 +22,16 @@
 //! - LRU: every hit stamps the entry from a shared clock; when the free list is empty an
 //!   insert evicts the entry with the oldest stamp among a window of up to
 //!   [`LRU_WINDOW`] entries scanned from a rotating hand (exact LRU for maps of at most
-//!   that many entries, sampled beyond).
+//!   that many entries, sampled beyond). The clock advances by a plain load and store, not
+//!   an atomic read-modify-write: hits racing in other threads may take the same stamp
+//!   (and the clock may then advance by one for several of them), which only makes them
+//!   equally old, an approximation of the kind Linux's LRU makes too (its per-CPU lists
+//!   and reference bits); one thread's hits stay strictly ordered.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub(super) use super::key_hash::hash_key;
-use super::layout::{BUCKET_HEAD, BUCKET_SIZE, ENTRY_HDR, STATE_OFFSET};
+use super::layout::{BUCKET_COUNT, BUCKET_HEAD, BUCKET_SIZE, ENTRY_HDR, STATE_OFFSET};
 use super::lock::SharedMutex;
 use super::{round8, MapError, BPF_EXIST, BPF_NOEXIST};
 
@@ -35,7 +42,8 @@ const STATE_USED: u32 = 1;
 /// Entries scanned per LRU eviction.
 pub(super) const LRU_WINDOW: u32 = 128;
 
-/// Offsets of the shared state (relative to the file start).
+/// Offsets of the shared state (relative to the file start). `COUNT`: the element count of
+/// format version 1 files.
 const COUNT: usize = STATE_OFFSET;
 const FREE_HEAD: usize = STATE_OFFSET + 64;
 const LRU_CLOCK: usize = STATE_OFFSET + 128;
@@ -65,6 +73,8 @@ pub(super) struct HashMap {
     pub(super) value_size: usize,
     pub(super) max_entries: u32,
     pub(super) seed: u64,
+    /// Entries are counted per bucket (format version 2), not in `COUNT`.
+    pub(super) bucket_counts: bool,
     pub(super) lru: bool,
     /// Mapped read-write; a read-only mapping never stamps LRU entries.
     pub(super) writable: bool,
@@ -87,6 +97,47 @@ impl HashMap {
                 .buckets
                 .add(b as usize * BUCKET_SIZE + BUCKET_HEAD)
                 .cast::<AtomicU32>()
+        }
+    }
+
+    /// Bucket `b`'s entry count (format version 2), written only under its lock.
+    #[inline(always)]
+    fn bucket_count(&self, b: u32) -> &AtomicU32 {
+        // SAFETY: b < nbuckets (callers mask with nbuckets - 1), the count is 4-aligned.
+        unsafe {
+            &*self
+                .buckets
+                .add(b as usize * BUCKET_SIZE + BUCKET_COUNT)
+                .cast::<AtomicU32>()
+        }
+    }
+
+    /// Counts an entry linked into bucket `b` (its lock held).
+    #[inline(always)]
+    fn counted(&self, b: u32) {
+        if self.bucket_counts {
+            let c = self.bucket_count(b);
+            c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        } else {
+            self.at::<AtomicU32>(COUNT).fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Uncounts an entry unlinked from bucket `b` (its lock held), never below zero.
+    #[inline(always)]
+    fn uncounted(&self, b: u32) {
+        if self.bucket_counts {
+            let c = self.bucket_count(b);
+            c.store(
+                c.load(Ordering::Relaxed).saturating_sub(1),
+                Ordering::Relaxed,
+            );
+        } else {
+            let _ = self.at::<AtomicU32>(COUNT).fetch_update(
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+                |c| c.checked_sub(1),
+            );
         }
     }
 
@@ -244,10 +295,13 @@ impl HashMap {
         }
     }
 
+    /// Stamps entry `i` from the LRU clock and advances it (a load and a store: racing
+    /// hits may share a stamp, see the module's notes).
+    #[inline(always)]
     fn touch(&self, i: u32) {
-        let now = self
-            .at::<AtomicU64>(LRU_CLOCK)
-            .fetch_add(1, Ordering::Relaxed);
+        let clock = self.at::<AtomicU64>(LRU_CLOCK);
+        let now = clock.load(Ordering::Relaxed);
+        clock.store(now.wrapping_add(1), Ordering::Relaxed);
         self.e_lru(i).store(now, Ordering::Relaxed);
     }
 
@@ -294,6 +348,7 @@ impl HashMap {
             let mut prev: Option<u32> = None;
             let mut cur = head.load(Ordering::Acquire);
             let mut steps = 0;
+            let mut in_bucket = 0u32;
             loop {
                 if cur & NULLS != 0 && cur & !NULLS == b {
                     break;
@@ -311,6 +366,7 @@ impl HashMap {
                 let state = self.e_state(cur).load(Ordering::Acquire);
                 if state == STATE_USED && !linked_used[cur as usize] {
                     linked_used[cur as usize] = true;
+                    in_bucket += 1;
                     prev = Some(cur);
                 } else {
                     match prev {
@@ -320,6 +376,9 @@ impl HashMap {
                 }
                 cur = next;
                 steps += 1;
+            }
+            if self.bucket_counts {
+                self.bucket_count(b).store(in_bucket, Ordering::Relaxed);
             }
         }
         let free_before = self.free_len();
@@ -335,7 +394,9 @@ impl HashMap {
                 self.push_free(i);
             }
         }
-        self.at::<AtomicU32>(COUNT).store(used, Ordering::Relaxed);
+        if !self.bucket_counts {
+            self.at::<AtomicU32>(COUNT).store(used, Ordering::Relaxed);
+        }
         let reclaimed = (self.max_entries - used).saturating_sub(free_before);
         if reclaimed > 0 {
             tracing::warn!(
@@ -541,7 +602,7 @@ impl HashMap {
             .store(head.load(Ordering::Relaxed), Ordering::Release);
         head.store(i, Ordering::Release);
         self.e_state(i).store(STATE_USED, Ordering::Release);
-        self.at::<AtomicU32>(COUNT).fetch_add(1, Ordering::Relaxed);
+        self.counted(b);
     }
 
     /// Unlinks entry `target` from bucket `b` (lock held); false when it is not there.
@@ -559,11 +620,7 @@ impl HashMap {
                 // stranded between unlink and push shows as a free list emptier than the
                 // count says (which makes a failing insert repair the map).
                 self.e_state(cur).store(STATE_FREE, Ordering::Release);
-                let _ = self.at::<AtomicU32>(COUNT).fetch_update(
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                    |c| c.checked_sub(1),
-                );
+                self.uncounted(b);
                 match prev {
                     None => head.store(next, Ordering::Release),
                     Some(p) => self.e_next(p).store(next, Ordering::Release),
@@ -634,9 +691,17 @@ impl HashMap {
         Ok(())
     }
 
-    /// Number of entries (approximate while writers run).
+    /// Number of entries (approximate while writers run). Format version 2 adds up the
+    /// buckets' counts: one pass over the bucket array, for listings and a full map's
+    /// insert, never on a program's path.
     pub(super) fn count(&self) -> u32 {
-        self.at::<AtomicU32>(COUNT).load(Ordering::Relaxed)
+        if !self.bucket_counts {
+            return self.at::<AtomicU32>(COUNT).load(Ordering::Relaxed);
+        }
+        (0..self.nbuckets)
+            .map(|b| self.bucket_count(b).load(Ordering::Relaxed))
+            .fold(0u32, u32::saturating_add)
+            .min(self.max_entries)
     }
 
     /// Indices of used entries, in storage order.
@@ -662,181 +727,4 @@ impl HashMap {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::{Map, MapMeta, MapSpec, MapType, BPF_NOEXIST};
-    use super::*;
-
-    /// Runs `dead_writer` in a forked child that exits holding bucket 0's lock, as a
-    /// writer SIGKILLed mid-update would (the kernel marks the robust lock owner-dead).
-    fn die_in_child(h: &HashMap, dead_writer: impl FnOnce(&HashMap)) {
-        // SAFETY: the child only takes a lock, touches shared atomics and `_exit`s.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            std::mem::forget(h.lock_raw(0));
-            dead_writer(h);
-            // SAFETY: leave without running the parent's atexit handlers or destructors.
-            unsafe { libc::_exit(0) };
-        }
-        let mut status = 0;
-        // SAFETY: waiting for our own child.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    }
-
-    fn full_capacity(m: &Map, n: u32) {
-        for k in 0..n {
-            m.update(&k.to_ne_bytes(), &[3; 8], BPF_NOEXIST)
-                .unwrap_or_else(|e| panic!("insert {k} of {n}: {e}"));
-        }
-        assert_eq!(m.hash_for_test().count(), n);
-        for k in 0..n {
-            assert_eq!(m.lookup(&k.to_ne_bytes()).unwrap(), Some(vec![3; 8]));
-        }
-    }
-
-    /// The first `u32` key that hashes into bucket 0 of `h`.
-    fn key_in_bucket_0(h: &HashMap) -> u32 {
-        (0u32..)
-            .find(|k| hash_key(h.seed, &k.to_ne_bytes()) & (h.nbuckets - 1) == 0)
-            .unwrap()
-    }
-
-    fn small(d: &tempfile::TempDir) -> Map {
-        let spec = MapSpec {
-            map_type: MapType::Hash,
-            key_size: 4,
-            value_size: 8,
-            max_entries: 16,
-            flags: 0,
-        };
-        Map::create(&d.path().join("m"), &spec, &MapMeta::default()).unwrap()
-    }
-
-    #[test]
-    fn entry_popped_but_never_linked_is_reclaimed() {
-        let d = tempfile::tempdir().unwrap();
-        let m = small(&d);
-        die_in_child(m.hash_for_test(), |h| {
-            h.pop_free().unwrap();
-        });
-        full_capacity(&m, 16);
-    }
-
-    #[test]
-    fn entry_linked_but_never_published_is_reclaimed() {
-        let d = tempfile::tempdir().unwrap();
-        let m = small(&d);
-        die_in_child(m.hash_for_test(), |h| {
-            let i = h.pop_free().unwrap();
-            let head = h.bucket_head(0);
-            h.e_next(i)
-                .store(head.load(Ordering::Relaxed), Ordering::Release);
-            head.store(i, Ordering::Release);
-        });
-        full_capacity(&m, 16);
-    }
-
-    #[test]
-    fn entry_unlinked_but_never_pushed_is_reclaimed_and_count_fixed() {
-        let d = tempfile::tempdir().unwrap();
-        let m = small(&d);
-        // A used entry in bucket 0, then a dead deleter that unlinked it only.
-        let h = m.hash_for_test();
-        let key = key_in_bucket_0(h);
-        m.update(&key.to_ne_bytes(), &[1; 8], BPF_NOEXIST).unwrap();
-        die_in_child(h, |h| {
-            let i = h.bucket_head(0).load(Ordering::Acquire);
-            h.e_state(i).store(STATE_FREE, Ordering::Release);
-            h.at::<AtomicU32>(COUNT).fetch_sub(1, Ordering::Relaxed);
-            h.bucket_head(0)
-                .store(h.e_next(i).load(Ordering::Acquire), Ordering::Release);
-        });
-        assert_eq!(m.lookup(&key.to_ne_bytes()).unwrap(), None);
-        full_capacity(&m, 16);
-    }
-
-    /// The next locker of the dead writer's bucket repairs at once (not only a failing
-    /// insert): the count is right before the map fills.
-    #[test]
-    fn the_next_locker_of_the_bucket_repairs() {
-        let d = tempfile::tempdir().unwrap();
-        let m = small(&d);
-        let h = m.hash_for_test();
-        let key = key_in_bucket_0(h);
-        m.update(&key.to_ne_bytes(), &[1; 8], BPF_NOEXIST).unwrap();
-        // Killed after publishing a second entry, before counting it.
-        die_in_child(h, |h| {
-            let i = h.pop_free().unwrap();
-            h.e_hash(i).store(u32::MAX, Ordering::Relaxed);
-            let head = h.bucket_head(0);
-            h.e_next(i)
-                .store(head.load(Ordering::Relaxed), Ordering::Release);
-            head.store(i, Ordering::Release);
-            h.e_state(i).store(STATE_USED, Ordering::Release);
-        });
-        assert_eq!(h.count(), 1);
-        m.delete(&key.to_ne_bytes()).unwrap();
-        assert_eq!(
-            h.count(),
-            1,
-            "the published entry was not counted by the repair"
-        );
-    }
-
-    /// Two keys of `size` bytes that differ only in their last four bytes and hash alike
-    /// under `seed` (a birthday search over the 32-bit hash).
-    fn colliding_keys(seed: u64, size: usize) -> (Vec<u8>, Vec<u8>) {
-        let key = |n: u32| {
-            let mut k = vec![0xa5u8; size];
-            k[size - 4..].copy_from_slice(&n.to_ne_bytes());
-            k
-        };
-        let mut seen = std::collections::HashMap::new();
-        for n in 0u32.. {
-            if let Some(m) = seen.insert(hash_key(seed, &key(n)), n) {
-                return (key(m), key(n));
-            }
-        }
-        unreachable!("the 32-bit hash has collisions")
-    }
-
-    /// Keys whose hashes collide stay apart, for every key size with a path of its own
-    /// (4, 8, 16) and the general one: the comparison covers the whole key.
-    #[test]
-    fn colliding_keys_stay_apart_at_every_key_size() {
-        for (size, map_type) in [
-            (4, MapType::Hash),
-            (8, MapType::Hash),
-            (12, MapType::Hash),
-            (16, MapType::Hash),
-            (16, MapType::LruHash),
-        ] {
-            let d = tempfile::tempdir().unwrap();
-            let spec = MapSpec {
-                map_type,
-                key_size: size,
-                value_size: 8,
-                max_entries: 16,
-                flags: 0,
-            };
-            let m = Map::create(&d.path().join("m"), &spec, &MapMeta::default()).unwrap();
-            let (a, b) = colliding_keys(m.hash_for_test().seed, size as usize);
-            m.update(&a, &[1; 8], BPF_NOEXIST).unwrap();
-            assert_eq!(
-                m.lookup(&b).unwrap(),
-                None,
-                "size {size}: b found before insert"
-            );
-            m.update(&b, &[2; 8], BPF_NOEXIST).unwrap();
-            assert_eq!(m.lookup(&a).unwrap(), Some(vec![1; 8]), "size {size}");
-            assert_eq!(m.lookup(&b).unwrap(), Some(vec![2; 8]), "size {size}");
-            m.delete(&a).unwrap();
-            assert_eq!(m.lookup(&a).unwrap(), None, "size {size}: a after delete");
-            assert_eq!(
-                m.lookup(&b).unwrap(),
-                Some(vec![2; 8]),
-                "size {size}: b after delete"
-            );
-        }
-    }
-}
+mod tests;

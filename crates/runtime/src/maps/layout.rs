@@ -18,8 +18,14 @@ use super::{round8, MapError, MapSpec, MapType};
 
 /// First bytes of every map file.
 pub const MAGIC: [u8; 8] = *b"GPUBPFMP";
-/// Current format version.
-pub const VERSION: u32 = 1;
+/// Current format version: 2 since hash maps count their entries per bucket (the `u32`
+/// after each bucket's chain head, written under the bucket's lock) instead of in one
+/// shared counter that every insert and delete changed with an atomic read-modify-write.
+pub const VERSION: u32 = 2;
+/// Oldest format version still opened: version 1 differs only in how hash maps count
+/// their entries (one shared counter in the state region), which files of that version
+/// keep doing, so that processes of an older build that share them count alike.
+pub const OLDEST_VERSION: u32 = 1;
 /// Offset of the type-specific shared state.
 pub const STATE_OFFSET: usize = 512;
 /// Offset of the metadata region.
@@ -30,6 +36,8 @@ pub const MAX_META: usize = 1 << 20;
 pub const BUCKET_SIZE: usize = 64;
 /// Offset of the chain head inside a bucket.
 pub const BUCKET_HEAD: usize = LOCK_SLOT;
+/// Offset of the bucket's entry count (format version 2 and later).
+pub const BUCKET_COUNT: usize = BUCKET_HEAD + 4;
 /// Bytes of entry header before the key (`next`, `free_next`, `hash`, `state`, `lru`).
 pub const ENTRY_HDR: usize = 24;
 /// Largest key or value (as in Linux, `KMALLOC_MAX_SIZE`-ish bounds are not needed here).
@@ -229,7 +237,7 @@ pub fn validate(
             path: path.to_path_buf(),
         });
     }
-    if h.version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&h.version) {
         return Err(MapError::BadVersion {
             path: path.to_path_buf(),
             found: h.version,
@@ -323,6 +331,14 @@ mod tests {
             validate(p, &m, l.file_size as u64),
             Err(MapError::BadMagic { .. })
         ));
+        assert_eq!(h.version, VERSION);
+        let mut m = h;
+        m.version = OLDEST_VERSION;
+        m.checksum = m.compute_checksum();
+        assert!(
+            validate(p, &m, l.file_size as u64).is_ok(),
+            "version 1 is read"
+        );
         let mut m = h;
         m.version = 99;
         assert!(matches!(

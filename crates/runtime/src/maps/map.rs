@@ -124,7 +124,7 @@ impl Map {
         std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(META_OFFSET as u64))
             .map_err(io("seek"))?;
         file.write_all(meta_json).map_err(io("write metadata"))?;
-        let map = Self::from_file(&file, tmp, *spec, meta.clone(), lay, header.seed, true)?;
+        let map = Self::from_file(&file, tmp, *spec, meta.clone(), lay, &header, true)?;
         // SAFETY: the file is still private to us (temporary name).
         unsafe { map.init_shared()? };
         mapping::rename_noreplace(tmp, path).map_err(|source| {
@@ -190,7 +190,7 @@ impl Map {
         if let Some(n) = path.file_name().and_then(|n| n.to_str()) {
             n.clone_into(&mut meta.name);
         }
-        Self::from_file(&file, path, spec, meta, &lay, header.seed, writable)
+        Self::from_file(&file, path, spec, meta, &lay, &header, writable)
     }
 
     fn from_file(
@@ -199,9 +199,10 @@ impl Map {
         spec: MapSpec,
         meta: MapMeta,
         lay: &Layout,
-        seed: u64,
+        header: &FileHeader,
         writable: bool,
     ) -> Result<Map, MapError> {
+        let seed = header.seed;
         let mirror = (spec.map_type == MapType::RingBuf)
             .then_some((lay.data_offset, spec.max_entries as usize));
         let mapping = if writable {
@@ -234,6 +235,7 @@ impl Map {
                 value_size: spec.value_size as usize,
                 max_entries: spec.max_entries,
                 seed,
+                bucket_counts: header.version >= 2,
                 lru: spec.map_type == MapType::LruHash,
                 writable,
                 name,

@@ -164,7 +164,10 @@ pub enum MapError {
     AlreadyExists { path: PathBuf },
     #[error("`{path}` is not a gpubpf map file (bad magic)")]
     BadMagic { path: PathBuf },
-    #[error("map file `{path}` has format version {found}, this build reads version {expected}")]
+    #[error(
+        "map file `{path}` has format version {found}, this build reads versions {}..={expected}",
+        layout::OLDEST_VERSION
+    )]
     BadVersion {
         path: PathBuf,
         found: u32,
