@@ -139,11 +139,8 @@ impl AttachedProgram {
     /// The same program compiled to native code (statistics slot included); a program that
     /// already is native is compiled again.
     pub fn to_native(&self, helpers: &HelperTable) -> Result<Self, JitError> {
-        let compiled = jit::compile_with_arrays(
-            &self.prepared.insns,
-            helpers,
-            &self.prepared.inline_arrays(),
-        )?;
+        let compiled =
+            jit::compile_with_maps(&self.prepared.insns, helpers, &self.prepared.inline_maps())?;
         Ok(Self {
             object: self.object.clone(),
             name: self.name.clone(),
@@ -271,10 +268,10 @@ fn make_code(
     Ok(match tier {
         // Array lookups are inlined: the program keeps `prepared`, and with it the maps,
         // alive as long as the code.
-        Tier::Native => Code::Native(jit::compile_with_arrays(
+        Tier::Native => Code::Native(jit::compile_with_maps(
             &prepared.insns,
             helpers,
-            &prepared.inline_arrays(),
+            &prepared.inline_maps(),
         )?),
         Tier::Interpreted => {
             let program = interp::Program::from_insns(&prepared.insns)

@@ -170,7 +170,7 @@ impl LoadedObject {
         // Array lookups are inlined: `BuiltProgram` (and the `AttachedProgram` made of it)
         // keeps `prepared`, and with it the maps, alive as long as `compiled`.
         let compiled =
-            jit::compile_with_arrays(&v.prepared.insns, helpers, &v.prepared.inline_arrays())?;
+            jit::compile_with_maps(&v.prepared.insns, helpers, &v.prepared.inline_maps())?;
         Ok(BuiltProgram {
             point: v.point,
             phase: v.phase,

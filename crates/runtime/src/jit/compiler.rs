@@ -13,7 +13,7 @@ use gpubpf_isa::Insn;
 use super::analysis::Analysis;
 use super::code_memory::{ImageReloc, WritableCode};
 use super::translate::{build_trampoline, translate_function, CallTargets};
-use super::{CompiledProgram, EntryFn, InlineArray, JitError};
+use super::{CompiledProgram, EntryFn, InlineMap, JitError};
 use crate::helper_table::{HelperTable, RUN_ITERATION_BUDGET};
 
 /// Function alignment in the code image.
@@ -79,14 +79,14 @@ thread_local! {
 /// Compiles `slots` with this thread's [`JitCompiler`] (created on first use; a fresh one
 /// when it is busy, which only a nested call could make it).
 pub fn compile(slots: &[Insn], helpers: &HelperTable) -> Result<CompiledProgram, JitError> {
-    compile_with_arrays(slots, helpers, &[])
+    compile_with_maps(slots, helpers, &[])
 }
 
-/// [`compile`], inlining the lookups of the given array maps ([`InlineArray`]).
-pub fn compile_with_arrays(
+/// [`compile`], inlining the lookups of the given maps ([`InlineMap`]).
+pub fn compile_with_maps(
     slots: &[Insn],
     helpers: &HelperTable,
-    arrays: &[InlineArray],
+    maps: &[InlineMap],
 ) -> Result<CompiledProgram, JitError> {
     let cached = COMPILER.try_with(|c| {
         let Ok(mut c) = c.try_borrow_mut() else {
@@ -99,12 +99,12 @@ pub fn compile_with_arrays(
             }
         }
         c.as_mut()
-            .map(|j| j.compile_with_arrays(slots, helpers, arrays))
+            .map(|j| j.compile_with_maps(slots, helpers, maps))
     });
     match cached {
         Ok(Some(r)) => r,
         // Busy, or the thread is exiting.
-        _ => JitCompiler::new()?.compile_with_arrays(slots, helpers, arrays),
+        _ => JitCompiler::new()?.compile_with_maps(slots, helpers, maps),
     }
 }
 
@@ -134,18 +134,18 @@ impl JitCompiler {
         slots: &[Insn],
         helpers: &HelperTable,
     ) -> Result<CompiledProgram, JitError> {
-        self.compile_with_arrays(slots, helpers, &[])
+        self.compile_with_maps(slots, helpers, &[])
     }
 
-    /// [`JitCompiler::compile`], inlining the lookups of the given array maps.
-    pub fn compile_with_arrays(
+    /// [`JitCompiler::compile`], inlining the lookups of the given maps.
+    pub fn compile_with_maps(
         &mut self,
         slots: &[Insn],
         helpers: &HelperTable,
-        arrays: &[InlineArray],
+        maps: &[InlineMap],
     ) -> Result<CompiledProgram, JitError> {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.compile_unguarded(slots, helpers, arrays)
+            self.compile_unguarded(slots, helpers, maps)
         }));
         match result {
             Ok(Ok(p)) => Ok(p),
@@ -174,7 +174,7 @@ impl JitCompiler {
         &mut self,
         slots: &[Insn],
         helpers: &HelperTable,
-        arrays: &[InlineArray],
+        maps: &[InlineMap],
     ) -> Result<CompiledProgram, JitError> {
         let analysis = Analysis::new(slots)?;
         let cc = self.call_conv();
@@ -188,7 +188,7 @@ impl JitCompiler {
                 &mut self.fb_ctx,
                 &analysis,
                 idx,
-                &CallTargets { helpers, arrays },
+                &CallTargets { helpers, maps },
                 cc,
                 self.isa.frontend_config(),
             )?;

@@ -30,7 +30,7 @@ use std::ops::Range;
 
 use gpubpf_isa::{DecodeError, LddwKind};
 
-pub use compiler::{compile, compile_with_arrays, JitCompiler, LARGE_FUNCTION_INSNS};
+pub use compiler::{compile, compile_with_maps, JitCompiler, LARGE_FUNCTION_INSNS};
 
 use crate::helper_table::STACK_SIZE;
 use crate::helper_table::STACK_SIZE_PER_FRAME;
@@ -57,6 +57,52 @@ pub struct InlineArray {
     pub max_entries: u32,
     /// Bytes from one value to the next.
     pub stride: u32,
+}
+
+/// A hash map (not LRU) with 4- or 8-byte keys whose `bpf_map_lookup_elem` calls the
+/// compiler may inline: where the map argument of a lookup is this `handle` as a constant,
+/// the call becomes the map's own lock-free lookup in the generated code (the key's hash,
+/// the bucket's chain walked with the same bounds, *nulls* restarts and acquire loads as
+/// `maps::hash`), with no helper call. Only the layout is needed: hash maps of the file
+/// format (`maps::layout`) whose lookups take no lock and stamp nothing.
+///
+/// The caller guarantees that the handle names this map and that its buckets and entries
+/// stay mapped at these addresses for as long as the compiled code may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InlineHash {
+    /// The map's handle (the value a prepared `lddw` loads).
+    pub handle: u64,
+    /// Address of bucket 0.
+    pub buckets: u64,
+    /// Address of entry 0.
+    pub entries: u64,
+    /// Number of buckets (a power of two).
+    pub nbuckets: u32,
+    /// Number of entries.
+    pub max_entries: u32,
+    /// Bytes from one entry to the next.
+    pub stride: u32,
+    /// Bytes of a key: 4 or 8.
+    pub key_size: u32,
+    /// The map's hash seed.
+    pub seed: u64,
+}
+
+/// A map whose lookups the compiler may inline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InlineMap {
+    Array(InlineArray),
+    Hash(InlineHash),
+}
+
+impl InlineMap {
+    /// The handle of the map.
+    pub fn handle(&self) -> u64 {
+        match self {
+            InlineMap::Array(a) => a.handle,
+            InlineMap::Hash(h) => h.handle,
+        }
+    }
 }
 
 /// An error compiling a program. `pc` is the slot index of the offending instruction.

@@ -111,6 +111,7 @@
 
 mod calls;
 mod exits;
+mod inline_maps;
 
 use std::collections::BTreeMap;
 
@@ -126,7 +127,7 @@ use gpubpf_isa::{
 };
 
 use super::analysis::{jump_offset, rel_target, Analysis};
-use super::{InlineArray, JitError};
+use super::{InlineMap, JitError};
 use crate::helper_table::{HelperTable, STACK_SIZE_PER_FRAME};
 use gpubpf_verifier::sanitize::DEAD_CODE_TRAP;
 
@@ -241,11 +242,11 @@ pub(crate) fn build_trampoline(
 }
 
 /// Translates BPF function `idx` of `analysis` into `func`.
-/// What helper calls may resolve to: the helper table, and the array maps whose lookups are
+/// What helper calls may resolve to: the helper table, and the maps whose lookups are
 /// inlined.
 pub(crate) struct CallTargets<'a> {
     pub helpers: &'a HelperTable,
-    pub arrays: &'a [InlineArray],
+    pub maps: &'a [InlineMap],
 }
 
 pub(crate) fn translate_function(
@@ -257,7 +258,7 @@ pub(crate) fn translate_function(
     cc: CallConv,
     frontend: TargetFrontendConfig,
 ) -> Result<(), JitError> {
-    let CallTargets { helpers, arrays } = *targets;
+    let CallTargets { helpers, maps } = *targets;
     func.signature = internal_signature(cc);
     // Functions with a loop keep the iteration budget in a register.
     let cache_budget = analysis.func_insns(idx).iter().any(|(pc, ins)| {
@@ -266,7 +267,7 @@ pub(crate) fn translate_function(
             .is_some_and(|t| t <= *pc)
     });
     let b = FunctionBuilder::new(func, fb_ctx);
-    let mut t = FnTranslator::new(b, analysis, helpers, arrays, cc, cache_budget)?;
+    let mut t = FnTranslator::new(b, analysis, helpers, maps, cc, cache_budget)?;
     t.translate(idx)?;
     let FnTranslator { mut b, .. } = t;
     b.seal_all_blocks();
@@ -278,8 +279,8 @@ struct FnTranslator<'a, 'f> {
     b: FunctionBuilder<'f>,
     analysis: &'a Analysis,
     helpers: &'a HelperTable,
-    /// Array maps whose lookups are inlined.
-    arrays: &'a [InlineArray],
+    /// Maps whose lookups are inlined.
+    maps: &'a [InlineMap],
     regs: [Variable; 10],
     /// In functions with a backward jump, the iterations the run may still make, cached
     /// from `run` (see the module docs, "Run-time bound").
@@ -303,7 +304,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         mut b: FunctionBuilder<'f>,
         analysis: &'a Analysis,
         helpers: &'a HelperTable,
-        arrays: &'a [InlineArray],
+        maps: &'a [InlineMap],
         cc: CallConv,
         cache_budget: bool,
     ) -> Result<Self, JitError> {
@@ -337,7 +338,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             b,
             analysis,
             helpers,
-            arrays,
+            maps,
             regs,
             budget,
             fp,

@@ -31,14 +31,17 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub(super) use super::key_hash::hash_key;
-use super::layout::{BUCKET_COUNT, BUCKET_HEAD, BUCKET_SIZE, ENTRY_HDR, STATE_OFFSET};
+use super::layout::{
+    BUCKET_COUNT, BUCKET_HEAD, BUCKET_SIZE, CHAIN_NULLS, ENTRY_FREE, ENTRY_FREE_NEXT, ENTRY_HASH,
+    ENTRY_HDR, ENTRY_LRU, ENTRY_NEXT, ENTRY_STATE, ENTRY_USED, STATE_OFFSET,
+};
 use super::lock::SharedMutex;
 use super::{round8, MapError, BPF_EXIST, BPF_NOEXIST};
 
 /// Chain terminator flag; the low bits name the bucket.
-const NULLS: u32 = 1 << 31;
-const STATE_FREE: u32 = 0;
-const STATE_USED: u32 = 1;
+const NULLS: u32 = CHAIN_NULLS;
+const STATE_FREE: u32 = ENTRY_FREE;
+const STATE_USED: u32 = ENTRY_USED;
 /// Entries scanned per LRU eviction.
 pub(super) const LRU_WINDOW: u32 = 128;
 
@@ -162,27 +165,27 @@ impl HashMap {
     #[inline(always)]
     fn e_next(&self, i: u32) -> &AtomicU32 {
         // SAFETY: offset 0 of an entry, 8-aligned.
-        unsafe { &*self.entry(i).cast::<AtomicU32>() }
+        unsafe { &*self.entry(i).add(ENTRY_NEXT).cast::<AtomicU32>() }
     }
     #[inline(always)]
     fn e_free_next(&self, i: u32) -> &AtomicU32 {
         // SAFETY: offset 4 of an entry.
-        unsafe { &*self.entry(i).add(4).cast::<AtomicU32>() }
+        unsafe { &*self.entry(i).add(ENTRY_FREE_NEXT).cast::<AtomicU32>() }
     }
     #[inline(always)]
     fn e_hash(&self, i: u32) -> &AtomicU32 {
         // SAFETY: offset 8 of an entry.
-        unsafe { &*self.entry(i).add(8).cast::<AtomicU32>() }
+        unsafe { &*self.entry(i).add(ENTRY_HASH).cast::<AtomicU32>() }
     }
     #[inline(always)]
     fn e_state(&self, i: u32) -> &AtomicU32 {
         // SAFETY: offset 12 of an entry.
-        unsafe { &*self.entry(i).add(12).cast::<AtomicU32>() }
+        unsafe { &*self.entry(i).add(ENTRY_STATE).cast::<AtomicU32>() }
     }
     #[inline(always)]
     fn e_lru(&self, i: u32) -> &AtomicU64 {
         // SAFETY: offset 16 of an entry, 8-aligned.
-        unsafe { &*self.entry(i).add(16).cast::<AtomicU64>() }
+        unsafe { &*self.entry(i).add(ENTRY_LRU).cast::<AtomicU64>() }
     }
     #[inline(always)]
     pub(super) fn e_key(&self, i: u32) -> *mut u8 {

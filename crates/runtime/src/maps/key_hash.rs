@@ -2,10 +2,18 @@
 //! shim and the CLI may open, so the value of this function is part of the map format: a
 //! faster path for a key size must give exactly what the general one gives.
 
-/// The hash of a key: 8-byte words through a multiply-xorshift mix, seeded per map.
+/// The multiplier of every word step of [`hash_key`].
+pub(crate) const WORD_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+/// The multiplier of [`hash_key`]'s final mix.
+pub(crate) const FINAL_MUL: u64 = 0xd6e8_feb8_6659_fd93;
+
+/// The hash of a key: 8-byte words through a multiply-xorshift mix, seeded per map. Keys
+/// of 4 and 8 bytes are one word `w` (little-endian, zero-extended):
+/// `h = (seed ^ w) * WORD_MUL; h ^= h >> 32; h *= FINAL_MUL; h ^= h >> 32`, the low 32 bits
+/// (what the JIT's inlined lookups compute, `jit::translate::inline_hash`).
 #[inline(always)]
-pub(super) fn hash_key(seed: u64, key: &[u8]) -> u32 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+pub(crate) fn hash_key(seed: u64, key: &[u8]) -> u32 {
+    const K: u64 = WORD_MUL;
     // The common key sizes take one word and two multiplications.
     let word = match key.len() {
         4 => {
@@ -23,7 +31,7 @@ pub(super) fn hash_key(seed: u64, key: &[u8]) -> u32 {
     if let Some(w) = word {
         let mut h = (seed ^ w).wrapping_mul(K);
         h ^= h >> 32;
-        h = h.wrapping_mul(0xd6e8_feb8_6659_fd93);
+        h = h.wrapping_mul(FINAL_MUL);
         h ^= h >> 32;
         return h as u32;
     }
@@ -41,7 +49,7 @@ pub(super) fn hash_key(seed: u64, key: &[u8]) -> u32 {
         h = (h ^ b).wrapping_mul(K);
         h ^= h >> 29;
         h ^= h >> 32;
-        h = h.wrapping_mul(0xd6e8_feb8_6659_fd93);
+        h = h.wrapping_mul(FINAL_MUL);
         h ^= h >> 32;
         return h as u32;
     }
@@ -50,7 +58,7 @@ pub(super) fn hash_key(seed: u64, key: &[u8]) -> u32 {
 
 /// [`hash_key`] of keys of any length: the words of the key, the last one zero-padded.
 fn hash_words(seed: u64, key: &[u8]) -> u32 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    const K: u64 = WORD_MUL;
     let mut h = seed ^ (key.len() as u64).wrapping_mul(K);
     let mut chunks = key.chunks_exact(8);
     for c in &mut chunks {
@@ -66,7 +74,7 @@ fn hash_words(seed: u64, key: &[u8]) -> u32 {
         h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K);
     }
     h ^= h >> 32;
-    h = h.wrapping_mul(0xd6e8_feb8_6659_fd93);
+    h = h.wrapping_mul(FINAL_MUL);
     h ^= h >> 32;
     h as u32
 }

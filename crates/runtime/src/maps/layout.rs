@@ -40,6 +40,23 @@ pub const BUCKET_HEAD: usize = LOCK_SLOT;
 pub const BUCKET_COUNT: usize = BUCKET_HEAD + 4;
 /// Bytes of entry header before the key (`next`, `free_next`, `hash`, `state`, `lru`).
 pub const ENTRY_HDR: usize = 24;
+/// Offsets in a hash entry's header: the next entry of its chain (`u32`), ...
+pub const ENTRY_NEXT: usize = 0;
+/// ... the next entry of the free list (`u32`, index + 1, 0 ends it), ...
+pub const ENTRY_FREE_NEXT: usize = 4;
+/// ... the key's hash (`u32`), ...
+pub const ENTRY_HASH: usize = 8;
+/// ... its state (`u32`: [`ENTRY_FREE`] or [`ENTRY_USED`]) ...
+pub const ENTRY_STATE: usize = 12;
+/// ... and its LRU stamp (`u64`).
+pub const ENTRY_LRU: usize = 16;
+/// `state` of an entry on the free list or on its way there.
+pub const ENTRY_FREE: u32 = 0;
+/// `state` of an entry visible to lookups (linked and published).
+pub const ENTRY_USED: u32 = 1;
+/// Flag of a chain link that ends the chain; the low bits name the bucket (Linux's
+/// `hlist_nulls`).
+pub const CHAIN_NULLS: u32 = 1 << 31;
 /// Largest key or value (as in Linux, `KMALLOC_MAX_SIZE`-ish bounds are not needed here).
 pub const MAX_KV_SIZE: u32 = 1 << 16;
 /// Largest number of entries of a hash or array map.

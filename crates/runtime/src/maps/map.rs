@@ -353,6 +353,29 @@ impl Map {
         }
     }
 
+    /// The layout the JIT needs to inline this map's lookups ([`crate::jit::InlineMap`]):
+    /// arrays, and hash maps (not LRU: a hit stamps the entry) with 4- or 8-byte keys;
+    /// `None` for other maps. The buckets, entries or values stay mapped at those addresses
+    /// for as long as this `Map` lives.
+    pub fn inline_map(&self) -> Option<crate::jit::InlineMap> {
+        match &self.kind {
+            Kind::Array(_) => self.inline_array().map(crate::jit::InlineMap::Array),
+            Kind::Hash(h) if !h.lru && matches!(h.key_size, 4 | 8) => {
+                Some(crate::jit::InlineMap::Hash(crate::jit::InlineHash {
+                    handle: self.handle(),
+                    buckets: h.buckets as u64,
+                    entries: h.entries as u64,
+                    nbuckets: h.nbuckets,
+                    max_entries: h.max_entries,
+                    stride: u32::try_from(h.stride).ok()?,
+                    key_size: h.key_size as u32,
+                    seed: h.seed,
+                }))
+            }
+            _ => None,
+        }
+    }
+
     /// An array map's layout for the JIT's inlined lookups; `None` for other maps. The
     /// values stay mapped at that address for as long as this `Map` lives.
     pub fn inline_array(&self) -> Option<crate::jit::InlineArray> {

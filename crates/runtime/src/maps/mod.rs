@@ -22,7 +22,7 @@
 
 mod array;
 mod hash;
-mod key_hash;
+pub(crate) mod key_hash;
 pub mod layout;
 pub mod lock;
 mod map;

@@ -48,10 +48,11 @@ impl PreparedProgram {
         &self.maps
     }
 
-    /// The program's array maps, whose lookups the JIT may inline: valid for code that
-    /// runs only while this value (which keeps the maps mapped) lives.
-    pub fn inline_arrays(&self) -> Vec<crate::jit::InlineArray> {
-        self.maps.iter().filter_map(|m| m.inline_array()).collect()
+    /// The program's maps whose lookups the JIT may inline (arrays, hash maps with 4- or
+    /// 8-byte keys): valid for code that runs only while this value (which keeps the maps
+    /// mapped) lives.
+    pub fn inline_maps(&self) -> Vec<crate::jit::InlineMap> {
+        self.maps.iter().filter_map(|m| m.inline_map()).collect()
     }
 }
 

@@ -160,7 +160,7 @@ impl FnTranslator<'_, '_> {
             .helpers
             .get(id)
             .ok_or(JitError::UnknownHelper { pc, id })?;
-        if let Some(r0) = self.inline_array_lookup(f) {
+        if let Some(r0) = self.inline_lookup(f) {
             return Ok(r0);
         }
         let addr = self.b.ins().iconst(I64, f as usize as i64);
@@ -186,34 +186,8 @@ impl FnTranslator<'_, '_> {
             })
     }
 
-    /// `bpf_map_lookup_elem` (helper function `f`) of an array map the caller listed in
-    /// [`InlineArray`]s, whose handle is a constant here (the `lddw` of a prepared program,
-    /// in the same block): the `u32` key bounds-checked and the value's address computed
-    /// in place, as Linux's `array_map_gen_lookup`, without the helper call. The verifier
-    /// proved r1 a map handle and r2 readable for the map's 4-byte key. `None` for any
-    /// other call.
-    fn inline_array_lookup(&mut self, f: crate::helper_table::HelperFn) -> Option<Value> {
-        let lookup: crate::helper_table::HelperFn = crate::helpers::map_ops::map_lookup_elem;
-        if self.arrays.is_empty() || f as usize != lookup as usize {
-            return None;
-        }
-        let r1 = self.get(1);
-        let handle = self.constant(r1)?;
-        let a = *self.arrays.iter().find(|a| a.handle == handle)?;
-        let key_ptr = self.get(2);
-        let key = self.b.ins().load(types::I32, mem_flags(), key_ptr, 0);
-        let index = self.b.ins().uextend(I64, key);
-        let in_range =
-            self.b
-                .ins()
-                .icmp_imm_s(IntCC::UnsignedLessThan, index, i64::from(a.max_entries));
-        let offset = self.b.ins().imul_imm_s(index, i64::from(a.stride));
-        let addr = self.b.ins().iadd_imm_s(offset, a.data as i64);
-        Some(self.b.ins().select(in_range, addr, self.zero))
-    }
-
     /// The value of `v` when an `iconst` defines it.
-    fn constant(&self, v: Value) -> Option<u64> {
+    pub(super) fn constant(&self, v: Value) -> Option<u64> {
         let dfg = &self.b.func.dfg;
         let ValueDef::Result(inst, 0) = dfg.value_def(dfg.resolve_aliases(v)) else {
             return None;
