@@ -409,6 +409,8 @@ fn jited(
         })
         .collect();
     spans.push((c.trampoline_range(), Some("entry trampoline:".into())));
+    // In address order (the trampoline comes first in the image).
+    spans.sort_by_key(|(r, _)| r.start);
     let mut regions = Vec::new();
     let mut at = 0;
     for (range, label) in spans {

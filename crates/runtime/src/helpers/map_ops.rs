@@ -16,8 +16,17 @@ unsafe fn map_ref<'a>(handle: u64) -> Option<&'a Map> {
     unsafe { (handle as *const Map).as_ref() }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Calls of [`map_lookup_elem`] on this thread (unit tests of the JIT's inlined
+    /// lookups: which ones reach the helper).
+    pub(crate) static LOOKUP_CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// `void *bpf_map_lookup_elem(void *map, const void *key)`.
 pub extern "C" fn map_lookup_elem(map: u64, key: u64, _: u64, _: u64, _: u64) -> u64 {
+    #[cfg(test)]
+    LOOKUP_CALLS.with(|c| c.set(c.get() + 1));
     // SAFETY: the verifier proved `map` is a map handle and `key` has key_size bytes.
     unsafe {
         match map_ref(map) {

@@ -471,8 +471,9 @@ fn pc_map_stays_inside_each_function() {
     let funcs: Vec<_> = p.function_ranges().collect();
     assert_eq!(funcs.len(), 2);
     let tramp = p.trampoline_range();
-    assert!(funcs[0].start == 0 && funcs[0].end <= funcs[1].start);
-    assert!(funcs[1].end <= tramp.start && tramp.end == p.code_size());
+    // The trampoline first, the main function right after it (they run on every call).
+    assert!(tramp.start == 0 && funcs[0].start == tramp.end.next_multiple_of(16));
+    assert!(funcs[0].end <= funcs[1].start && funcs[1].end == p.code_size());
     assert!(funcs.iter().all(|r| !r.is_empty()) && !tramp.is_empty());
     let base = p.code_address();
     for (f, pcs) in funcs.iter().zip([0..3, 3..5]) {
@@ -495,4 +496,71 @@ fn pc_map_stays_inside_each_function() {
     assert!(tramp.clone().all(|o| p.pc_for_address(base + o).is_none()));
     // Alignment padding between functions belongs to none.
     assert!((funcs[0].end..funcs[1].start).all(|o| p.pc_for_address(base + o).is_none()));
+}
+
+/// The inlined hash lookup answers a key at the head of its chain and a key absent from an
+/// empty bucket without the helper, and calls it for a key further down a chain.
+#[test]
+fn inlined_hash_lookups_call_the_helper_only_beyond_the_first_probe() {
+    use crate::helpers::map_ops::LOOKUP_CALLS;
+    use crate::maps::{Map, MapMeta, MapSpec, MapType};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = MapSpec {
+        map_type: MapType::Hash,
+        key_size: 4,
+        value_size: 8,
+        max_entries: 64,
+        flags: 0,
+    };
+    let map = Map::create(&dir.path().join("h"), &spec, &MapMeta::default()).unwrap();
+    let Some(InlineMap::Hash(inline)) = map.inline_map() else {
+        panic!("a 4-byte-key hash map is inlined");
+    };
+    let bucket = |k: u32| {
+        crate::maps::key_hash::hash_key(inline.seed, &k.to_ne_bytes()) & (inline.nbuckets - 1)
+    };
+    // Two keys of one bucket (the second inserted is the chain's head), and a key of an
+    // empty bucket.
+    let first = 1u32;
+    let second = (2u32..).find(|&k| bucket(k) == bucket(first)).unwrap();
+    let absent = (2u32..)
+        .find(|&k| bucket(k) != bucket(first) && k != second)
+        .unwrap();
+    map.update(&first.to_ne_bytes(), &[1; 8], 0).unwrap();
+    map.update(&second.to_ne_bytes(), &[2; 8], 0).unwrap();
+    // r0 = lookup(map, &ctx[0]) != 0
+    let prog = [
+        I::Load {
+            size: gpubpf_isa::Size::W,
+            dst: 2,
+            src: 1,
+            off: 0,
+            sign_extend: false,
+        },
+        I::Store {
+            size: gpubpf_isa::Size::W,
+            dst: 10,
+            off: -4,
+            src: gpubpf_isa::Operand::Reg(2),
+        },
+        lddw(1, map.handle()),
+        alu(Width::W64, AluOp::Mov, 2, Operand::Reg(10)),
+        alu(Width::W64, AluOp::Add, 2, Operand::Imm(-4)),
+        I::Call(CallTarget::Helper(1)),
+        I::Exit,
+    ];
+    let helpers = crate::helpers::standard_helpers();
+    let p =
+        compile_with_maps(&encode_program(&prog), &helpers, &[InlineMap::Hash(inline)]).unwrap();
+    let calls_for = |k: u32| {
+        let before = LOOKUP_CALLS.with(std::cell::Cell::get);
+        let mut ctx = u64::from(k).to_ne_bytes();
+        let mut stack = [0u8; STACK_SIZE];
+        // SAFETY: the program reads 4 bytes of ctx and its stack; the map stays mapped.
+        let r0 = unsafe { p.execute(ctx.as_mut_ptr(), &mut stack) }.unwrap();
+        (r0 != 0, LOOKUP_CALLS.with(std::cell::Cell::get) - before)
+    };
+    assert_eq!(calls_for(second), (true, 0), "the chain's head");
+    assert_eq!(calls_for(absent), (false, 0), "an empty bucket");
+    assert_eq!(calls_for(first), (true, 1), "the second entry of the chain");
 }

@@ -160,9 +160,18 @@ impl FnTranslator<'_, '_> {
             .helpers
             .get(id)
             .ok_or(JitError::UnknownHelper { pc, id })?;
-        if let Some(r0) = self.inline_lookup(f) {
+        if let Some(r0) = self.inline_lookup(id, f)? {
             return Ok(r0);
         }
+        self.call_helper(id, f)
+    }
+
+    /// The call of helper `id` (function `f`) itself, with r1..r5 as arguments.
+    pub(super) fn call_helper(
+        &mut self,
+        id: i32,
+        f: crate::helper_table::HelperFn,
+    ) -> Result<Value, JitError> {
         let addr = self.b.ins().iconst(I64, f as usize as i64);
         // Arguments the helper does not read are passed as 0: reading r{n+1}..r5 would keep
         // whatever the program last had there alive (often spilled) up to every call.

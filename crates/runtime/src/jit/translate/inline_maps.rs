@@ -4,13 +4,12 @@
 //!
 //! - Arrays: a bounds check of the `u32` key and an address computation
 //!   (`array_map_gen_lookup`).
-//! - Hash maps (not LRU) with 4- or 8-byte keys: the lock-free lookup of `maps::hash`
-//!   (`HashMap::find`) in the generated code: the key's hash with the map's seed
-//!   (`maps::key_hash::hash_key` for one word), the bucket's chain walked entry by entry
-//!   (hash, key and state compared, the state and links read with acquire loads), at most
-//!   `max_entries` steps and links below `max_entries` (anything else is a miss, as there),
-//!   and a walk that ends in another bucket's *nulls* marker (a concurrent delete moved an
-//!   entry under it) restarted, at most four times. The value's address, or 0.
+//! - Hash maps (not LRU) with 4- or 8-byte keys: the first probe of `maps::hash`'s
+//!   lock-free lookup (`HashMap::find`) in the generated code: the key's hash with the
+//!   map's seed (`maps::key_hash::hash_key` for one word), the bucket's first link (an
+//!   acquire load): the bucket's own end is a miss, an entry with the same hash and key
+//!   whose state (an acquire load) is used is the hit; anything else calls the helper,
+//!   which walks the whole chain (a cold block at the end of the function).
 //!
 //! The verifier proved r1 a map handle and r2 readable for the map's key size; the maps
 //! stay mapped while the compiled program may run (the caller's guarantee).
@@ -19,27 +18,30 @@ use super::*;
 use crate::jit::{InlineArray, InlineHash};
 use crate::maps::key_hash::{FINAL_MUL, WORD_MUL};
 use crate::maps::layout::{
-    BUCKET_HEAD, BUCKET_SIZE, CHAIN_NULLS, ENTRY_HASH, ENTRY_HDR, ENTRY_NEXT, ENTRY_STATE,
-    ENTRY_USED,
+    BUCKET_HEAD, BUCKET_SIZE, CHAIN_NULLS, ENTRY_HASH, ENTRY_HDR, ENTRY_STATE, ENTRY_USED,
 };
-
-/// Walks of a chain restarted after landing in another bucket's chain (`HashMap::find`).
-const NULLS_RETRIES: i64 = 4;
 
 impl FnTranslator<'_, '_> {
     /// `bpf_map_lookup_elem` (helper function `f`) of a map the caller listed, whose
     /// handle is a constant here (the `lddw` of a prepared program, in the same block):
     /// the lookup inlined; returns r0. `None` for any other call.
-    pub(super) fn inline_lookup(&mut self, f: crate::helper_table::HelperFn) -> Option<Value> {
+    pub(super) fn inline_lookup(
+        &mut self,
+        id: i32,
+        f: crate::helper_table::HelperFn,
+    ) -> Result<Option<Value>, JitError> {
         let lookup: crate::helper_table::HelperFn = crate::helpers::map_ops::map_lookup_elem;
         if self.maps.is_empty() || f as usize != lookup as usize {
-            return None;
+            return Ok(None);
         }
         let r1 = self.get(1);
-        let handle = self.constant(r1)?;
-        match *self.maps.iter().find(|m| m.handle() == handle)? {
-            InlineMap::Array(a) => Some(self.inline_array_lookup(a)),
-            InlineMap::Hash(h) => self.inline_hash_lookup(h),
+        let Some(handle) = self.constant(r1) else {
+            return Ok(None);
+        };
+        match self.maps.iter().find(|m| m.handle() == handle).copied() {
+            Some(InlineMap::Array(a)) => Ok(Some(self.inline_array_lookup(a))),
+            Some(InlineMap::Hash(h)) => self.inline_hash_lookup(h, id, f),
+            None => Ok(None),
         }
     }
 
@@ -67,21 +69,34 @@ impl FnTranslator<'_, '_> {
         self.b.ins().uextend(I64, v)
     }
 
-    fn inline_hash_lookup(&mut self, m: InlineHash) -> Option<Value> {
-        let (key_ty, key_bits) = match m.key_size {
-            4 => (types::I32, 32),
-            8 => (I64, 64),
-            _ => return None,
+    /// The first probe of a hash map's lookup in the generated code: the key's hash, the
+    /// bucket's first link, and, when that is the bucket's own end, a miss; when it is an
+    /// entry holding the key (same hash, same key, state used), that entry's value.
+    /// Anything else (a key further down the chain, another bucket's end reached through a
+    /// concurrent delete, a link out of range) calls the helper, which walks the chain from
+    /// the start (`HashMap::find`); the call is a cold block, out of the line of the common
+    /// path. One probe keeps the code small: every lookup of a program gets its own copy,
+    /// and on a cold call its code lines cost more than the instructions saved.
+    fn inline_hash_lookup(
+        &mut self,
+        m: InlineHash,
+        id: i32,
+        f: crate::helper_table::HelperFn,
+    ) -> Result<Option<Value>, JitError> {
+        let key_ty = match m.key_size {
+            4 => types::I32,
+            8 => I64,
+            _ => return Ok(None),
         };
-        if !m.nbuckets.is_power_of_two() {
-            return None;
+        if !m.nbuckets.is_power_of_two() || m.max_entries >= CHAIN_NULLS {
+            return Ok(None);
         }
         let key_ptr = self.get(2);
         let key = self.b.ins().load(key_ty, mem_flags(), key_ptr, 0);
-        let word = if key_bits == 32 {
-            self.b.ins().uextend(I64, key)
-        } else {
+        let word = if key_ty == I64 {
             key
+        } else {
+            self.b.ins().uextend(I64, key)
         };
         // The hash of one word (`key_hash::hash_key`).
         let ins = &mut self.b;
@@ -98,93 +113,43 @@ impl FnTranslator<'_, '_> {
         let head = ins
             .ins()
             .iadd_imm_s(bucket_off, (m.buckets + BUCKET_HEAD as u64) as i64);
-        let nulls_here = ins.ins().bor_imm_s(bucket, i64::from(CHAIN_NULLS));
+        let own_end = ins.ins().bor_imm_s(bucket, i64::from(CHAIN_NULLS));
 
-        let restart = self.b.create_block();
-        let tries = self.b.append_block_param(restart, I64);
-        let start = self.b.create_block();
-        let walk = self.b.create_block();
-        let cur = self.b.append_block_param(walk, I64);
-        let steps = self.b.append_block_param(walk, I64);
-        let walk_tries = self.b.append_block_param(walk, I64);
-        let at_nulls = self.b.create_block();
-        let in_chain = self.b.create_block();
+        let probe = self.b.create_block();
         let entry_block = self.b.create_block();
         let same_hash = self.b.create_block();
         let same_key = self.b.create_block();
-        let next = self.b.create_block();
         let hit = self.b.create_block();
+        let slow = self.b.create_block();
+        self.b.set_cold_block(slow);
         let done = self.b.create_block();
         let result = self.b.append_block_param(done, I64);
-
         let zero = self.zero;
-        self.b.ins().jump(restart, &[BlockArg::Value(zero)]);
 
-        // restart(tries): a fresh walk from the bucket's head, four at most.
-        self.b.switch_to_block(restart);
-        let more = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::UnsignedLessThan, tries, NULLS_RETRIES);
-        self.b
-            .ins()
-            .brif(more, start, &[], done, &[BlockArg::Value(zero)]);
-        self.b.switch_to_block(start);
-        self.b.seal_block(start);
         let first = self.shared_u32(head, 0);
-        self.b.ins().jump(
-            walk,
-            &[
-                BlockArg::Value(first),
-                BlockArg::Value(zero),
-                BlockArg::Value(tries),
-            ],
-        );
-
-        // walk(cur, steps, tries)
-        self.b.switch_to_block(walk);
-        let nulls = self.b.ins().band_imm_s(cur, i64::from(CHAIN_NULLS));
-        self.b.ins().brif(nulls, at_nulls, &[], in_chain, &[]);
-
-        // The end of a chain: this bucket's (a miss) or another's (walk again).
-        self.b.switch_to_block(at_nulls);
-        self.b.seal_block(at_nulls);
-        let here = self.b.ins().icmp(IntCC::Equal, cur, nulls_here);
-        let again = self.b.ins().iadd_imm_s(walk_tries, 1);
-        self.b.ins().brif(
-            here,
-            done,
-            &[BlockArg::Value(zero)],
-            restart,
-            &[BlockArg::Value(again)],
-        );
-        self.b.seal_block(restart);
-
-        // A link out of range or a walk longer than the map: a miss (`HashMap::find`).
-        self.b.switch_to_block(in_chain);
-        self.b.seal_block(in_chain);
-        let max = i64::from(m.max_entries);
-        let bad_link = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, cur, max);
-        let too_long = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::UnsignedGreaterThan, steps, max);
-        let stop = self.b.ins().bor(bad_link, too_long);
+        let empty = self.b.ins().icmp(IntCC::Equal, first, own_end);
         self.b
             .ins()
-            .brif(stop, done, &[BlockArg::Value(zero)], entry_block, &[]);
+            .brif(empty, done, &[BlockArg::Value(zero)], probe, &[]);
 
-        // Entry `cur`: hash, then key, then state.
+        // Another bucket's end (a chain end has the flag, above any entry index) or a link
+        // out of range: the helper's walk decides.
+        self.b.switch_to_block(probe);
+        self.b.seal_block(probe);
+        let out = self.b.ins().icmp_imm_s(
+            IntCC::UnsignedGreaterThanOrEqual,
+            first,
+            i64::from(m.max_entries),
+        );
+        self.b.ins().brif(out, slow, &[], entry_block, &[]);
+
         self.b.switch_to_block(entry_block);
         self.b.seal_block(entry_block);
-        let off = self.b.ins().imul_imm_s(cur, i64::from(m.stride));
+        let off = self.b.ins().imul_imm_s(first, i64::from(m.stride));
         let entry = self.b.ins().iadd_imm_s(off, m.entries as i64);
         let stored_hash = self.shared_u32(entry, ENTRY_HASH);
         let eq = self.b.ins().icmp(IntCC::Equal, stored_hash, hash);
-        self.b.ins().brif(eq, same_hash, &[], next, &[]);
+        self.b.ins().brif(eq, same_hash, &[], slow, &[]);
 
         self.b.switch_to_block(same_hash);
         self.b.seal_block(same_hash);
@@ -193,7 +158,7 @@ impl FnTranslator<'_, '_> {
             .ins()
             .load(key_ty, mem_flags(), entry, ENTRY_HDR as i32);
         let eq = self.b.ins().icmp(IntCC::Equal, stored_key, key);
-        self.b.ins().brif(eq, same_key, &[], next, &[]);
+        self.b.ins().brif(eq, same_key, &[], slow, &[]);
 
         self.b.switch_to_block(same_key);
         self.b.seal_block(same_key);
@@ -202,22 +167,7 @@ impl FnTranslator<'_, '_> {
             .b
             .ins()
             .icmp_imm_s(IntCC::Equal, state, i64::from(ENTRY_USED));
-        self.b.ins().brif(used, hit, &[], next, &[]);
-
-        // The next link of the chain.
-        self.b.switch_to_block(next);
-        self.b.seal_block(next);
-        let link = self.shared_u32(entry, ENTRY_NEXT);
-        let steps1 = self.b.ins().iadd_imm_s(steps, 1);
-        self.b.ins().jump(
-            walk,
-            &[
-                BlockArg::Value(link),
-                BlockArg::Value(steps1),
-                BlockArg::Value(walk_tries),
-            ],
-        );
-        self.b.seal_block(walk);
+        self.b.ins().brif(used, hit, &[], slow, &[]);
 
         // The value follows the 8-aligned key.
         self.b.switch_to_block(hit);
@@ -226,8 +176,13 @@ impl FnTranslator<'_, '_> {
         let value = self.b.ins().iadd_imm_s(entry, value_off as i64);
         self.b.ins().jump(done, &[BlockArg::Value(value)]);
 
+        self.b.switch_to_block(slow);
+        self.b.seal_block(slow);
+        let r0 = self.call_helper(id, f)?;
+        self.b.ins().jump(done, &[BlockArg::Value(r0)]);
+
         self.b.switch_to_block(done);
         self.b.seal_block(done);
-        Some(result)
+        Ok(Some(result))
     }
 }
