@@ -266,7 +266,7 @@ fn make_code(
     helpers: &HelperTable,
 ) -> Result<Code, super::DispatchError> {
     Ok(match tier {
-        // Array lookups are inlined: the program keeps `prepared`, and with it the maps,
+        // Map lookups are inlined: the program keeps `prepared`, and with it the maps,
         // alive as long as the code.
         Tier::Native => Code::Native(jit::compile_with_maps(
             &prepared.insns,

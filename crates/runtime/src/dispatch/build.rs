@@ -167,7 +167,7 @@ impl LoadedObject {
         helpers: &HelperTable,
     ) -> Result<BuiltProgram, DispatchError> {
         let v = self.verify(prec, link, None)?;
-        // Array lookups are inlined: `BuiltProgram` (and the `AttachedProgram` made of it)
+        // Map lookups are inlined: `BuiltProgram` (and the `AttachedProgram` made of it)
         // keeps `prepared`, and with it the maps, alive as long as `compiled`.
         let compiled =
             jit::compile_with_maps(&v.prepared.insns, helpers, &v.prepared.inline_maps())?;

@@ -61,10 +61,11 @@ pub struct InlineArray {
 
 /// A hash map (not LRU) with 4- or 8-byte keys whose `bpf_map_lookup_elem` calls the
 /// compiler may inline: where the map argument of a lookup is this `handle` as a constant,
-/// the call becomes the map's own lock-free lookup in the generated code (the key's hash,
-/// the bucket's chain walked with the same bounds, *nulls* restarts and acquire loads as
-/// `maps::hash`), with no helper call. Only the layout is needed: hash maps of the file
-/// format (`maps::layout`) whose lookups take no lock and stamp nothing.
+/// the first probe of the map's lock-free lookup runs in the generated code (the key's
+/// hash, the bucket's first link: its own end is a miss, the entry holding the key a hit),
+/// and only the rest of a chain goes through the helper (`jit/translate/inline_maps.rs`).
+/// Only the layout is needed: hash maps of the file format (`maps::layout`) whose lookups
+/// take no lock and stamp nothing.
 ///
 /// The caller guarantees that the handle names this map and that its buckets and entries
 /// stay mapped at these addresses for as long as the compiled code may run.
@@ -84,6 +85,8 @@ pub struct InlineHash {
     pub stride: u32,
     /// Bytes of a key: 4 or 8.
     pub key_size: u32,
+    /// Offset of the value in an entry.
+    pub value_offset: u32,
     /// The map's hash seed.
     pub seed: u64,
 }

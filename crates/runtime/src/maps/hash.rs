@@ -4,9 +4,10 @@
 //!   of the first entry of their chain and (format version 2) the number of entries linked
 //!   and used in it, changed under the lock by plain stores: no insert or delete touches a
 //!   line other writers share. Version 1 files keep one shared counter (an atomic
-//!   read-modify-write per insert and delete), so that older builds sharing them agree. Chains end in a *nulls* marker that names the
-//!   bucket (`NULLS | bucket`), as in Linux's `hlist_nulls`: a lock-free reader that was
-//!   carried into another chain by a concurrent delete + reuse notices it and restarts.
+//!   read-modify-write per insert and delete), so that older builds sharing them agree.
+//!   Chains end in a *nulls* marker that names the bucket (`NULLS | bucket`), as in
+//!   Linux's `hlist_nulls`: a lock-free reader that was carried into another chain by a
+//!   concurrent delete + reuse notices it and restarts.
 //! - Entries: `next` (chain), `free_next` (free list), `hash`, `state`, `lru` stamp, key,
 //!   value. All `max_entries` live on a lock-free free list (a Treiber stack whose head
 //!   carries an ABA tag) until inserted.
@@ -194,8 +195,14 @@ impl HashMap {
     }
     #[inline(always)]
     pub(super) fn e_value(&self, i: u32) -> *mut u8 {
-        // SAFETY: the value follows the 8-aligned key.
-        unsafe { self.entry(i).add(ENTRY_HDR + round8(self.key_size)) }
+        // SAFETY: the value lies `value_offset` bytes into the entry.
+        unsafe { self.entry(i).add(self.value_offset()) }
+    }
+
+    /// Offset of the value in an entry: it follows the 8-aligned key.
+    #[inline(always)]
+    pub(super) fn value_offset(&self) -> usize {
+        ENTRY_HDR + round8(self.key_size)
     }
 
     /// Whether entry `i` holds `key`. Keys of 4, 8 and 16 bytes are compared with atomic loads,

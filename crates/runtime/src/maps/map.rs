@@ -369,6 +369,7 @@ impl Map {
                     max_entries: h.max_entries,
                     stride: u32::try_from(h.stride).ok()?,
                     key_size: h.key_size as u32,
+                    value_offset: u32::try_from(h.value_offset()).ok()?,
                     seed: h.seed,
                 }))
             }

@@ -169,11 +169,9 @@ impl FnTranslator<'_, '_> {
             .icmp_imm_s(IntCC::Equal, state, i64::from(ENTRY_USED));
         self.b.ins().brif(used, hit, &[], slow, &[]);
 
-        // The value follows the 8-aligned key.
         self.b.switch_to_block(hit);
         self.b.seal_block(hit);
-        let value_off = ENTRY_HDR + (m.key_size as usize).next_multiple_of(8);
-        let value = self.b.ins().iadd_imm_s(entry, value_off as i64);
+        let value = self.b.ins().iadd_imm_s(entry, i64::from(m.value_offset));
         self.b.ins().jump(done, &[BlockArg::Value(value)]);
 
         self.b.switch_to_block(slow);
