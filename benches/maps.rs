@@ -1,6 +1,8 @@
 //! Map benchmarks: the helpers as programs call them (through the helper table's function
 //! pointers), single-threaded and with 8 threads in 2 processes sharing the map file, next
-//! to an in-process `Mutex<HashMap>` and a `DashMap` of the same size.
+//! to an in-process `Mutex<HashMap>` and a `DashMap` of the same size. Also
+//! `gpubpf_get_kernel_name` (what trace.bpf.c calls on every launch) with a short name and
+//! with a mangled name as long as PyTorch's, filling trace's 64-byte buffer.
 //!
 //! `cargo bench --bench maps` (filter: `cargo bench --bench maps -- hash`). The second
 //! process of the `8t-2p` cases is this executable re-run with `GPUBPF_BENCH_CHILD` set;
@@ -412,6 +414,47 @@ fn bench_baselines(c: &mut Criterion) {
     }
 }
 
+/// A kernel name of the length PyTorch's elementwise kernels have (longer than the buffer).
+static LONG_NAME: &[u8] =
+    b"_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_\0";
+static SHORT_NAME: &[u8] = b"vector_add\0";
+
+/// A `cuFuncGetName` that names function 1 with [`SHORT_NAME`] and any other with
+/// [`LONG_NAME`].
+unsafe extern "C" fn name_of(name: *mut *const std::ffi::c_char, f: u64) -> i32 {
+    let s = if f == 1 { SHORT_NAME } else { LONG_NAME };
+    // SAFETY: the helper passes a writable out-pointer.
+    unsafe { *name = s.as_ptr().cast() };
+    0
+}
+
+/// `gpubpf_get_kernel_name` through the helper table into a 64-byte buffer (trace's
+/// `KERNEL_NAME_LEN`), the driver's own lookup replaced by [`name_of`].
+fn bench_kernel_name(c: &mut Criterion) {
+    let table = standard_helpers();
+    let id = gpubpf_verifier::helpers::GPUBPF_HELPER_BASE;
+    let f: HelperFn = table.get(id).expect("gpubpf_get_kernel_name registered");
+    gpubpf_runtime::helpers::set_kernel_name_resolver(Some(name_of));
+    let mut g = c.benchmark_group("get_kernel_name");
+    for (label, func) in [
+        ("short (10 bytes)", 1u64),
+        ("long (96 bytes, truncated to 63)", 2),
+    ] {
+        g.bench_function(label, |b| {
+            let mut buf = [0u8; 64];
+            b.iter_custom(|iters| {
+                let t0 = thread_cpu();
+                for _ in 0..iters {
+                    black_box(f(black_box(func), buf.as_mut_ptr() as u64, 64, 0, 0));
+                }
+                thread_cpu() - t0
+            });
+        });
+    }
+    g.finish();
+    gpubpf_runtime::helpers::set_kernel_name_resolver(None);
+}
+
 fn main() {
     if let Ok(spec) = std::env::var("GPUBPF_BENCH_CHILD") {
         let mut parts = spec.rsplitn(3, ':');
@@ -426,6 +469,7 @@ fn main() {
         .measurement_time(Duration::from_secs(2))
         .configure_from_args();
     bench_overhead(&mut c);
+    bench_kernel_name(&mut c);
     bench_shared_maps(&mut c);
     bench_baselines(&mut c);
     c.final_summary();
