@@ -9,6 +9,7 @@ Figures, copied by run.sh:     FIGURE <name>: <text>
 """
 import json
 import os
+import re
 import statistics
 import struct
 import subprocess
@@ -16,6 +17,28 @@ import sys
 import time
 
 GPUBPF = os.environ.get("GPUBPF", "gpubpf")
+
+
+def ab_summary(log, a, b, unit):
+    """The `AB` lines of launch_ab.sh and step_ab.sh: `log` holds one `NAME rep=R TOGGLE …
+    paired=X<unit> (P%)` line per run; prints, for sides `a` and `b`, the median of their
+    runs' paired figures and every run's."""
+    digits = 0 if unit == "ns" else 4
+    runs = {a: [], b: []}
+    pattern = re.compile(r"(\S+) rep=\d+ TOGGLE .* paired=([-+0-9.]+)" + re.escape(unit)
+                         + r" \(([-+0-9.]+)%\)")
+    for line in open(log):
+        m = pattern.match(line)
+        if m and m.group(1) in runs:
+            runs[m.group(1)].append((float(m.group(2)), float(m.group(3))))
+    for k in (a, b):
+        if not runs[k]:
+            print(f"AB {k}: no toggle line")
+            continue
+        value = statistics.median(x for x, _ in runs[k])
+        pc = statistics.median(y for _, y in runs[k])
+        each = ", ".join(f"{x:+.{digits}f} {unit} ({y:+.2f}%)" for x, y in runs[k])
+        print(f"AB {k}: paired median {value:+.{digits}f} {unit} ({pc:+.2f}%; runs {each})")
 
 
 def paired(values):

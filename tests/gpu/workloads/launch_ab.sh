@@ -21,19 +21,9 @@ for r in $(seq "$REPS"); do
 		echo "$(name_of "$side") rep=$r $line" | tee -a "$LOG"
 	done
 done
-python3 - "$LOG" "$(name_of "$A")" "$(name_of "$B")" <<'PY'
-import re, statistics, sys
-log, a, b = sys.argv[1:4]
-paired = {a: [], b: []}
-for line in open(log):
-    m = re.match(r"(\S+) rep=\d+ TOGGLE .* paired=([-+0-9.]+)ns \(([-+0-9.]+)%\)", line)
-    if m and m.group(1) in paired:
-        paired[m.group(1)].append((float(m.group(2)), float(m.group(3))))
-for k in (a, b):
-    if not paired[k]:
-        print(f"AB {k}: no toggle line"); continue
-    ns = statistics.median(x for x, _ in paired[k])
-    pc = statistics.median(y for _, y in paired[k])
-    print(f"AB {k}: paired median {ns:+.0f} ns ({pc:+.2f}%; runs "
-          f"{', '.join(f'{x:+.0f} ns' for x, _ in paired[k])})")
+AB_HERE=$HERE python3 - "$LOG" "$(name_of "$A")" "$(name_of "$B")" <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["AB_HERE"])
+from common import ab_summary
+ab_summary(sys.argv[1], sys.argv[2], sys.argv[3], "ns")
 PY

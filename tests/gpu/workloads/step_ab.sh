@@ -25,19 +25,9 @@ for r in $(seq "$REPS"); do
 		echo "$(basename "$side") rep=$r ${line:-TOGGLE missing}" | tee -a "$LOG"
 	done
 done
-python3 - "$LOG" "$(basename "$A")" "$(basename "$B")" <<'PY'
-import re, statistics, sys
-log, a, b = sys.argv[1:4]
-paired = {a: [], b: []}
-for line in open(log):
-    m = re.match(r"(\S+) rep=\d+ TOGGLE .* paired=([-+0-9.]+)ms \(([-+0-9.]+)%\)", line)
-    if m and m.group(1) in paired:
-        paired[m.group(1)].append((float(m.group(2)), float(m.group(3))))
-for k in (a, b):
-    if not paired[k]:
-        print(f"AB {k}: no toggle line"); continue
-    ms = statistics.median(x for x, _ in paired[k])
-    pc = statistics.median(y for _, y in paired[k])
-    print(f"AB {k}: paired median {ms:+.4f} ms ({pc:+.2f}%; runs "
-          f"{', '.join(f'{y:+.2f}%' for _, y in paired[k])})")
+AB_HERE=$HERE python3 - "$LOG" "$(basename "$A")" "$(basename "$B")" <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["AB_HERE"])
+from common import ab_summary
+ab_summary(sys.argv[1], sys.argv[2], sys.argv[3], "ms")
 PY

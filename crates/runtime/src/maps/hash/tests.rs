@@ -138,16 +138,22 @@ fn entry_popped_but_never_linked_is_reclaimed() {
     full_capacity(&m, 16);
 }
 
+/// What a writer does between popping entry `i` and publishing it: links it at the head of
+/// bucket 0 (as `insert_locked`).
+fn link_at_head_of_bucket_0(h: &HashMap, i: u32) {
+    let head = h.bucket_head(0);
+    h.e_next(i)
+        .store(head.load(Ordering::Relaxed), Ordering::Release);
+    head.store(i, Ordering::Release);
+}
+
 #[test]
 fn entry_linked_but_never_published_is_reclaimed() {
     let d = tempfile::tempdir().unwrap();
     let m = small(&d);
     die_in_child(m.hash_for_test(), |h| {
         let i = h.pop_free().unwrap();
-        let head = h.bucket_head(0);
-        h.e_next(i)
-            .store(head.load(Ordering::Relaxed), Ordering::Release);
-        head.store(i, Ordering::Release);
+        link_at_head_of_bucket_0(h, i);
     });
     full_capacity(&m, 16);
 }
@@ -184,10 +190,7 @@ fn the_next_locker_of_the_bucket_repairs() {
     die_in_child(h, |h| {
         let i = h.pop_free().unwrap();
         h.e_hash(i).store(u32::MAX, Ordering::Relaxed);
-        let head = h.bucket_head(0);
-        h.e_next(i)
-            .store(head.load(Ordering::Relaxed), Ordering::Release);
-        head.store(i, Ordering::Release);
+        link_at_head_of_bucket_0(h, i);
         h.e_state(i).store(STATE_USED, Ordering::Release);
     });
     assert_eq!(h.count(), 1);
