@@ -138,6 +138,13 @@ fn entry_popped_but_never_linked_is_reclaimed() {
     full_capacity(&m, 16);
 }
 
+/// Inserts one entry into bucket 0 of `m`; returns its key.
+fn one_entry_in_bucket_0(m: &Map) -> u32 {
+    let key = key_in_bucket_0(m.hash_for_test());
+    m.update(&key.to_ne_bytes(), &[1; 8], BPF_NOEXIST).unwrap();
+    key
+}
+
 /// What a writer does between popping entry `i` and publishing it: links it at the head of
 /// bucket 0 (as `insert_locked`).
 fn link_at_head_of_bucket_0(h: &HashMap, i: u32) {
@@ -163,9 +170,7 @@ fn entry_unlinked_but_never_pushed_is_reclaimed_and_count_fixed() {
     let d = tempfile::tempdir().unwrap();
     let m = small(&d);
     // A used entry in bucket 0, then a dead deleter that unlinked it only.
-    let h = m.hash_for_test();
-    let key = key_in_bucket_0(h);
-    m.update(&key.to_ne_bytes(), &[1; 8], BPF_NOEXIST).unwrap();
+    let (h, key) = (m.hash_for_test(), one_entry_in_bucket_0(&m));
     die_in_child(h, |h| {
         let i = h.bucket_head(0).load(Ordering::Acquire);
         h.e_state(i).store(STATE_FREE, Ordering::Release);
@@ -183,9 +188,7 @@ fn entry_unlinked_but_never_pushed_is_reclaimed_and_count_fixed() {
 fn the_next_locker_of_the_bucket_repairs() {
     let d = tempfile::tempdir().unwrap();
     let m = small(&d);
-    let h = m.hash_for_test();
-    let key = key_in_bucket_0(h);
-    m.update(&key.to_ne_bytes(), &[1; 8], BPF_NOEXIST).unwrap();
+    let (h, key) = (m.hash_for_test(), one_entry_in_bucket_0(&m));
     // Killed after publishing a second entry, before counting it.
     die_in_child(h, |h| {
         let i = h.pop_free().unwrap();
