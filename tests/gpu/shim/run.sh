@@ -78,7 +78,26 @@ ok=0; [ $rg = 0 ] && grep -q "async_allocs=4 wrong=0" "$WORK/graph.txt" && ok=1
 result graph-and-async $ok "$(cat "$WORK/graph.txt")"
 "$G" maps dump stats -j >"$WORK/stats-graph.json" 2>&1
 
-# 5. PyTorch with quota.o at 1 GiB: same loss as without the shim, a 2 GiB tensor raises
+# 5. Trace events on the real driver: one event per launch, each naming its kernel
+#    (gpubpf_get_kernel_name through the driver's cuFuncGetName): axpy's mangled name.
+"$G" prog unload trace >/dev/null
+"$G" load "$DIST/trace.o" --name trace >/dev/null
+LD_PRELOAD="$SHIM" "$WORK/app" compute >"$WORK/events-app.txt" 2>"$WORK/events.err"
+"$G" events trace.events >"$WORK/events.jsonl" 2>>"$WORK/events.err"
+python3 - "$WORK/events-app.txt" "$WORK/events.jsonl" <<'PY' >"$WORK/events-check.txt"
+import json, re, sys
+app = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", open(sys.argv[1]).read())}
+events = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+launches = [e for e in events if e.get("api") == "cuLaunchKernel"]
+names = sorted({e.get("kernel") for e in launches})
+print(f"events={len(events)} launch_events={len(launches)} app_launches={app.get('launches')} "
+      f"kernels={names}")
+print("OK" if len(launches) == app.get("launches") and names == ["_Z4axpyfPKfPfi"] else "MISMATCH")
+PY
+ok=0; grep -q '^OK$' "$WORK/events-check.txt" && ok=1
+result trace-events-name-kernels $ok "$(tr '\n' ' ' <"$WORK/events-check.txt")"
+
+# 6. PyTorch with quota.o at 1 GiB: same loss as without the shim, a 2 GiB tensor raises
 #    torch.OutOfMemoryError, and the process goes on working.
 if python3 -c "import torch" 2>/dev/null; then
 	python3 "$HERE/torch_quota.py" >"$WORK/torch-base.txt" 2>&1
@@ -93,10 +112,28 @@ if python3 -c "import torch" 2>/dev/null; then
 	result torch-oom-at-quota $ok "$(grep '^oom=' "$WORK/torch.txt")"
 	ok=0; grep -q "^after_oom_sum=$((64 << 20))" "$WORK/torch.txt" && ok=1
 	result torch-works-after-oom $ok "$(grep '^after_oom' "$WORK/torch.txt")"
+	# PyTorch's kernels have mangled names longer than trace's 64-byte field: every launch
+	# event names its kernel, the long names truncated to 63 bytes.
+	"$G" events trace.events >/dev/null 2>&1 # consumes what torch_quota.py left
+	LD_PRELOAD="$SHIM" python3 -c "import torch; a = torch.randn(256, 256, device='cuda'); b = torch.relu(a @ a).sum(); torch.cuda.synchronize(); print('sum', float(b))" \
+		>"$WORK/torch-events-app.txt" 2>&1
+	"$G" events trace.events >"$WORK/torch-events.jsonl" 2>>"$WORK/events.err"
+	python3 - "$WORK/torch-events.jsonl" <<'PY' >"$WORK/torch-events-check.txt"
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+launches = [e for e in events if e.get("api") == "cuLaunchKernel"]
+names = {e.get("kernel", "") for e in launches}
+longest = max((len(n) for n in names), default=0)
+named = all(n and n.isprintable() for n in names)
+print(f"launch_events={len(launches)} kernels={len(names)} longest={longest} e.g. {sorted(names)[:3]}")
+print("OK" if launches and named and longest == 63 else "MISMATCH")
+PY
+	ok=0; grep -q '^OK$' "$WORK/torch-events-check.txt" && ok=1
+	result torch-kernel-names $ok "$(tr '\n' ' ' <"$WORK/torch-events-check.txt")"
 fi
 
 echo "== $pass passed, $fail failed"
-for f in base.txt shim.err quota.txt quota.err proc_usage.txt trace.err stats.json graph.err stats-graph.json torch-base.txt torch.txt torch.err; do
+for f in base.txt shim.err quota.txt quota.err proc_usage.txt trace.err stats.json graph.err stats-graph.json events.err torch-base.txt torch.txt torch.err torch-events-app.txt; do
 	echo "--- $f"; head -c 4000 "$WORK/$f"; echo
 done
 [ -n "${OUT:-}" ] && cp -r "$WORK"/*.txt "$WORK"/*.json "$WORK"/*.err "$OUT/" 2>/dev/null

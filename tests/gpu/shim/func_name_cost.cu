@@ -1,0 +1,64 @@
+// What the real driver's cuFuncGetName costs per call (trace.bpf.c asks it on every launch
+// through gpubpf_get_kernel_name), beside clock_gettime(CLOCK_MONOTONIC) (bpf_ktime_get_ns,
+// read twice per traced call). Run without the shim:
+//   nvcc -O2 -arch=sm_90 -o func_name_cost func_name_cost.cu -lcuda && ./func_name_cost
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+template <typename T>
+__global__ void templated_axpy_with_a_long_name(T a, const T *x, T *y, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] = a * x[i] + y[i];
+}
+
+static double now_ns()
+{
+	timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+int main()
+{
+	const int n = 1 << 10;
+	float *x, *y;
+	if (cudaMalloc(&x, n * 4) || cudaMalloc(&y, n * 4)) {
+		printf("FUNCNAME error: cudaMalloc\n");
+		return 1;
+	}
+	templated_axpy_with_a_long_name<float><<<4, 256>>>(0.5f, x, y, n);
+	cudaDeviceSynchronize();
+	cudaFunction_t f;
+	if (cudaGetFuncBySymbol(&f, (const void *)templated_axpy_with_a_long_name<float>)) {
+		printf("FUNCNAME error: cudaGetFuncBySymbol\n");
+		return 1;
+	}
+	const char *name = nullptr;
+	if (cuFuncGetName(&name, (CUfunction)f) != CUDA_SUCCESS || !name) {
+		printf("FUNCNAME error: cuFuncGetName\n");
+		return 1;
+	}
+	const int iters = 1000000;
+	double best_name = 1e30, best_clock = 1e30;
+	for (int r = 0; r < 5; r++) {
+		double t0 = now_ns();
+		for (int i = 0; i < iters; i++)
+			cuFuncGetName(&name, (CUfunction)f);
+		double t1 = now_ns();
+		for (int i = 0; i < iters; i++)
+			now_ns();
+		double t2 = now_ns();
+		best_name = (t1 - t0) / iters < best_name ? (t1 - t0) / iters : best_name;
+		best_clock = (t2 - t1) / iters < best_clock ? (t2 - t1) / iters : best_clock;
+	}
+	printf("FUNCNAME cuFuncGetName %.1f ns per call (best of 5 x %d), clock_gettime %.1f ns; "
+	       "name %zu bytes: %s\n",
+	       best_name, iters, best_clock, strlen(name), name);
+	return 0;
+}
