@@ -21,9 +21,5 @@ for r in $(seq "$REPS"); do
 		echo "$(name_of "$side") rep=$r $line" | tee -a "$LOG"
 	done
 done
-AB_HERE=$HERE python3 - "$LOG" "$(name_of "$A")" "$(name_of "$B")" <<'PY'
-import os, sys
-sys.path.insert(0, os.environ["AB_HERE"])
-from common import ab_summary
-ab_summary(sys.argv[1], sys.argv[2], sys.argv[3], "ns")
-PY
+PYTHONPATH=$HERE python3 -c 'import sys; from common import ab_summary; ab_summary(*sys.argv[1:4], "ns")' \
+	"$LOG" "$(name_of "$A")" "$(name_of "$B")"

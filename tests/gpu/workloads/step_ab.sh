@@ -25,9 +25,5 @@ for r in $(seq "$REPS"); do
 		echo "$(basename "$side") rep=$r ${line:-TOGGLE missing}" | tee -a "$LOG"
 	done
 done
-AB_HERE=$HERE python3 - "$LOG" "$(basename "$A")" "$(basename "$B")" <<'PY'
-import os, sys
-sys.path.insert(0, os.environ["AB_HERE"])
-from common import ab_summary
-ab_summary(sys.argv[1], sys.argv[2], sys.argv[3], "ms")
-PY
+PYTHONPATH=$HERE python3 -c 'import sys; from common import ab_summary; ab_summary(*sys.argv[1:4], "ms")' \
+	"$LOG" "$(basename "$A")" "$(basename "$B")"
