@@ -5,10 +5,18 @@
  * 4 096 cuMemAlloc_v2 of 4 KiB (alloc_loop) and their frees (free_loop), then 4 096
  * cuLaunchKernel (launch_loop). Each loop is a function of its own so that callgrind can
  * count it alone (--toggle-collect).
+ *
+ *   loop SLEEP_SECONDS [ROUNDS]
+ *
+ * With ROUNDS (benches/instructions/time_alloc.sh) it times instead, natively: after one
+ * untimed round, ROUNDS rounds of alloc_loop(4 096) of 256 bytes each (as benches/shim.rs)
+ * on the monotonic clock, the frees between rounds untimed, and prints
+ * `alloc_ns median=… min=…` per cuMemAlloc_v2 over the rounds.
  */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef unsigned long long u64;
@@ -20,11 +28,13 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
 
 #define LIVE 4096
 static u64 ptrs[LIVE];
+/* Bytes per allocation: 4 KiB when counting, 256 (as benches/shim.rs) when timing. */
+static size_t alloc_size = 4096;
 
 __attribute__((noinline)) void alloc_loop(int n)
 {
 	for (int i = 0; i < n; i++)
-		cuMemAlloc_v2(&ptrs[i % LIVE], 4096);
+		cuMemAlloc_v2(&ptrs[i % LIVE], alloc_size);
 }
 
 __attribute__((noinline)) void free_loop(int n)
@@ -39,10 +49,49 @@ __attribute__((noinline)) void launch_loop(int n)
 		cuLaunchKernel((void *)0x1234, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
 }
 
+static double now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* ROUNDS timed rounds of alloc_loop(LIVE), frees untimed: per-call median and minimum. */
+static int time_allocs(int rounds)
+{
+	double *per_call = calloc((size_t)rounds, sizeof *per_call);
+
+	if (!per_call) {
+		fputs("out of memory\n", stderr);
+		return 1;
+	}
+	alloc_size = 256;
+	alloc_loop(LIVE);
+	free_loop(LIVE);
+	for (int r = 0; r < rounds; r++) {
+		double t0 = now_ns();
+		alloc_loop(LIVE);
+		per_call[r] = (now_ns() - t0) / LIVE;
+		free_loop(LIVE);
+	}
+	qsort(per_call, (size_t)rounds, sizeof *per_call, by_value);
+	printf("alloc_ns median=%.2f min=%.2f\n", per_call[rounds / 2], per_call[0]);
+	free(per_call);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s SLEEP_SECONDS\n", argv[0]);
+	if (argc != 2 && !(argc == 3 && atoi(argv[2]) > 0)) {
+		fprintf(stderr, "usage: %s SLEEP_SECONDS [ROUNDS]\n", argv[0]);
 		return 2;
 	}
 	if (cuInit(0) != 0) {
@@ -50,6 +99,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sleep((unsigned)atoi(argv[1]));
+	if (argc == 3)
+		return time_allocs(atoi(argv[2]));
 	for (int r = 0; r < 4; r++) {
 		alloc_loop(LIVE);
 		free_loop(LIVE);
