@@ -77,10 +77,7 @@ pub extern "C" fn ringbuf_output(rb: u64, data: u64, size: u64, flags: u64, _: u
         };
         (m, bytes)
     };
-    match m.ringbuf_output(bytes) {
-        Ok(()) => 0,
-        Err(e) => neg_errno(e.errno()),
-    }
+    m.ringbuf_output_raw(bytes) as u64
 }
 
 /// `void *bpf_ringbuf_reserve(void *ringbuf, u64 size, u64 flags)`.
@@ -90,7 +87,7 @@ pub extern "C" fn ringbuf_reserve(rb: u64, size: u64, flags: u64, _: u64, _: u64
     }
     // SAFETY: the verifier proved `rb` is a ring-buffer handle.
     match unsafe { map_ref(rb) } {
-        Some(m) => m.ringbuf_reserve(size).map(|p| p as u64).unwrap_or(0),
+        Some(m) => m.ringbuf_reserve_raw(size) as u64,
         None => 0,
     }
 }

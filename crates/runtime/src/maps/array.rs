@@ -94,9 +94,7 @@ impl ArrayMap {
         flags: u64,
     ) -> Result<(), MapError> {
         if flags > BPF_EXIST {
-            return Err(MapError::InvalidArgument {
-                reason: format!("unknown update flags {flags:#x}"),
-            });
+            return Err(MapError::UnknownFlags { flags });
         }
         // SAFETY: forwarded contract.
         let dst = unsafe { self.lookup(key) };

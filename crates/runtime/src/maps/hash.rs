@@ -518,9 +518,7 @@ impl HashMap {
         flags: u64,
     ) -> Result<(), MapError> {
         if flags > BPF_EXIST {
-            return Err(MapError::InvalidArgument {
-                reason: format!("unknown update flags {flags:#x}"),
-            });
+            return Err(MapError::UnknownFlags { flags });
         }
         let h = hash_key(self.seed, key);
         let b = h & (self.nbuckets - 1);

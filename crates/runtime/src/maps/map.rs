@@ -472,7 +472,7 @@ impl Map {
         match &self.kind {
             Kind::Hash(h) => h.delete(key),
             Kind::Array(_) => Err(MapError::InvalidArgument {
-                reason: "array elements cannot be deleted".into(),
+                reason: "array elements cannot be deleted",
             }),
             Kind::RingBuf(_) => Err(MapError::Unsupported {
                 op: "delete",
@@ -481,11 +481,16 @@ impl Map {
         }
     }
 
-    /// Program-side update through raw pointers; returns 0 or a negative errno.
+    /// Program-side update through raw pointers; returns 0 or a negative errno. Refusals
+    /// a program may meet on every call (a read-only map, unknown flags, a full map) build
+    /// no message: nothing on a program's path allocates.
     ///
     /// # Safety
     /// `key` and `value` must be readable for the map's key and value sizes.
     pub unsafe fn update_raw(&self, key: *const u8, value: *const u8, flags: u64) -> i64 {
+        if !self.writable {
+            return -i64::from(libc::EPERM);
+        }
         // SAFETY: forwarded contract.
         let (k, v) = unsafe {
             (
@@ -499,11 +504,23 @@ impl Map {
         }
     }
 
-    /// Program-side delete; returns 0 or a negative errno.
+    /// Program-side delete; returns 0 or a negative errno (without allocating, as
+    /// [`Map::update_raw`]).
     ///
     /// # Safety
     /// `key` must be readable for the map's key size.
     pub unsafe fn delete_raw(&self, key: *const u8) -> i64 {
+        if !self.writable {
+            return -i64::from(libc::EPERM);
+        }
+        if !matches!(self.kind, Kind::Hash(_)) {
+            // Arrays' elements cannot be deleted, ring buffers have none (as `delete`).
+            return -i64::from(if matches!(self.kind, Kind::Array(_)) {
+                libc::EINVAL
+            } else {
+                libc::EOPNOTSUPP
+            });
+        }
         // SAFETY: forwarded contract.
         let k = unsafe { std::slice::from_raw_parts(key, self.spec.key_size as usize) };
         match self.delete(k) {
@@ -594,6 +611,31 @@ impl Map {
     /// Ring buffer: reserves `len` bytes; commit with [`Map::ringbuf_commit`].
     pub fn ringbuf_reserve(&self, len: u64) -> Result<*mut u8, MapError> {
         self.ring("reserve")?.reserve(len)
+    }
+
+    /// `bpf_ringbuf_reserve`: [`Map::ringbuf_reserve`] without an error value (null when
+    /// nothing was reserved: not a writable ring buffer, a record too large, a full ring,
+    /// whose drop is counted), so that a program meeting a full ring on every call neither
+    /// builds nor drops an error.
+    pub fn ringbuf_reserve_raw(&self, len: u64) -> *mut u8 {
+        match &self.kind {
+            Kind::RingBuf(r) if self.writable => r.reserve_raw(len).unwrap_or(std::ptr::null_mut()),
+            _ => std::ptr::null_mut(),
+        }
+    }
+
+    /// `bpf_ringbuf_output`: [`Map::ringbuf_output`] returning 0 or a negative errno
+    /// without allocating (see [`Map::ringbuf_reserve_raw`]).
+    pub fn ringbuf_output_raw(&self, data: &[u8]) -> i64 {
+        let errno = match &self.kind {
+            Kind::RingBuf(_) if !self.writable => libc::EPERM,
+            Kind::RingBuf(r) => match r.output_raw(data) {
+                Ok(()) => return 0,
+                Err(refusal) => refusal.errno(),
+            },
+            _ => libc::EOPNOTSUPP,
+        };
+        -i64::from(errno)
     }
 
     /// Ring buffer: submits (or discards) a reserved record.

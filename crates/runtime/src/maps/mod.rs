@@ -192,7 +192,11 @@ pub enum MapError {
     #[error("map is full")]
     Full,
     #[error("invalid argument: {reason}")]
-    InvalidArgument { reason: String },
+    InvalidArgument { reason: &'static str },
+    #[error("invalid argument: unknown update flags {flags:#x}")]
+    UnknownFlags { flags: u64 },
+    #[error("invalid argument: a record of {len} bytes does not fit a ring of {size}")]
+    RecordTooLarge { len: u64, size: u64 },
     #[error("{what} is {actual} bytes, the map expects {expected}")]
     WrongSize {
         what: &'static str,

@@ -45,6 +45,28 @@ pub struct RingBufStats {
     pub reserved: u64,
 }
 
+/// Why [`RingBuf::reserve_raw`] reserved nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// The record is larger than a record of this ring may be.
+    TooLarge,
+    /// The ring is full (the drop is counted).
+    Full,
+    /// The producer lock could not be taken.
+    Lock(super::lock::LockError),
+}
+
+impl Refusal {
+    /// The (positive) errno a program sees, as [`MapError::errno`] gives it.
+    pub(super) fn errno(self) -> i32 {
+        match self {
+            Refusal::TooLarge => libc::EINVAL,
+            Refusal::Full => libc::EAGAIN,
+            Refusal::Lock(_) => libc::EBUSY,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct RingBuf {
     pub(super) base: *mut u8,
@@ -99,13 +121,29 @@ impl RingBuf {
         Ok(())
     }
 
-    /// Reserves `len` bytes; null when the buffer is full (counted as a drop) or `len` is
-    /// larger than a record may be.
+    /// Reserves `len` bytes: [`MapError::RingFull`] when the buffer is full (counted as a
+    /// drop), [`MapError::RecordTooLarge`] when `len` is larger than a record may be.
     pub(super) fn reserve(&self, len: u64) -> Result<*mut u8, MapError> {
+        self.reserve_raw(len).map_err(|refusal| match refusal {
+            Refusal::TooLarge => MapError::RecordTooLarge {
+                len,
+                size: self.size,
+            },
+            Refusal::Full => MapError::RingFull,
+            Refusal::Lock(source) => MapError::Lock {
+                name: self.name.clone(),
+                source,
+            },
+        })
+    }
+
+    /// [`RingBuf::reserve`] for programs' helpers: a refusal is a plain value, so that a
+    /// policy that keeps meeting a full ring (one without a consumer) neither builds nor
+    /// drops an error on each call.
+    #[inline]
+    pub(super) fn reserve_raw(&self, len: u64) -> Result<*mut u8, Refusal> {
         if len > LEN_MASK || len + RECORD_HDR as u64 > self.size {
-            return Err(MapError::InvalidArgument {
-                reason: format!("record of {len} bytes does not fit a ring of {}", self.size),
-            });
+            return Err(Refusal::TooLarge);
         }
         let total = round8(len as usize + RECORD_HDR) as u64;
         // A ring without a consumer stays full: its drops are decided without the lock, at
@@ -113,11 +151,15 @@ impl RingBuf {
         // both only grow, so a ring full on this reading was full when the second was read).
         // Whether a record fits is decided again under the lock.
         if self.full_for(total) {
-            return Err(self.drop_record());
+            self.drop_record();
+            return Err(Refusal::Full);
         }
-        let _g = self.lock_at(PRODUCER_LOCK)?;
+        // SAFETY: lock slot at a fixed offset, initialised at creation.
+        let lock = unsafe { &*self.base.add(PRODUCER_LOCK).cast::<SharedMutex>() };
+        let _g = lock.lock().map_err(Refusal::Lock)?;
         if self.full_for(total) {
-            return Err(self.drop_record());
+            self.drop_record();
+            return Err(Refusal::Full);
         }
         let p = self.word(PRODUCER_POS).load(Ordering::Relaxed);
         let pid = u64::from(crate::helpers::current_pid());
@@ -138,11 +180,14 @@ impl RingBuf {
         p.wrapping_sub(c).saturating_add(total) > self.size
     }
 
-    /// Counts a record dropped because the ring is full (and says so once).
+    /// Counts a record dropped because the ring is full (and says so once: the flag is
+    /// read before it is swapped, so that later drops cost no second read-modify-write).
     #[cold]
-    fn drop_record(&self) -> MapError {
+    fn drop_record(&self) {
         self.word(DROPPED).fetch_add(1, Ordering::Relaxed);
-        if !self.warned_full.swap(true, Ordering::Relaxed) {
+        if !self.warned_full.load(Ordering::Relaxed)
+            && !self.warned_full.swap(true, Ordering::Relaxed)
+        {
             tracing::warn!(
                 map = %self.name,
                 "ring buffer is full: records are dropped and counted (`gpubpf maps show \
@@ -150,7 +195,6 @@ impl RingBuf {
                 self.name
             );
         }
-        MapError::RingFull
     }
 
     /// Publishes (or discards) a record returned by [`RingBuf::reserve`].
@@ -177,12 +221,29 @@ impl RingBuf {
     /// Copies `data` into a new record.
     pub(super) fn output(&self, data: &[u8]) -> Result<(), MapError> {
         let p = self.reserve(data.len() as u64)?;
-        // SAFETY: `p` has `data.len()` reserved bytes that nobody else writes.
+        // SAFETY: `p` was just reserved for `data.len()` bytes.
+        unsafe { Self::fill(p, data) };
+        Ok(())
+    }
+
+    /// [`RingBuf::output`] for programs' helpers (see [`RingBuf::reserve_raw`]).
+    pub(super) fn output_raw(&self, data: &[u8]) -> Result<(), Refusal> {
+        let p = self.reserve_raw(data.len() as u64)?;
+        // SAFETY: `p` was just reserved for `data.len()` bytes.
+        unsafe { Self::fill(p, data) };
+        Ok(())
+    }
+
+    /// Copies `data` into the record `p` and submits it.
+    ///
+    /// # Safety
+    /// `p` comes from a reservation of `data.len()` bytes not committed yet.
+    unsafe fn fill(p: *mut u8, data: &[u8]) {
+        // SAFETY: per contract `p` has `data.len()` reserved bytes that nobody else writes.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len());
             Self::commit(p, false);
         }
-        Ok(())
     }
 
     /// Consumes every submitted record in order, calling `f` on each; stops at the first

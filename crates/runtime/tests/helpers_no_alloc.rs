@@ -1,0 +1,181 @@
+//! Programs' map and ring-buffer helpers never allocate, whatever they answer: a policy runs
+//! inside the application on every call it polices (the shim's rule: no syscall, lock,
+//! allocation or `getenv` per call), and a refusal it may meet on every call (a full map or
+//! ring, unknown flags, deleting from an array) must cost what a success costs, not a
+//! formatted message. A counting global allocator of this test binary counts what this
+//! thread allocates across each helper call.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use gpubpf_runtime::helper_table::HelperFn;
+use gpubpf_runtime::helpers::IMPLEMENTATIONS;
+use gpubpf_runtime::maps::{Map, MapMeta, MapSpec, MapType};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; the counter is a
+// thread-local `Cell` without a destructor, which allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn helper(id: i32) -> HelperFn {
+    IMPLEMENTATIONS
+        .iter()
+        .find(|(i, _)| *i == id)
+        .map(|(_, f)| *f)
+        .unwrap_or_else(|| panic!("no helper {id}"))
+}
+
+const LOOKUP: i32 = 1;
+const UPDATE: i32 = 2;
+const DELETE: i32 = 3;
+const RINGBUF_OUTPUT: i32 = 130;
+const RINGBUF_RESERVE: i32 = 131;
+const RINGBUF_SUBMIT: i32 = 132;
+
+/// Calls helper `id` with `args` and returns its result and what this thread allocated.
+fn call(id: i32, args: [u64; 5]) -> (u64, u64) {
+    let f = helper(id);
+    let before = ALLOCATIONS.with(Cell::get);
+    let r = f(args[0], args[1], args[2], args[3], args[4]);
+    (r, ALLOCATIONS.with(Cell::get) - before)
+}
+
+fn map(dir: &tempfile::TempDir, name: &str, map_type: MapType, k: u32, v: u32, n: u32) -> Map {
+    let spec = MapSpec {
+        map_type,
+        key_size: k,
+        value_size: v,
+        max_entries: n,
+        flags: 0,
+    };
+    let meta = MapMeta {
+        name: name.into(),
+        ..MapMeta::default()
+    };
+    Map::create(&dir.path().join(name), &spec, &meta).expect("create map")
+}
+
+fn errno(r: u64) -> i32 {
+    -(r as i64) as i32
+}
+
+#[test]
+fn hash_and_array_helpers_allocate_nothing_on_success_or_refusal() {
+    let d = tempfile::tempdir().unwrap();
+    let hash = map(&d, "h", MapType::Hash, 4, 8, 2);
+    let array = map(&d, "a", MapType::Array, 4, 8, 4);
+    let (h, a) = (hash.handle(), array.handle());
+    let keys = [1u32, 2, 3];
+    let value = 7u64;
+    let k = |i: usize| &keys[i] as *const u32 as u64;
+    let v = &value as *const u64 as u64;
+
+    let cases: [(&str, i32, [u64; 5], i32); 12] = [
+        ("hash insert", UPDATE, [h, k(0), v, 0, 0], 0),
+        ("hash insert 2", UPDATE, [h, k(1), v, 0, 0], 0),
+        ("hash full", UPDATE, [h, k(2), v, 0, 0], libc::E2BIG),
+        ("hash exists", UPDATE, [h, k(0), v, 1, 0], libc::EEXIST),
+        ("hash missing", UPDATE, [h, k(2), v, 2, 0], libc::ENOENT),
+        (
+            "hash unknown flags",
+            UPDATE,
+            [h, k(0), v, 5, 0],
+            libc::EINVAL,
+        ),
+        ("hash delete", DELETE, [h, k(1), 0, 0, 0], 0),
+        (
+            "hash delete missing",
+            DELETE,
+            [h, k(1), 0, 0, 0],
+            libc::ENOENT,
+        ),
+        ("array update", UPDATE, [a, k(1), v, 0, 0], 0),
+        (
+            "array unknown flags",
+            UPDATE,
+            [a, k(1), v, 9, 0],
+            libc::EINVAL,
+        ),
+        ("array delete", DELETE, [a, k(1), 0, 0, 0], libc::EINVAL),
+        ("array exists", UPDATE, [a, k(1), v, 1, 0], libc::EEXIST),
+    ];
+    for (what, id, args, want) in cases {
+        let (r, allocated) = call(id, args);
+        assert_eq!(errno(r), want, "{what}: result");
+        assert_eq!(allocated, 0, "{what}: allocated {allocated} times");
+    }
+    let (r, allocated) = call(LOOKUP, [h, k(0), 0, 0, 0]);
+    assert_ne!(r, 0, "lookup finds key 1");
+    assert_eq!(allocated, 0, "lookup allocated");
+}
+
+#[test]
+fn ring_helpers_allocate_nothing_when_the_ring_is_full_or_the_record_too_large() {
+    let d = tempfile::tempdir().unwrap();
+    let ring = map(&d, "r", MapType::RingBuf, 0, 0, 4096);
+    let rb = ring.handle();
+    let data = [0u8; 64];
+    let p = data.as_ptr() as u64;
+    let mut submitted = 0;
+    // Fill the ring: until then every reservation succeeds (and is submitted).
+    loop {
+        let (r, allocated) = call(RINGBUF_RESERVE, [rb, 64, 0, 0, 0]);
+        if r == 0 {
+            // The first drop says once that the ring is full (a log line may allocate).
+            break;
+        }
+        assert_eq!(allocated, 0, "reserve #{submitted} allocated");
+        let (_, allocated) = call(RINGBUF_SUBMIT, [r, 0, 0, 0, 0]);
+        assert_eq!(allocated, 0, "submit allocated");
+        submitted += 1;
+    }
+    assert!(submitted > 0, "nothing fit an empty ring");
+    for round in 0..3 {
+        let (r, allocated) = call(RINGBUF_RESERVE, [rb, 64, 0, 0, 0]);
+        assert_eq!(r, 0, "round {round}: reserved in a full ring");
+        assert_eq!(allocated, 0, "round {round}: a drop allocated");
+        let (r, allocated) = call(RINGBUF_OUTPUT, [rb, p, 64, 0, 0]);
+        assert_eq!(
+            errno(r),
+            libc::EAGAIN,
+            "round {round}: output into a full ring"
+        );
+        assert_eq!(allocated, 0, "round {round}: output's drop allocated");
+    }
+    let (r, allocated) = call(RINGBUF_RESERVE, [rb, 1 << 20, 0, 0, 0]);
+    assert_eq!(r, 0, "a record larger than the ring");
+    assert_eq!(allocated, 0, "a record too large allocated");
+    let big = vec![0u8; 8192];
+    let (r, allocated) = call(RINGBUF_OUTPUT, [rb, big.as_ptr() as u64, 8192, 0, 0]);
+    assert_eq!(
+        errno(r),
+        libc::EINVAL,
+        "output of a record larger than the ring"
+    );
+    assert_eq!(allocated, 0, "output of a record too large allocated");
+    let stats = ring.ringbuf_stats().expect("ring stats");
+    assert_eq!(stats.dropped, 1 + 3 * 2, "every drop counted");
+}
