@@ -1,9 +1,10 @@
-//! Programs' map and ring-buffer helpers never allocate, whatever they answer: a policy runs
-//! inside the application on every call it polices (the shim's rule: no syscall, lock,
-//! allocation or `getenv` per call), and a refusal it may meet on every call (a full map or
-//! ring, unknown flags, deleting from an array) must cost what a success costs, not a
-//! formatted message. A counting global allocator of this test binary counts what this
-//! thread allocates across each helper call.
+//! Programs' map, ring-buffer and `bpf_trace_printk` helpers never allocate, whatever they
+//! answer: a policy runs inside the application on every call it polices (the shim's rule:
+//! no syscall, lock, allocation or `getenv` per call), and a refusal it may meet on every
+//! call (a full map or ring, unknown flags, deleting from an array) must cost what a
+//! success costs, not a formatted message; a policy may log each refusal it makes with
+//! `bpf_printk`. A counting global allocator of this test binary counts what this thread
+//! allocates across each helper call.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -178,4 +179,48 @@ fn ring_helpers_allocate_nothing_when_the_ring_is_full_or_the_record_too_large()
     assert_eq!(allocated, 0, "output of a record too large allocated");
     let stats = ring.ringbuf_stats().expect("ring stats");
     assert_eq!(stats.dropped, 1 + 3 * 2, "every drop counted");
+}
+
+#[test]
+fn trace_printk_allocates_nothing() {
+    const PRINTK: i32 = 6;
+    let d = tempfile::tempdir().unwrap();
+    // A ring of one page: it fills after a few lines, so drops are exercised too.
+    let ring = std::sync::Arc::new(map(&d, "trace", MapType::RingBuf, 0, 0, 4096));
+    gpubpf_runtime::helpers::trace::set_sink(gpubpf_runtime::helpers::trace::TraceSink::Ring(
+        ring.clone(),
+    ));
+    let fmt = b"quota: pid %u denied %llu bytes (%s) 100%%\0";
+    let name = b"process limit \xff\0";
+    let args = |n: u64| {
+        [
+            fmt.as_ptr() as u64,
+            fmt.len() as u64,
+            42,
+            n,
+            name.as_ptr() as u64,
+        ]
+    };
+    // The first line may initialise lazily cached state (the process's name, the clock).
+    call(PRINTK, args(0));
+    for n in 1..100u64 {
+        let (r, allocated) = call(PRINTK, args(n << 20));
+        assert!((r as i64) > 0, "line {n}: {}", r as i64);
+        assert_eq!(allocated, 0, "line {n} allocated {allocated} times");
+    }
+    // A format the helper refuses allocates nothing either.
+    let bad = b"%q\0";
+    let (r, allocated) = call(PRINTK, [bad.as_ptr() as u64, 3, 0, 0, 0]);
+    assert_eq!(errno(r), libc::EINVAL);
+    assert_eq!(allocated, 0, "a refused format allocated");
+    gpubpf_runtime::helpers::trace::set_sink(gpubpf_runtime::helpers::trace::TraceSink::Off);
+    let mut lines = Vec::new();
+    ring.ringbuf_consume(|r| lines.push(String::from_utf8_lossy(r).into_owned()))
+        .unwrap();
+    assert!(!lines.is_empty());
+    assert!(
+        lines[1].ends_with(": quota: pid 42 denied 1048576 bytes (process limit \u{fffd}) 100%\n"),
+        "{}",
+        lines[1]
+    );
 }

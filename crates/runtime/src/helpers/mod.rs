@@ -14,6 +14,7 @@ pub mod kernel;
 pub(crate) mod map_ops;
 mod misc;
 mod probe;
+pub mod text;
 pub mod trace;
 
 use crate::helper_table::{HelperFn, HelperTable};

@@ -173,6 +173,24 @@ fn trace_format() {
 }
 
 #[test]
+fn trace_format_cuts_a_long_message_at_a_character_boundary() {
+    // 511 bytes, then a two-byte character that would end at byte 513: the message stops
+    // at 511 bytes (cutting inside the character used to panic).
+    let mut fmt = vec![b'x'; 511];
+    fmt.extend_from_slice(b"%s\0");
+    let rs = |_p: u64| Some("éé".as_bytes().to_vec());
+    let out = trace::format(&fmt, [1, 0, 0], rs).unwrap();
+    assert_eq!(out.len(), 511);
+    assert!(out.bytes().all(|b| b == b'x'));
+    // Invalid bytes of a `%s` show as U+FFFD, as `String::from_utf8_lossy` shows them.
+    let rs = |_p: u64| Some(b"a\xffb".to_vec());
+    assert_eq!(
+        trace::format(b"[%5s]", [1, 0, 0], rs).as_deref(),
+        Some("[  a\u{fffd}b]")
+    );
+}
+
+#[test]
 fn trace_printk_to_ring() {
     let d = tempfile::tempdir().unwrap();
     let spec = MapSpec {

@@ -8,13 +8,15 @@
 //! go to the registry's trace ring (`gpubpf trace` reads it), and to standard error as well
 //! only when [`STDERR_ENV`] asks for it.
 
-use std::io::Write;
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::sync::{Arc, RwLock};
 
 use crate::maps::Map;
 use crate::registry::{Registry, RegistryError};
 
 use super::neg_errno;
+use super::text::Text;
 
 /// Where trace lines go.
 #[derive(Clone, Debug, Default)]
@@ -58,19 +60,48 @@ pub fn send_to_registry(reg: &Registry) -> Result<(), RegistryError> {
 }
 
 /// Largest string a `%s` argument prints.
-const MAX_STR: usize = 128;
+pub const MAX_STR: usize = 128;
 /// Largest formatted message.
 const MAX_LINE: usize = 512;
 
-/// Formats a `bpf_trace_printk` format with up to three arguments. `%s` arguments are read
-/// with `read_str` (application memory, fault-safe). Returns `None` for an unsupported
-/// conversion or more than three arguments, as Linux rejects those with `-EINVAL`.
+/// The formatted message of [`format_into`].
+pub type Message = Text<MAX_LINE>;
+
+/// Formats a `bpf_trace_printk` format with up to three arguments into a `String` (the
+/// CLI's `test-run`, tests): [`format_into`] with `read_str` returning the bytes of a `%s`
+/// argument.
 pub fn format(
     fmt: &[u8],
     args: [u64; 3],
     read_str: impl Fn(u64) -> Option<Vec<u8>>,
 ) -> Option<String> {
-    let mut out = String::new();
+    let mut out = Message::new();
+    format_into(
+        fmt,
+        args,
+        |p, buf| {
+            let b = read_str(p)?;
+            let n = b.len().min(buf.len());
+            buf[..n].copy_from_slice(&b[..n]);
+            Some(n)
+        },
+        &mut out,
+    )?;
+    Some(out.as_str().to_owned())
+}
+
+/// Formats a `bpf_trace_printk` format with up to three arguments into `out`, without
+/// allocating (the helper runs inside the application, maybe on every call). `%s`
+/// arguments are read with `read_str` (application memory, fault-safe), which fills the
+/// buffer it is given and returns how many bytes of it the string has. Returns `None` for
+/// an unsupported conversion or more than three arguments, as Linux rejects those with
+/// `-EINVAL`. A message longer than `out` is cut at a character boundary.
+pub fn format_into<const N: usize>(
+    fmt: &[u8],
+    args: [u64; 3],
+    read_str: impl Fn(u64, &mut [u8; MAX_STR]) -> Option<usize>,
+    out: &mut Text<N>,
+) -> Option<()> {
     let mut ai = 0usize;
     let mut i = 0usize;
     let next_arg = |ai: &mut usize| -> Option<u64> {
@@ -123,8 +154,11 @@ pub fn format(
         i += 1;
         let bits = if longs >= 1 { 64 } else { 32 };
         let trunc = |v: u64| if bits == 32 { v & 0xffff_ffff } else { v };
-        let body = match conv {
-            b'%' => "%".to_owned(),
+        // One conversion's text: a `%s` of MAX_STR bytes, each maybe shown as U+FFFD.
+        let mut body = Text::<{ 3 * MAX_STR }>::new();
+        // Writing into a `Text` cannot fail.
+        let _ = match conv {
+            b'%' => write!(body, "%"),
             b'd' | b'i' => {
                 let v = trunc(next_arg(&mut ai)?);
                 let s = if bits == 32 {
@@ -132,54 +166,56 @@ pub fn format(
                 } else {
                     v as i64
                 };
-                s.to_string()
+                write!(body, "{s}")
             }
-            b'u' => trunc(next_arg(&mut ai)?).to_string(),
-            b'x' => format!("{:x}", trunc(next_arg(&mut ai)?)),
-            b'X' => format!("{:X}", trunc(next_arg(&mut ai)?)),
-            b'p' => format!("{:#x}", next_arg(&mut ai)?),
-            b'c' => char::from(next_arg(&mut ai)? as u8).to_string(),
+            b'u' => write!(body, "{}", trunc(next_arg(&mut ai)?)),
+            b'x' => write!(body, "{:x}", trunc(next_arg(&mut ai)?)),
+            b'X' => write!(body, "{:X}", trunc(next_arg(&mut ai)?)),
+            b'p' => write!(body, "{:#x}", next_arg(&mut ai)?),
+            b'c' => write!(body, "{}", char::from(next_arg(&mut ai)? as u8)),
             b's' => {
                 let p = next_arg(&mut ai)?;
-                match read_str(p) {
-                    Some(b) => String::from_utf8_lossy(&b).into_owned(),
-                    None => "(fault)".to_owned(),
+                let mut buf = [0u8; MAX_STR];
+                match read_str(p, &mut buf) {
+                    Some(n) => body.push_lossy(&buf[..n.min(MAX_STR)]),
+                    None => body.push_str("(fault)"),
                 }
+                Ok(())
             }
             _ => return None,
         };
-        let pad = width.saturating_sub(body.chars().count());
+        let pad = width.saturating_sub(body.as_str().chars().count());
         if left {
-            out.push_str(&body);
-            out.extend(std::iter::repeat_n(' ', pad));
+            out.push_str(body.as_str());
+            out.push_repeat(' ', pad);
         } else {
             let fill = if zero && conv != b's' { '0' } else { ' ' };
-            out.extend(std::iter::repeat_n(fill, pad));
-            out.push_str(&body);
+            out.push_repeat(fill, pad);
+            out.push_str(body.as_str());
         }
-        if out.len() > MAX_LINE {
-            out.truncate(MAX_LINE);
+        if out.is_full() {
             break;
         }
     }
-    Some(out)
+    Some(())
 }
 
-fn emit(line: &str) {
-    let sink = SINK.read().ok().and_then(|s| s.clone()).unwrap_or_default();
-    let to_stderr = |l: &str| {
-        let _ = std::io::stderr().lock().write_all(l.as_bytes());
+/// Writes `line` to the sink, holding the sink's read lock (no reference is counted).
+fn emit(line: &[u8]) {
+    let to_stderr = |l: &[u8]| {
+        let _ = std::io::stderr().lock().write_all(l);
     };
-    match sink {
-        TraceSink::Stderr => to_stderr(line),
-        TraceSink::Ring(m) => {
-            let _ = m.ringbuf_output(line.as_bytes());
+    let guard = SINK.read();
+    match guard.as_ref().ok().and_then(|s| s.as_ref()) {
+        None | Some(TraceSink::Stderr) => to_stderr(line),
+        Some(TraceSink::Ring(m)) => {
+            let _ = m.ringbuf_output_raw(line);
         }
-        TraceSink::Both(m) => {
-            let _ = m.ringbuf_output(line.as_bytes());
+        Some(TraceSink::Both(m)) => {
+            let _ = m.ringbuf_output_raw(line);
             to_stderr(line);
         }
-        TraceSink::Off => {}
+        Some(TraceSink::Off) => {}
     }
 }
 
@@ -191,32 +227,35 @@ pub extern "C" fn trace_printk(fmt: u64, fmt_size: u64, a1: u64, a2: u64, a3: u6
     }
     // SAFETY: the verifier proved `fmt` readable for `fmt_size` bytes.
     let f = unsafe { std::slice::from_raw_parts(fmt as *const u8, fmt_size as usize) };
-    let read_str = |p: u64| {
-        let mut b = vec![0u8; MAX_STR];
-        let n = super::read_user_str(&mut b, p).ok()?;
-        b.truncate(n.saturating_sub(1));
-        Some(b)
+    let read_str = |p: u64, buf: &mut [u8; MAX_STR]| {
+        let n = super::read_user_str(buf, p).ok()?;
+        Some(n.saturating_sub(1))
     };
-    let Some(msg) = format(f, [a1, a2, a3], read_str) else {
+    let mut msg = Message::new();
+    if format_into(f, [a1, a2, a3], read_str, &mut msg).is_none() {
         return neg_errno(libc::EINVAL);
-    };
+    }
     let mut comm = [0u8; 16];
     super::misc::get_current_comm(comm.as_mut_ptr() as u64, 16, 0, 0, 0);
     let comm_len = comm.iter().position(|b| *b == 0).unwrap_or(16);
     let pt = super::misc::get_current_pid_tgid(0, 0, 0, 0, 0);
     let ns = super::misc::ktime_get_ns(0, 0, 0, 0, 0);
-    let mut line = format!(
-        "{}-{} [{}] {}.{:06}: {}",
-        String::from_utf8_lossy(&comm[..comm_len]),
+    // The prefix (at most 16 name bytes, each maybe U+FFFD, and four numbers) and the
+    // newline always fit beside a whole message.
+    let mut line = Text::<{ MAX_LINE + 128 }>::new();
+    line.push_lossy(&comm[..comm_len]);
+    let _ = write!(
+        line,
+        "-{} [{}] {}.{:06}: {}",
         pt as u32,
         pt >> 32,
         ns / 1_000_000_000,
         (ns % 1_000_000_000) / 1000,
-        msg
+        msg.as_str()
     );
-    if !line.ends_with('\n') {
+    if !line.as_str().ends_with('\n') {
         line.push('\n');
     }
-    emit(&line);
+    emit(line.as_str().as_bytes());
     msg.len() as u64
 }
