@@ -455,6 +455,25 @@ fn bench_kernel_name(c: &mut Criterion) {
     gpubpf_runtime::helpers::set_kernel_name_resolver(None);
 }
 
+/// `bpf_get_current_comm`, cached per thread for a tick of the coarse clock (a `prctl`
+/// system call per call before).
+fn bench_comm(c: &mut Criterion) {
+    let table = standard_helpers();
+    let f: HelperFn = table.get(16).expect("bpf_get_current_comm registered");
+    let mut g = c.benchmark_group("get_current_comm");
+    g.bench_function("16-byte buffer", |b| {
+        let mut buf = [0u8; 16];
+        b.iter_custom(|iters| {
+            let t0 = thread_cpu();
+            for _ in 0..iters {
+                black_box(f(buf.as_mut_ptr() as u64, 16, 0, 0, 0));
+            }
+            thread_cpu() - t0
+        });
+    });
+    g.finish();
+}
+
 fn main() {
     if let Ok(spec) = std::env::var("GPUBPF_BENCH_CHILD") {
         let mut parts = spec.rsplitn(3, ':');
@@ -470,6 +489,7 @@ fn main() {
         .configure_from_args();
     bench_overhead(&mut c);
     bench_kernel_name(&mut c);
+    bench_comm(&mut c);
     bench_shared_maps(&mut c);
     bench_baselines(&mut c);
     c.final_summary();

@@ -97,14 +97,13 @@ pub extern "C" fn get_current_uid_gid(_: u64, _: u64, _: u64, _: u64, _: u64) ->
 }
 
 /// `long bpf_get_current_comm(void *buf, u32 size)`: the thread's name, NUL-terminated
-/// and truncated to `size`; the rest of `buf` is zeroed.
+/// and truncated to `size`; the rest of `buf` is zeroed. The name is cached per thread for
+/// one tick of the coarse monotonic clock ([`current_comm`]): no syscall per call.
 pub extern "C" fn get_current_comm(buf: u64, size: u64, _: u64, _: u64, _: u64) -> u64 {
     if buf == 0 || size == 0 {
         return super::neg_errno(libc::EINVAL);
     }
-    let mut name = [0u8; 17];
-    // SAFETY: PR_GET_NAME writes at most 16 bytes into `name`.
-    unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+    let name = current_comm();
     let size = size as usize;
     // SAFETY: the verifier proved `buf` writable for `size` bytes.
     let out = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, size) };
@@ -116,6 +115,48 @@ pub extern "C" fn get_current_comm(buf: u64, size: u64, _: u64, _: u64, _: u64) 
         .min(size - 1);
     out[..len].copy_from_slice(&name[..len]);
     0
+}
+
+thread_local! {
+    /// This thread's name as `PR_GET_NAME` last gave it, and the coarse clock's reading
+    /// then ([`COMM_UNREAD`] before the first).
+    static COMM: Cell<([u8; 16], u64)> = const { Cell::new(([0; 16], COMM_UNREAD)) };
+}
+/// No coarse clock reading is all ones.
+const COMM_UNREAD: u64 = u64::MAX;
+
+/// The calling thread's name (16 bytes, NUL-padded; a name of 16 bytes has none). Asking
+/// the kernel is a `prctl` system call (~130 ns on the development VM, against ~5 ns for a
+/// vDSO read of `CLOCK_MONOTONIC_COARSE`), so the answer is reused while the coarse clock
+/// reads the same value: a thread renamed (`pthread_setname_np`, `PR_SET_NAME`, a write to
+/// `/proc/self/task/TID/comm`) is seen under its new name one tick later at most (1–10 ms,
+/// the kernel's `HZ`); Linux's own helper reads the name the task has at that moment.
+pub fn current_comm() -> [u8; 16] {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC_COARSE is answered by the vDSO.
+    let tick = if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) } == 0 {
+        (ts.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(ts.tv_nsec as u64)
+    } else {
+        COMM_UNREAD
+    };
+    let cached = COMM.try_with(Cell::get).ok();
+    if let Some((name, at)) = cached {
+        if at == tick && tick != COMM_UNREAD {
+            return name;
+        }
+    }
+    let mut name = [0u8; 17];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes (and a NUL) into `name`.
+    unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+    let mut comm = [0u8; 16];
+    comm.copy_from_slice(&name[..16]);
+    let _ = COMM.try_with(|c| c.set((comm, tick)));
+    comm
 }
 
 /// `long gpubpf_delay_ns(u64 ns)`: sleeps `ns` nanoseconds, at most

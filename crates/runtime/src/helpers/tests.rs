@@ -215,6 +215,44 @@ fn trace_printk_to_ring() {
 }
 
 #[test]
+fn comm_is_the_thread_name_and_a_rename_is_seen_within_a_tick() {
+    let name = |t: &HelperTable| {
+        let mut buf = [0xffu8; 20];
+        assert_eq!(call(t, 16, [buf.as_mut_ptr() as u64, 20, 0, 0, 0]), 0);
+        assert!(
+            buf[16..].iter().all(|b| *b == 0),
+            "the rest of the buffer is zeroed"
+        );
+        let n = buf.iter().position(|b| *b == 0).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    std::thread::spawn(move || {
+        let t = standard_helpers();
+        let set = |n: &[u8]| {
+            // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
+            assert_eq!(unsafe { libc::prctl(libc::PR_SET_NAME, n.as_ptr()) }, 0);
+        };
+        set(b"gpubpf-comm-a\0");
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert_eq!(name(&t), "gpubpf-comm-a");
+        // Cached within a tick: many calls, one answer.
+        for _ in 0..1000 {
+            assert_eq!(name(&t), "gpubpf-comm-a");
+        }
+        set(b"gpubpf-comm-b\0");
+        // A tick is at most 10 ms (HZ >= 100).
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert_eq!(name(&t), "gpubpf-comm-b");
+        // A buffer smaller than the name: truncated and NUL-terminated.
+        let mut small = [0xffu8; 5];
+        assert_eq!(call(&t, 16, [small.as_mut_ptr() as u64, 5, 0, 0, 0]), 0);
+        assert_eq!(&small, b"gpub\0");
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
 fn uid_gid_are_the_real_ids_and_cached() {
     // SAFETY: getuid and getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };

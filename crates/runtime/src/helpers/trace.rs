@@ -235,8 +235,7 @@ pub extern "C" fn trace_printk(fmt: u64, fmt_size: u64, a1: u64, a2: u64, a3: u6
     if format_into(f, [a1, a2, a3], read_str, &mut msg).is_none() {
         return neg_errno(libc::EINVAL);
     }
-    let mut comm = [0u8; 16];
-    super::misc::get_current_comm(comm.as_mut_ptr() as u64, 16, 0, 0, 0);
+    let comm = super::misc::current_comm();
     let comm_len = comm.iter().position(|b| *b == 0).unwrap_or(16);
     let pt = super::misc::get_current_pid_tgid(0, 0, 0, 0, 0);
     let ns = super::misc::ktime_get_ns(0, 0, 0, 0, 0);
