@@ -167,7 +167,13 @@ impl RingBuf {
             .store(len | BUSY | (pid << 32), Ordering::Release);
         self.word(PRODUCER_POS)
             .store(p.wrapping_add(total), Ordering::Release);
-        self.word(RESERVED).fetch_add(1, Ordering::Relaxed);
+        // Only producers change the count, each under the producer lock held here: a load
+        // and a store, not a locked read-modify-write.
+        let reserved = self.word(RESERVED);
+        reserved.store(
+            reserved.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
         // SAFETY: the record body follows its header inside the (mirrored) data area.
         Ok(unsafe { (self.header(p) as *const AtomicU64 as *mut u8).add(RECORD_HDR) })
     }
@@ -205,17 +211,16 @@ impl RingBuf {
     pub(super) unsafe fn commit(sample: *mut u8, discard: bool) {
         // SAFETY: per contract the header lies 8 bytes before the sample, 8-aligned.
         let hdr = unsafe { &*sample.sub(RECORD_HDR).cast::<AtomicU64>() };
-        let mut cur = hdr.load(Ordering::Relaxed);
-        loop {
-            let mut new = cur & !BUSY;
-            if discard {
-                new |= DISCARD;
-            }
-            match hdr.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(v) => cur = v,
-            }
+        // Between a reservation and its commit only the reserving producer writes this
+        // header: the consumer only reads headers (it stops at a BUSY record, or skips it
+        // once its producer is dead, which then commits nothing), and no other producer
+        // reaches this position before the consumer has passed it. So the release store
+        // publishes the record without a locked read-modify-write.
+        let mut new = hdr.load(Ordering::Relaxed) & !BUSY;
+        if discard {
+            new |= DISCARD;
         }
+        hdr.store(new, Ordering::Release);
     }
 
     /// Copies `data` into a new record.
