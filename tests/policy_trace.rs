@@ -131,3 +131,49 @@ fn events_explains_what_it_cannot_read() {
         "{e}"
     );
 }
+
+/// CUDA 12+ cudart (hence PyTorch) launches a library's `CUkernel` cast to a `CUfunction`,
+/// which `cuFuncGetName` refuses: the events must still name those kernels (through
+/// `cuKernelGetName`), and a function launched after them too. Each route reaches the
+/// driver its own way; `proc` is static cudart's.
+#[test]
+fn trace_names_library_kernels_as_cudart_launches_them() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let trace = common::cli::build_policy(tmp.path(), "policies/trace.bpf.c").expect("trace");
+    ok(&cli(&home, &["load", trace.to_str().expect("utf-8 path")]));
+    for route in ["link", "proc"] {
+        let out = mock.run_app(&home, route, &["libkernels", "3"]);
+        let out = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with("launch ")).count(),
+            4,
+            "{route}: {out}"
+        );
+        assert!(
+            out.lines()
+                .filter(|l| l.starts_with("launch "))
+                .all(|l| l.ends_with(" 0")),
+            "{route}: every launch succeeds: {out}"
+        );
+        let events = ok_json(&cli(&home, &["-j", "events", "trace.events"]));
+        let kernels: Vec<&str> = events
+            .as_array()
+            .expect("a JSON array")
+            .iter()
+            .filter(|e| e["api"] == "cuLaunchKernel")
+            .map(|e| e["kernel"].as_str().unwrap_or("?"))
+            .collect();
+        assert_eq!(
+            kernels,
+            [
+                "library_kernel",
+                "library_kernel",
+                "library_kernel",
+                "vector_add"
+            ],
+            "{route}"
+        );
+    }
+}

@@ -17,6 +17,8 @@
  *                       ("retry RC"), then frees everything
  *   count L A           L launches, A allocation+free pairs, one cuMemGetInfo
  *   launch N            N launches of function 0x1234, each printed ("launch I RC")
+ *   libkernels N        N launches of the mock's library kernel 0xab00 (a CUkernel, as CUDA
+ *                       12+ cudart launches), then one of function 0x1234 ("launch I RC")
  *   threads T L         T threads doing L launches each
  *   live READY GO SIZE  one allocation ("before RC"), creates file READY, waits for file GO,
  *                       another allocation ("after RC")
@@ -611,6 +613,12 @@ int main(int argc, char **argv)
 			printf("launch %ld %d\n", i,
 			       cu.launch((void *)0x1234, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
 		print_usage();
+	} else if (strcmp(scenario, "libkernels") == 0 && argc == 4) {
+		long n = atol(argv[3]);
+		for (long i = 0; i <= n; i++)
+			printf("launch %ld %d\n", i,
+			       cu.launch(i < n ? (void *)0xab00 : (void *)0x1234, 1, 1, 1, 32, 1, 1, 0,
+					 NULL, NULL, NULL));
 	} else if (strcmp(scenario, "count") == 0 && argc == 5) {
 		launches(atol(argv[3]));
 		for (long i = 0, a = atol(argv[4]); i < a; i++) {

@@ -467,12 +467,16 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 	return CUDA_SUCCESS;
 }
 
+/* A library's kernel (`CUkernel`), launched cast to a CUfunction as CUDA 12+ cudart launches
+ * what `cuLibraryGetKernel` gave it: cuFuncGetName refuses it, cuKernelGetName names it. */
+#define MOCK_LIBRARY_KERNEL 0xab00
+
 /* Whether a launch carries exactly the arguments every test app passes. */
 static int launch_args_ok(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 			  unsigned by, unsigned bz, unsigned shmem, CUstream s)
 {
-	return f == (CUfunction)0x1234 && gx == 1 && gy == 1 && gz == 1 && bx == 32 && by == 1 &&
-	       bz == 1 && shmem == 0 && s == NULL;
+	return (f == (CUfunction)0x1234 || f == (CUfunction)MOCK_LIBRARY_KERNEL) && gx == 1 &&
+	       gy == 1 && gz == 1 && bx == 32 && by == 1 && bz == 1 && shmem == 0 && s == NULL;
 }
 
 /* The name of the one function the test apps launch (gpubpf_get_kernel_name asks it). */
@@ -483,6 +487,16 @@ CUresult cuFuncGetName(const char **name, CUfunction f)
 	if (f != (CUfunction)0x1234)
 		return CUDA_ERROR_INVALID_HANDLE;
 	*name = "vector_add";
+	return CUDA_SUCCESS;
+}
+
+CUresult cuKernelGetName(const char **name, void *k)
+{
+	if (name == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (k != (void *)MOCK_LIBRARY_KERNEL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*name = "library_kernel";
 	return CUDA_SUCCESS;
 }
 

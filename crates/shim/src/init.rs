@@ -200,10 +200,17 @@ fn start(reg: &'static Registry) {
             tracing::warn!(error = %error_chain(&e), "no audit ring; decisions are not audited")
         }
     }
-    // gpubpf_get_kernel_name asks the real driver's cuFuncGetName (not a wrapper).
-    if let Some(p) = crate::driver::lookup(c"cuFuncGetName") {
-        // SAFETY: the driver's export `cuFuncGetName` is `CUresult (const char **, CUfunction)`.
-        unsafe { gpubpf_runtime::helpers::kernel::set_resolver_address(p) };
+    // gpubpf_get_kernel_name asks the real driver's cuFuncGetName, and cuKernelGetName for
+    // the library kernels cudart launches (not wrappers: the calls are not policed).
+    {
+        use gpubpf_runtime::helpers::kernel;
+        let at = |name: &std::ffi::CStr| {
+            // SAFETY: the driver's exports `cuFuncGetName` and `cuKernelGetName` are
+            // `CUresult (const char **, CUfunction or CUkernel)`, loaded for good.
+            crate::driver::lookup(name).and_then(|p| unsafe { kernel::resolver_at(p) })
+        };
+        kernel::set_kernel_name_resolver(at(c"cuFuncGetName"));
+        kernel::set_library_kernel_name_resolver(at(c"cuKernelGetName"));
     }
     let seen = reg.generation();
     reload(reg, slot, true);

@@ -1,19 +1,27 @@
-//! `gpubpf_get_kernel_name`: the name of a `CUfunction`, through a resolver that whoever
-//! hosts the runtime installs. The shim installs the real driver's `cuFuncGetName` (looked
-//! up in the driver itself, not through a wrapper, so the call is not policed again);
+//! `gpubpf_get_kernel_name`: the name of a `CUfunction`, through resolvers that whoever
+//! hosts the runtime installs. The shim installs the real driver's `cuFuncGetName` and
+//! `cuKernelGetName` (looked up in the driver itself, not through wrappers, so the calls are
+//! not policed again): a launch's handle is a `CUfunction` (`cuModuleGetFunction`, Triton,
+//! cuBLAS) or a library's `CUkernel` cast to one (CUDA 12+ cudart, hence PyTorch:
+//! `cuLibraryGetKernel`), which `cuFuncGetName` refuses and `cuKernelGetName` names.
 //! `gpubpf test-run --kernel-name` installs a fixed name. Without a resolver the helper
 //! answers `-ENOENT`.
 
 use std::ffi::c_char;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::neg_errno;
 
-/// `CUresult cuFuncGetName(const char **name, CUfunction hfunc)`.
+/// `CUresult cuFuncGetName(const char **name, CUfunction hfunc)`, and `cuKernelGetName`
+/// (the same with a `CUkernel`).
 pub type FuncGetNameFn = unsafe extern "C" fn(*mut *const c_char, u64) -> i32;
 
-/// The installed resolver as an address (0: none).
+/// The installed resolvers as addresses (0: none): `cuFuncGetName`'s, `cuKernelGetName`'s.
 static RESOLVER: AtomicUsize = AtomicUsize::new(0);
+static KERNEL_RESOLVER: AtomicUsize = AtomicUsize::new(0);
+/// The last name came from the `CUkernel` resolver: the next handle is asked there first
+/// (a process launches through one runtime, so one call per launch in the steady state).
+static KERNELS_FIRST: AtomicBool = AtomicBool::new(false);
 
 /// Installs (or, with `None`, removes) the function that names a `CUfunction`. It must
 /// behave as `cuFuncGetName`: 0 and a NUL-terminated string that stays valid while the
@@ -22,25 +30,58 @@ pub fn set_kernel_name_resolver(f: Option<FuncGetNameFn>) {
     RESOLVER.store(f.map_or(0, |f| f as usize), Ordering::Release);
 }
 
-/// [`set_kernel_name_resolver`] from a symbol's address (what `dlsym` returns).
-///
-/// # Safety
-/// `addr` must be a function with the signature of `cuFuncGetName` that stays loaded.
-pub unsafe fn set_resolver_address(addr: *mut std::ffi::c_void) {
-    // SAFETY: the caller promises `addr` is such a function (non-null: checked).
-    let f = (!addr.is_null())
-        .then(|| unsafe { std::mem::transmute::<*mut std::ffi::c_void, FuncGetNameFn>(addr) });
-    set_kernel_name_resolver(f);
+/// Installs (or removes) the function that names a library's `CUkernel`, asked when the
+/// other one refuses a handle: it must behave as `cuKernelGetName`.
+pub fn set_library_kernel_name_resolver(f: Option<FuncGetNameFn>) {
+    KERNEL_RESOLVER.store(f.map_or(0, |f| f as usize), Ordering::Release);
 }
 
-fn resolver() -> Option<FuncGetNameFn> {
-    let a = RESOLVER.load(Ordering::Acquire);
+/// A resolver from a symbol's address (what `dlsym` returns); `None` for null.
+///
+/// # Safety
+/// `addr` must be null or a function with the signature of `cuFuncGetName` that stays
+/// loaded.
+pub unsafe fn resolver_at(addr: *mut std::ffi::c_void) -> Option<FuncGetNameFn> {
+    // SAFETY: the caller promises `addr` is such a function (non-null: checked).
+    (!addr.is_null())
+        .then(|| unsafe { std::mem::transmute::<*mut std::ffi::c_void, FuncGetNameFn>(addr) })
+}
+
+fn installed(slot: &AtomicUsize) -> Option<FuncGetNameFn> {
+    let a = slot.load(Ordering::Acquire);
     if a == 0 {
         return None;
     }
-    // SAFETY: a non-zero value was stored from a `FuncGetNameFn` by
-    // `set_kernel_name_resolver`; function pointers round-trip through `usize`.
+    // SAFETY: a non-zero value was stored from a `FuncGetNameFn` by one of the setters;
+    // function pointers round-trip through `usize`.
     Some(unsafe { std::mem::transmute::<usize, FuncGetNameFn>(a) })
+}
+
+/// The driver's string naming `f`, from the resolver that answered the previous handle
+/// first, then the other; `ENOENT` when neither names it (or none is installed).
+fn resolve(f: u64) -> Result<*const c_char, i32> {
+    let kernels_first = KERNELS_FIRST.load(Ordering::Relaxed);
+    let order = if kernels_first {
+        [&KERNEL_RESOLVER, &RESOLVER]
+    } else {
+        [&RESOLVER, &KERNEL_RESOLVER]
+    };
+    for (i, slot) in order.into_iter().enumerate() {
+        let Some(resolve) = installed(slot) else {
+            continue;
+        };
+        let mut name: *const c_char = std::ptr::null();
+        // SAFETY: `resolve` behaves as cuFuncGetName (see the setters): it writes one
+        // pointer into `name`. An invalid handle makes the driver answer an error, not fault.
+        let rc = unsafe { resolve(&mut name, f) };
+        if rc == 0 && !name.is_null() {
+            if i == 1 {
+                KERNELS_FIRST.store(!kernels_first, Ordering::Relaxed);
+            }
+            return Ok(name);
+        }
+    }
+    Err(libc::ENOENT)
 }
 
 /// The name of `f` into `out` (NUL-terminated, truncated, zero-padded): its length including
@@ -51,17 +92,10 @@ pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
     if out.is_empty() {
         return Err(libc::EINVAL);
     }
-    let resolve = resolver().ok_or(libc::ENOENT)?;
     if f == 0 {
         return Err(libc::ENOENT);
     }
-    let mut name: *const c_char = std::ptr::null();
-    // SAFETY: `resolve` behaves as cuFuncGetName (see `set_kernel_name_resolver`): it writes
-    // one pointer into `name`. An invalid handle makes the driver answer an error, not fault.
-    let rc = unsafe { resolve(&mut name, f) };
-    if rc != 0 || name.is_null() {
-        return Err(libc::ENOENT);
-    }
+    let name = resolve(f)?;
     // The string is the driver's own and valid while the function is loaded
     // (`cuFuncGetName`'s contract; the call at hand names a function it just accepted), so
     // it is read directly: no system call per launch (a fault-safe `process_vm_readv` read
@@ -145,6 +179,57 @@ pub(super) mod tests {
         set_kernel_name_resolver(None);
         let r = get_kernel_name(0x1234, buf.as_mut_ptr() as u64, 16, 0, 0);
         assert_eq!(r as i64, -i64::from(libc::ENOENT));
+    }
+
+    /// Calls of [`library`], the `cuKernelGetName` stand-in.
+    static LIBRARY_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "C" fn library(name: *mut *const c_char, k: u64) -> i32 {
+        static NAME: &[u8] = b"library_kernel\0";
+        LIBRARY_CALLS.fetch_add(1, Ordering::Relaxed);
+        if k != 0xab00 {
+            return 400; // CUDA_ERROR_INVALID_HANDLE
+        }
+        // SAFETY: the caller passes a writable out-pointer.
+        unsafe { *name = NAME.as_ptr().cast() };
+        0
+    }
+
+    #[test]
+    fn library_kernels_are_named_by_the_second_resolver_asked_first_once_it_answered() {
+        let _serial = RESOLVER_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut buf = [0u8; 32];
+        set_kernel_name_resolver(Some(fake));
+        set_library_kernel_name_resolver(None);
+        assert_eq!(
+            kernel_name(0xab00, &mut buf),
+            Err(libc::ENOENT),
+            "no library resolver"
+        );
+        set_library_kernel_name_resolver(Some(library));
+        assert_eq!(kernel_name(0xab00, &mut buf), Ok(15));
+        assert_eq!(&buf[..15], b"library_kernel\0");
+        // The library resolver answered last: a library kernel now costs it one call.
+        let before = LIBRARY_CALLS.load(Ordering::Relaxed);
+        assert_eq!(kernel_name(0xab00, &mut buf), Ok(15));
+        assert_eq!(LIBRARY_CALLS.load(Ordering::Relaxed) - before, 1);
+        // A function handle still gets its name (the function resolver answers, and is
+        // asked first again).
+        assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+        assert_eq!(&buf[..11], b"vector_add\0");
+        let before = LIBRARY_CALLS.load(Ordering::Relaxed);
+        assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+        assert_eq!(
+            LIBRARY_CALLS.load(Ordering::Relaxed),
+            before,
+            "not asked first any more"
+        );
+        assert_eq!(kernel_name(0x9999, &mut buf), Err(libc::ENOENT));
+        set_kernel_name_resolver(None);
+        set_library_kernel_name_resolver(None);
+        assert_eq!(kernel_name(0xab00, &mut buf), Err(libc::ENOENT));
     }
 }
 
