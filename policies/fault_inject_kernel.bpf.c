@@ -7,7 +7,7 @@
  *       --set error_code=719
  *
  * Programs: cuLaunchKernel, cuLaunchCooperativeKernel (args.f) and cuLaunchKernelEx
- * (launch.function), entry. The name is the driver's (cuFuncGetName through
+ * (launch.function), entry. The name is the driver's (cuFuncGetName or cuKernelGetName through
  * gpubpf_get_kernel_name: the mangled name of a C++ kernel); names are compared on their
  * first 63 bytes. A kernel the driver has no name for never matches a non-empty `kernel`.
  *

@@ -9,10 +9,10 @@
  *
  * Programs: cuLaunchKernel, cuLaunchCooperativeKernel (args.f) and cuLaunchKernelEx
  * (launch.function), entry. The name comes from gpubpf_get_kernel_name (the driver's
- * cuFuncGetName, the mangled name for C++ kernels); names longer than 63 bytes are compared
- * on their first 63. A kernel without a name (the driver has none, or a CUkernel handle it
- * does not resolve) is treated as the name "": launched under a deny-list, refused under an
- * allow-list.
+ * cuFuncGetName, or cuKernelGetName for the library kernels cudart launches; the mangled
+ * name for C++ kernels); names longer than 63 bytes are compared on their first 63. A
+ * kernel without a name (the driver has none) is treated as the name "": launched under a
+ * deny-list, refused under an allow-list.
  *
  * Knobs (`const volatile`, set with `--set`):
  *   allow_list   0: refuse the listed names (default); 1: refuse every other name
