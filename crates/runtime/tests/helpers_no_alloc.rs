@@ -1,10 +1,10 @@
-//! Programs' map, ring-buffer and `bpf_trace_printk` helpers never allocate, whatever they
-//! answer: a policy runs inside the application on every call it polices (the shim's rule:
-//! no syscall, lock, allocation or `getenv` per call), and a refusal it may meet on every
-//! call (a full map or ring, unknown flags, deleting from an array) must cost what a
-//! success costs, not a formatted message; a policy may log each refusal it makes with
-//! `bpf_printk`. A counting global allocator of this test binary counts what this thread
-//! allocates across each helper call.
+//! Programs' map, ring-buffer, `bpf_trace_printk` and `gpubpf_get_caller` helpers never
+//! allocate, whatever they answer: a policy runs inside the application on every call it
+//! polices (the shim's rule: no syscall, lock, allocation or `getenv` per call), and a
+//! refusal it may meet on every call (a full map or ring, unknown flags, deleting from an
+//! array) must cost what a success costs, not a formatted message; a policy may log each
+//! refusal it makes with `bpf_printk`. A counting global allocator of this test binary
+//! counts what this thread allocates across each helper call.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -223,4 +223,27 @@ fn trace_printk_allocates_nothing() {
         "{}",
         lines[1]
     );
+}
+
+#[test]
+fn get_caller_allocates_nothing() {
+    let id = gpubpf_verifier::helpers::GPUBPF_HELPER_BASE + 2;
+    // A return address inside this test binary: the helper names the module and offset.
+    let here = get_caller_allocates_nothing as *const () as u64 + 1;
+    gpubpf_runtime::helpers::caller::set_caller(here);
+    let mut buf = [0u8; 64];
+    call(id, [buf.as_mut_ptr() as u64, 64, 0, 0, 0]);
+    let (r, allocated) = call(id, [buf.as_mut_ptr() as u64, 64, 0, 0, 0]);
+    assert!((r as i64) > 0, "{}", r as i64);
+    assert_eq!(
+        allocated, 0,
+        "gpubpf_get_caller allocated {allocated} times"
+    );
+    let n = buf.iter().position(|b| *b == 0).unwrap();
+    let site = std::str::from_utf8(&buf[..n]).unwrap();
+    assert!(
+        site.starts_with("helpers_no_alloc") && site.contains("+0x"),
+        "{site}"
+    );
+    gpubpf_runtime::helpers::caller::set_caller(0);
 }

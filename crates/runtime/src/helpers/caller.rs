@@ -10,8 +10,10 @@
 
 use std::cell::Cell;
 use std::ffi::{c_void, CStr};
+use std::fmt::Write as _;
 
 use super::neg_errno;
+use super::text::Text;
 
 thread_local! {
     /// The return address of the application's call being policed on this thread; 0 when
@@ -32,6 +34,16 @@ pub fn caller() -> u64 {
 /// `module+0xoffset` of the call whose return address is `return_address`, when a loaded
 /// module contains it.
 pub fn describe(return_address: u64) -> Option<String> {
+    let mut text = Text::<SITE_LEN>::new();
+    describe_into(return_address, &mut text)?;
+    Some(text.as_str().to_owned())
+}
+
+/// Longest `module+0xoffset` kept (a module's file name is at most 255 bytes).
+const SITE_LEN: usize = 320;
+
+/// [`describe`] into `out`, without allocating (the helper runs on the policed call).
+fn describe_into<const N: usize>(return_address: u64, out: &mut Text<N>) -> Option<()> {
     let at = return_address.checked_sub(1)?;
     // SAFETY: `Dl_info` is plain data; all-zero is a valid value for dladdr to fill.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
@@ -42,14 +54,17 @@ pub fn describe(return_address: u64) -> Option<String> {
     }
     // SAFETY: dladdr succeeded: `dli_fname` is the loader's NUL-terminated path of the
     // module, valid while the module stays loaded (through this call).
-    let path = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
+    let path = unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes();
     let name = path
-        .rsplit('/')
+        .rsplit(|b| *b == b'/')
         .next()
         .filter(|n| !n.is_empty())
-        .unwrap_or("?");
+        .unwrap_or(b"?");
     let offset = at.checked_sub(info.dli_fbase as u64)?;
-    Some(format!("{name}+{offset:#x}"))
+    out.push_lossy(name);
+    // Writing into a `Text` cannot fail.
+    let _ = write!(out, "+{offset:#x}");
+    Some(())
 }
 
 /// This thread's caller into `out` (NUL-terminated, truncated, zero-padded): its length
@@ -59,9 +74,10 @@ pub fn caller_site(out: &mut [u8]) -> Result<usize, i32> {
     if out.is_empty() {
         return Err(libc::EINVAL);
     }
-    let text = describe(caller()).ok_or(libc::ENOENT)?;
+    let mut text = Text::<SITE_LEN>::new();
+    describe_into(caller(), &mut text).ok_or(libc::ENOENT)?;
     let n = text.len().min(out.len() - 1);
-    out[..n].copy_from_slice(&text.as_bytes()[..n]);
+    out[..n].copy_from_slice(&text.as_str().as_bytes()[..n]);
     Ok(n + 1)
 }
 
