@@ -247,3 +247,35 @@ fn get_caller_allocates_nothing() {
     );
     gpubpf_runtime::helpers::caller::set_caller(0);
 }
+
+/// The shim writes an audit record on every decision (a policy refusing each call of an
+/// application that retries): encoding one allocates nothing.
+#[test]
+fn audit_records_encode_without_allocating() {
+    use gpubpf_runtime::registry::audit::{AuditRecord, AuditRecordRef};
+    let rec = AuditRecordRef {
+        time_ns: 1,
+        realtime_ns: 2,
+        pid: 3,
+        tid: 4,
+        api_id: 5,
+        api: "cuMemAlloc",
+        phase: "entry",
+        object: "quota \"limited\"",
+        program: "quota_alloc",
+        verdict: 2,
+        previous: Some(0),
+        shadow: false,
+    };
+    let mut buf = [0u8; 1024];
+    let before = ALLOCATIONS.with(Cell::get);
+    let n = rec.encode_into(&mut buf).expect("fits");
+    assert_eq!(
+        ALLOCATIONS.with(Cell::get) - before,
+        0,
+        "encoding allocated"
+    );
+    let back = AuditRecord::decode(&buf[..n]).expect("decodes");
+    assert_eq!(back.object, "quota \"limited\"");
+    assert_eq!(back.previous, Some(0));
+}

@@ -44,14 +44,66 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
-    /// The record as written to the ring.
+    /// The record as one ring record (JSON).
     pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+        self.as_ref().encode()
+    }
+
+    /// The same record borrowing its names.
+    pub fn as_ref(&self) -> AuditRecordRef<'_> {
+        AuditRecordRef {
+            time_ns: self.time_ns,
+            realtime_ns: self.realtime_ns,
+            pid: self.pid,
+            tid: self.tid,
+            api_id: self.api_id,
+            api: &self.api,
+            phase: &self.phase,
+            object: &self.object,
+            program: &self.program,
+            verdict: self.verdict,
+            previous: self.previous,
+            shadow: self.shadow,
+        }
     }
 
     /// A record read from the ring; `None` when it is not one.
     pub fn decode(bytes: &[u8]) -> Option<AuditRecord> {
         serde_json::from_slice(bytes).ok()
+    }
+}
+
+/// An [`AuditRecord`] borrowing its names: what the shim writes on a decision, encoded into
+/// a buffer of its own without allocating ([`AuditRecordRef::encode_into`]); both encode
+/// through this type, so they write the same JSON.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct AuditRecordRef<'a> {
+    pub time_ns: u64,
+    pub realtime_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub api_id: u32,
+    pub api: &'a str,
+    pub phase: &'a str,
+    pub object: &'a str,
+    pub program: &'a str,
+    pub verdict: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<u32>,
+    pub shadow: bool,
+}
+
+impl AuditRecordRef<'_> {
+    /// The record as one ring record (JSON).
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Encodes the record into `buf`: its length, or `None` when it does not fit.
+    pub fn encode_into(&self, buf: &mut [u8]) -> Option<usize> {
+        let mut cursor = std::io::Cursor::new(buf);
+        serde_json::to_writer(&mut cursor, self).ok()?;
+        usize::try_from(cursor.position()).ok()
     }
 }
 
@@ -75,7 +127,11 @@ mod tests {
             previous: None,
             shadow: true,
         };
-        assert_eq!(AuditRecord::decode(&r.encode()), Some(r));
+        assert_eq!(AuditRecord::decode(&r.encode()), Some(r.clone()));
+        let mut buf = [0u8; 512];
+        let n = r.as_ref().encode_into(&mut buf).unwrap();
+        assert_eq!(&buf[..n], &r.encode()[..], "one encoding");
+        assert_eq!(r.as_ref().encode_into(&mut buf[..20]), None, "too small");
         assert_eq!(AuditRecord::decode(b"not json"), None);
     }
 }

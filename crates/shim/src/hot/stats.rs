@@ -1,13 +1,15 @@
 //! The process's statistics (`gpubpf ps`: calls, refusals and program runs counted into
 //! this thread's shard of the stats file) and audit ring, as the hot path reaches them.
 
+use std::fmt::Write as _;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use gpubpf_runtime::dispatch::{AttachedProgram, Decision, RunRecorder};
+use gpubpf_runtime::helpers::text::Text;
 use gpubpf_runtime::maps::Map;
-use gpubpf_runtime::registry::audit::AuditRecord;
+use gpubpf_runtime::registry::audit::AuditRecordRef;
 use gpubpf_runtime::registry::monotonic_ns;
 use gpubpf_runtime::registry::procstats::{Counter, Counters, ProcStats};
 
@@ -42,7 +44,19 @@ fn audit(ctx: &[u64], prog: &AttachedProgram, d: Decision) {
     let w0 = ctx.first().copied().unwrap_or(0);
     let w2 = ctx.get(2).copied().unwrap_or(0);
     let api_id = w0 as u32;
-    let rec = AuditRecord {
+    // Names are borrowed and the record is encoded on the stack: a policy refusing every
+    // call (an application retrying a refused allocation) allocates nothing here.
+    let mut unknown = Text::<16>::new();
+    let api = match gpubpf_runtime::attach::by_id(api_id) {
+        Some(a) => a.name,
+        None => {
+            let _ = write!(unknown, "api#{api_id}");
+            unknown.as_str()
+        }
+    };
+    let mut phase = Text::<8>::new();
+    let _ = write!(phase, "{}", prog.phase);
+    let rec = AuditRecordRef {
         time_ns: monotonic_ns(),
         realtime_ns: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -50,16 +64,24 @@ fn audit(ctx: &[u64], prog: &AttachedProgram, d: Decision) {
         pid: w2 as u32,
         tid: (w2 >> 32) as u32,
         api_id,
-        api: gpubpf_runtime::attach::by_id(api_id)
-            .map_or_else(|| format!("api#{api_id}"), |a| a.name.to_string()),
-        phase: prog.phase.to_string(),
-        object: prog.object.clone(),
-        program: prog.name.clone(),
+        api,
+        phase: phase.as_str(),
+        object: &prog.object,
+        program: &prog.name,
         verdict: d.verdict,
         previous: d.previous,
         shadow: d.shadow,
     };
-    let _ = ring.ringbuf_output(&rec.encode());
+    let mut buf = [0u8; 1024];
+    match rec.encode_into(&mut buf) {
+        Some(n) => {
+            let _ = ring.ringbuf_output_raw(&buf[..n]);
+        }
+        // Names longer than the buffer (object and program names are not bounded).
+        None => {
+            let _ = ring.ringbuf_output_raw(&rec.encode());
+        }
+    }
 }
 
 /// Makes `stats` this process's stats file (leaked: calls in flight may still count into
