@@ -522,7 +522,9 @@ fn note_faults(faults: u32) {
 #[cold]
 #[inline(never)]
 fn log_fault_once() {
-    if !FAULT_LOGGED.swap(true, Ordering::Relaxed) {
+    // Read before swapping: a program that faults on every call then costs no locked
+    // read-modify-write per call after the first.
+    if !FAULT_LOGGED.load(Ordering::Relaxed) && !FAULT_LOGGED.swap(true, Ordering::Relaxed) {
         tracing::warn!(
             "a policy program failed at run time; it counts as verdict 0 (logged once per process)"
         );
