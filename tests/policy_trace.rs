@@ -20,13 +20,27 @@ fn bucket(v: u64) -> u64 {
     u64::from(63 - v.max(1).leading_zeros())
 }
 
+/// A session on the mock stack with `policies/trace.bpf.c` loaded (`None`: skipped).
+fn traced() -> Option<Session> {
+    let s = session()?;
+    let trace = common::cli::build_policy(s.tmp.path(), "policies/trace.bpf.c").expect("trace");
+    ok(&cli(
+        &s.home,
+        &["load", trace.to_str().expect("utf-8 path")],
+    ));
+    Some(s)
+}
+
 #[test]
 fn trace_counts_histograms_and_events_every_call() {
-    let Some(Session { mock, tmp, home }) = session() else {
+    let Some(Session {
+        mock,
+        tmp: _tmp,
+        home,
+    }) = traced()
+    else {
         return;
     };
-    let trace = common::cli::build_policy(tmp.path(), "policies/trace.bpf.c").expect("trace");
-    ok(&cli(&home, &["load", trace.to_str().expect("utf-8 path")]));
     let (launches, pairs) = (7u64, 5u64);
     mock.run_app(
         &home,
@@ -138,11 +152,14 @@ fn events_explains_what_it_cannot_read() {
 /// driver its own way; `proc` is static cudart's.
 #[test]
 fn trace_names_library_kernels_as_cudart_launches_them() {
-    let Some(Session { mock, tmp, home }) = session() else {
+    let Some(Session {
+        mock,
+        tmp: _tmp,
+        home,
+    }) = traced()
+    else {
         return;
     };
-    let trace = common::cli::build_policy(tmp.path(), "policies/trace.bpf.c").expect("trace");
-    ok(&cli(&home, &["load", trace.to_str().expect("utf-8 path")]));
     for route in ["link", "proc"] {
         let out = mock.run_app(&home, route, &["libkernels", "3"]);
         let out = String::from_utf8_lossy(&out.stdout);
