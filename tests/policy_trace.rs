@@ -33,22 +33,16 @@ fn traced() -> Option<Session> {
 
 #[test]
 fn trace_counts_histograms_and_events_every_call() {
-    let Some(Session {
-        mock,
-        tmp: _tmp,
-        home,
-    }) = traced()
-    else {
-        return;
-    };
+    let Some(s) = traced() else { return };
+    let (mock, home) = (&s.mock, &s.home);
     let (launches, pairs) = (7u64, 5u64);
     mock.run_app(
-        &home,
+        home,
         "link",
         &["count", &launches.to_string(), &pairs.to_string()],
     );
 
-    let events = ok_json(&cli(&home, &["-j", "events", "trace.events"]));
+    let events = ok_json(&cli(home, &["-j", "events", "trace.events"]));
     let events = events.as_array().expect("a JSON array");
     let per_api =
         |api: &str| -> Vec<&Value> { events.iter().filter(|e| e["api"] == api).collect() };
@@ -77,7 +71,7 @@ fn trace_counts_histograms_and_events_every_call() {
     assert!(events.iter().all(|e| e["pid"] == pid && e["tid"] == pid));
     // Consumed: a second read finds nothing.
     assert_eq!(
-        ok_json(&cli(&home, &["-j", "events", "trace.events"])),
+        ok_json(&cli(home, &["-j", "events", "trace.events"])),
         Value::Array(vec![])
     );
 
@@ -88,7 +82,7 @@ fn trace_counts_histograms_and_events_every_call() {
         let latency = e["latency_ns"].as_u64().expect("latency_ns");
         *want.entry((api, bucket(latency))).or_default() += 1;
     }
-    let hist = ok_json(&cli(&home, &["-j", "maps", "dump", "trace.latency_hist"]));
+    let hist = ok_json(&cli(home, &["-j", "maps", "dump", "trace.latency_hist"]));
     let have: BTreeMap<(u64, u64), u64> = hist
         .as_array()
         .expect("entries")
@@ -107,7 +101,7 @@ fn trace_counts_histograms_and_events_every_call() {
     assert_eq!(have, want);
 
     // Statistics: every call counted, none failed.
-    let stats = ok_json(&cli(&home, &["-j", "maps", "dump", "trace.stats"]));
+    let stats = ok_json(&cli(home, &["-j", "maps", "dump", "trace.stats"]));
     let calls: u64 = stats
         .as_array()
         .expect("entries")
@@ -152,16 +146,10 @@ fn events_explains_what_it_cannot_read() {
 /// driver its own way; `proc` is static cudart's.
 #[test]
 fn trace_names_library_kernels_as_cudart_launches_them() {
-    let Some(Session {
-        mock,
-        tmp: _tmp,
-        home,
-    }) = traced()
-    else {
-        return;
-    };
+    let Some(s) = traced() else { return };
+    let (mock, home) = (&s.mock, &s.home);
     for route in ["link", "proc"] {
-        let out = mock.run_app(&home, route, &["libkernels", "3"]);
+        let out = mock.run_app(home, route, &["libkernels", "3"]);
         let out = String::from_utf8_lossy(&out.stdout);
         assert_eq!(
             out.lines().filter(|l| l.starts_with("launch ")).count(),
@@ -174,7 +162,7 @@ fn trace_names_library_kernels_as_cudart_launches_them() {
                 .all(|l| l.ends_with(" 0")),
             "{route}: every launch succeeds: {out}"
         );
-        let events = ok_json(&cli(&home, &["-j", "events", "trace.events"]));
+        let events = ok_json(&cli(home, &["-j", "events", "trace.events"]));
         let kernels: Vec<&str> = events
             .as_array()
             .expect("a JSON array")
