@@ -10,7 +10,7 @@ cargo build --release --locked -p gpubpf-shim
 mkdir -p "$DIST"
 cp target/release/gpubpf target/release/libgpubpf.so "$DIST/"
 strip "$DIST/gpubpf" "$DIST/libgpubpf.so"
-for p in quota meminfo trace; do
+for p in quota meminfo trace kernel_guard; do
 	"$DIST/gpubpf" build "policies/$p.bpf.c" -o "$DIST/$p.o" >/dev/null
 done
 # The shim benchmarks' launch policies (tests/gpu/workloads overhead runs): counting, and an

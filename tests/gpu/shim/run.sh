@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The shim on the real driver (issue #13, part 1), on the GPU machine. Takes the artefacts
 # built on the development machine (tests/gpu/shim/build-dist.sh puts them in DIST):
-# gpubpf, libgpubpf.so, quota.o, trace.o. Builds tests/gpu/shim/app.cu with nvcc (static
+# gpubpf, libgpubpf.so, quota.o, trace.o, kernel_guard.o. Builds tests/gpu/shim/app.cu with nvcc (static
 # cudart, the default) and prints one `PASS|FAIL name: detail` line per check, then the
 # raw outputs. Usage: tests/gpu/shim/run.sh [DIST] (default target/gpu-dist).
 set -u
@@ -79,7 +79,8 @@ result graph-and-async $ok "$(cat "$WORK/graph.txt")"
 "$G" maps dump stats -j >"$WORK/stats-graph.json" 2>&1
 
 # 5. Trace events on the real driver: one event per launch, each naming its kernel
-#    (gpubpf_get_kernel_name through the driver's cuFuncGetName): axpy's mangled name.
+#    (gpubpf_get_kernel_name through the driver's cuFuncGetName, or cuKernelGetName for the
+#    library kernel static cudart launches): axpy's mangled name.
 "$G" prog unload trace >/dev/null
 "$G" load "$DIST/trace.o" --name trace >/dev/null
 LD_PRELOAD="$SHIM" "$WORK/app" compute >"$WORK/events-app.txt" 2>"$WORK/events.err"
@@ -96,6 +97,28 @@ print("OK" if len(launches) == app.get("launches") and names == ["_Z4axpyfPKfPfi
 PY
 ok=0; grep -q '^OK$' "$WORK/events-check.txt" && ok=1
 result trace-events-name-kernels $ok "$(tr '\n' ' ' <"$WORK/events-check.txt")"
+
+# 5b. kernel_guard refuses a static-cudart kernel by its name: axpy on the deny-list, every
+#     launch of `app compute` is refused and counted under that name in kernel_denied.
+"$G" load "$DIST/kernel_guard.o" --name kguard --set log_denials=0 >/dev/null
+"$G" maps update kernel_list --key _Z4axpyfPKfPfi --value 0 >/dev/null
+LD_PRELOAD="$SHIM" "$WORK/app" compute >"$WORK/guard-app.txt" 2>&1
+"$G" -j maps dump kernel_denied >"$WORK/guard-denied.json" 2>&1
+python3 - "$WORK/guard-denied.json" <<'PY' >"$WORK/guard-check.txt"
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))
+except ValueError:
+    rows = []
+denied = {r.get("formatted", {}).get("key"): r.get("formatted", {}).get("value") for r in rows}
+print(f"kernel_denied={denied}")
+n = denied.get("_Z4axpyfPKfPfi")
+print("OK" if isinstance(n, int) and n >= 1 else "MISMATCH")
+PY
+ok=0; grep -q '^OK$' "$WORK/guard-check.txt" && ok=1
+result kernel-guard-denies-by-name $ok "$(tr '\n' ' ' <"$WORK/guard-check.txt") app: $(head -c 200 "$WORK/guard-app.txt" | tr '\n' ' ')"
+"$G" prog unload kguard >/dev/null
+"$G" maps delete kernel_list --key _Z4axpyfPKfPfi >/dev/null 2>&1
 
 # 6. PyTorch with quota.o at 1 GiB: same loss as without the shim, a 2 GiB tensor raises
 #    torch.OutOfMemoryError, and the process goes on working.
