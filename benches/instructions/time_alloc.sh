@@ -2,7 +2,7 @@
 # The quota pair timed natively on this machine's CPU, warm (a cross-check of
 # `cargo bench --bench shim -- cuMemAlloc/` that runs where there is no Rust toolchain,
 # e.g. the GPU machine): benches/instructions/loop.c on the mock driver, ROUNDS rounds of
-# 4 096 cuMemAlloc_v2 of 4 KiB each (frees untimed), in processes that alternate REPS times
+# 4 096 cuMemAlloc_v2 of 256 bytes each (frees untimed), in processes that alternate REPS times
 # between calling the mock directly (no shim) and under the shim with policies/quota.bpf.c
 # (limit 1 TiB, no refusal logging), each after the same one-second pause (a process that
 # starts timing at once meets a CPU still ramping up: on the GPU machine's host the direct

@@ -1,5 +1,6 @@
-//! Text formatted in place, for helpers that run inside the application on every call
-//! (`bpf_trace_printk`): a fixed-capacity buffer that `write!` fills without allocating.
+//! Text formatted in place, for what runs inside the application on a policed call
+//! (`bpf_trace_printk`, `gpubpf_get_caller`, the shim's audit records): a fixed-capacity
+//! buffer that `write!` fills without allocating.
 
 use std::fmt;
 

@@ -513,13 +513,11 @@ impl Map {
         if !self.writable {
             return -i64::from(libc::EPERM);
         }
-        if !matches!(self.kind, Kind::Hash(_)) {
-            // Arrays' elements cannot be deleted, ring buffers have none (as `delete`).
-            return -i64::from(if matches!(self.kind, Kind::Array(_)) {
-                libc::EINVAL
-            } else {
-                libc::EOPNOTSUPP
-            });
+        // Arrays' elements cannot be deleted, ring buffers have none (as `delete`).
+        match self.kind {
+            Kind::Hash(_) => {}
+            Kind::Array(_) => return -i64::from(libc::EINVAL),
+            Kind::RingBuf(_) => return -i64::from(libc::EOPNOTSUPP),
         }
         // SAFETY: forwarded contract.
         let k = unsafe { std::slice::from_raw_parts(key, self.spec.key_size as usize) };

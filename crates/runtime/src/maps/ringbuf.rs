@@ -57,13 +57,19 @@ pub(super) enum Refusal {
 }
 
 impl Refusal {
-    /// The (positive) errno a program sees, as [`MapError::errno`] gives it.
+    /// The (positive) errno a program sees: [`MapError::errno`] of the error
+    /// [`RingBuf::reserve`] makes of it, built without its text (an empty name does not
+    /// allocate).
     pub(super) fn errno(self) -> i32 {
         match self {
-            Refusal::TooLarge => libc::EINVAL,
-            Refusal::Full => libc::EAGAIN,
-            Refusal::Lock(_) => libc::EBUSY,
+            Refusal::TooLarge => MapError::RecordTooLarge { len: 0, size: 0 },
+            Refusal::Full => MapError::RingFull,
+            Refusal::Lock(source) => MapError::Lock {
+                name: String::new(),
+                source,
+            },
         }
+        .errno()
     }
 }
 
@@ -83,10 +89,14 @@ impl RingBuf {
         unsafe { &*self.base.add(off).cast::<AtomicU64>() }
     }
 
-    fn lock_at(&self, off: usize) -> Result<super::lock::SharedMutexGuard<'_>, MapError> {
+    /// The lock at `off` (`PRODUCER_LOCK` or `CONSUMER_LOCK`).
+    fn lock_slot(&self, off: usize) -> &SharedMutex {
         // SAFETY: lock slots at fixed offsets, initialised at creation.
-        let l = unsafe { &*self.base.add(off).cast::<SharedMutex>() };
-        l.lock().map_err(|source| MapError::Lock {
+        unsafe { &*self.base.add(off).cast::<SharedMutex>() }
+    }
+
+    fn lock_at(&self, off: usize) -> Result<super::lock::SharedMutexGuard<'_>, MapError> {
+        self.lock_slot(off).lock().map_err(|source| MapError::Lock {
             name: self.name.clone(),
             source,
         })
@@ -154,9 +164,10 @@ impl RingBuf {
             self.drop_record();
             return Err(Refusal::Full);
         }
-        // SAFETY: lock slot at a fixed offset, initialised at creation.
-        let lock = unsafe { &*self.base.add(PRODUCER_LOCK).cast::<SharedMutex>() };
-        let _g = lock.lock().map_err(Refusal::Lock)?;
+        let _g = self
+            .lock_slot(PRODUCER_LOCK)
+            .lock()
+            .map_err(Refusal::Lock)?;
         if self.full_for(total) {
             self.drop_record();
             return Err(Refusal::Full);

@@ -54,8 +54,6 @@ fn audit(ctx: &[u64], prog: &AttachedProgram, d: Decision) {
             unknown.as_str()
         }
     };
-    let mut phase = Text::<8>::new();
-    let _ = write!(phase, "{}", prog.phase);
     let rec = AuditRecordRef {
         time_ns: monotonic_ns(),
         realtime_ns: std::time::SystemTime::now()
@@ -65,7 +63,7 @@ fn audit(ctx: &[u64], prog: &AttachedProgram, d: Decision) {
         tid: (w2 >> 32) as u32,
         api_id,
         api,
-        phase: phase.as_str(),
+        phase: prog.phase.as_str(),
         object: &prog.object,
         program: &prog.name,
         verdict: d.verdict,
