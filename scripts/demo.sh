@@ -50,11 +50,12 @@ trap cleanup EXIT
 export GPUBPF_HOME=$work/registry
 export PATH=$bin:$PATH
 # The mock driver stands in for libcuda.so.1: the shim loads it from here, and the
-# application finds it through its rpath.
+# application finds it through its DT_RPATH (--disable-new-dtags: read before an
+# LD_LIBRARY_PATH that names a real driver, as on a GPU machine).
 export GPUBPF_CUDA_LIBRARY=$work/libcuda.so.1
 "$cc" -O2 -shared -fPIC -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 \
     -o "$work/libcuda.so.1" tests/shim/mock_cuda.c
-"$cc" -O2 -o "$work/train" tests/shim/train.c -L"$work" -l:libcuda.so.1 -Wl,-rpath,"$work"
+"$cc" -O2 -o "$work/train" tests/shim/train.c -L"$work" -l:libcuda.so.1 -Wl,--disable-new-dtags,-rpath,"$work"
 
 step() { printf '\n== %s\n' "$*"; }
 # Prints a command, runs it, and shows its output with the temporary directory as $DEMO.

@@ -10,7 +10,7 @@ build_mock() {
 build_probe() {
 	local w=$1 g=$2 src=$3
 	build_mock "$w"
-	cc -O2 -o "$w/app" benches/cold_cache/app.c "$w/pollute.o" -L"$w" -l:libcuda.so.1 -Wl,-rpath,"$w"
+	cc -O2 -o "$w/app" benches/cold_cache/app.c "$w/pollute.o" -L"$w" -l:libcuda.so.1 -Wl,--disable-new-dtags,-rpath,"$w"
 	case $src in
 	*.c) "$g" build "$src" -o "$w/policy.o" >/dev/null ;;
 	*) cp "$src" "$w/policy.o" ;;

@@ -74,6 +74,13 @@ static int time_allocs(int rounds)
 		return 1;
 	}
 	alloc_size = 256;
+	/* The mock always succeeds; a refusal means the loader found another libcuda.so.1
+	 * (a real driver without a context answers 201 in about 800 ns). */
+	if (cuMemAlloc_v2(&ptrs[0], alloc_size) != 0 || cuMemFree_v2(ptrs[0]) != 0) {
+		fputs("cuMemAlloc_v2 refused: is this the mock driver?\n", stderr);
+		free(per_call);
+		return 1;
+	}
 	alloc_loop(LIVE);
 	free_loop(LIVE);
 	for (int r = 0; r < rounds; r++) {

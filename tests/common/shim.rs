@@ -87,7 +87,7 @@ pub fn mock_stack() -> &'static MockStack {
         cc(&args);
         let (app_src, app_link, app_dyn) = (s("app.c"), o("app_link"), o("app_dyn"));
         let dir_s = o("");
-        let rpath = format!("-Wl,-rpath,{dir_s}");
+        let rpath = format!("-Wl,--disable-new-dtags,-rpath,{dir_s}");
         let lpath = format!("-L{dir_s}");
         let mut args = flags.to_vec();
         args.extend([
