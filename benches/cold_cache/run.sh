@@ -9,12 +9,15 @@
 # the policy costs a cold launch: instructions, I1 misses (code lines), D1 misses (data
 # lines). `--annotate` also prints the per-function split of the run with the policy.
 #   benches/cold_cache/run.sh [POLICY_OBJECT=tests/shim/count_launch.bpf.c] [N=2000] [--annotate]
+# SHIM_SO (default target/release/libgpubpf.so) measures another build of the shim, e.g.
+# benches/pgo/build.sh's `SHIM_SO=target/pgo/libgpubpf.so`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 SRC=${1:-tests/shim/count_launch.bpf.c}
 N=${2:-2000}
 ANNOTATE=${3:-}
+SHIM_SO=$(realpath "${SHIM_SO:-target/release/libgpubpf.so}")
 command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 1; }
 cargo build --release --locked -q -p gpubpf-shim -p gpubpf-loader-cli
 W=$(mktemp -d)
@@ -35,7 +38,7 @@ build_probe "$W" "$G" "$SRC"
 run() { # NAME LAUNCHES
 	valgrind --tool=cachegrind --trace-children=yes --cache-sim=yes --I1=32768,8,64 \
 		--D1=49152,12,64 --LL=33554432,16,64 --cachegrind-out-file="$W/cg.$1.$2" \
-		env LD_PRELOAD="$ROOT/target/release/libgpubpf.so" "$W/app" "$2" 1 4 >"$W/vg.$1.$2" 2>&1 ||
+		env LD_PRELOAD="$SHIM_SO" "$W/app" "$2" 1 4 >"$W/vg.$1.$2" 2>&1 ||
 		{ cat "$W/vg.$1.$2" >&2; exit 1; }
 }
 totals() { cg_annotate --show=Ir,I1mr,D1mr,D1mw "$W/cg.$1" | grep "PROGRAM TOTALS" | tr -d ',' | awk '{print $1, $3, $5, $7}'; }

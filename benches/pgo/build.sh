@@ -5,7 +5,8 @@
 # allocations, frees and launches under quota + count_launch and under quota + trace),
 # then the release shim is built again with that profile, fresh from the source being
 # built. Measured on 2026-12-06 (docs/shim.md, "Profile-guided build"): on the mock it
-# cuts a cold launch's code-line misses (benches/cold_cache/run.sh: count_launch 34 -> 28,
+# cuts a cold launch's code-line misses (`SHIM_SO=target/pgo/libgpubpf.so
+# benches/cold_cache/run.sh [POLICY]` against the plain build: count_launch 34 -> 28,
 # trace 47.7 -> 34.6) and quota's instructions per allocation (1 757 -> 1 602), but on the
 # H100 neither the launch overhead nor the training step moved beyond the machine's noise
 # (tests/gpu/workloads/results/2026-12-06-h100-1-pgo-ab-06b3352.txt), so the release
