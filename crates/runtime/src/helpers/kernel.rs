@@ -130,16 +130,29 @@ pub(super) mod tests {
     static LONG: &[u8] =
         b"_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_\0";
 
+    /// What a resolver stand-in answers: `s` through the out-pointer `name`, or
+    /// `CUDA_ERROR_INVALID_HANDLE` for a handle it does not know.
+    ///
+    /// # Safety
+    /// `name` must be writable (the resolver's caller passes one).
+    unsafe fn answer(name: *mut *const c_char, s: Option<&'static [u8]>) -> i32 {
+        let Some(s) = s else {
+            return 400; // CUDA_ERROR_INVALID_HANDLE
+        };
+        // SAFETY: per contract `name` is writable.
+        unsafe { *name = s.as_ptr().cast() };
+        0
+    }
+
     unsafe extern "C" fn fake(name: *mut *const c_char, f: u64) -> i32 {
         static NAME: &[u8] = b"vector_add\0";
         let s = match f {
-            0x1234 => NAME,
-            0x5678 => LONG,
-            _ => return 400, // CUDA_ERROR_INVALID_HANDLE
+            0x1234 => Some(NAME),
+            0x5678 => Some(LONG),
+            _ => None,
         };
         // SAFETY: the caller passes a writable out-pointer.
-        unsafe { *name = s.as_ptr().cast() };
-        0
+        unsafe { answer(name, s) }
     }
 
     #[test]
@@ -179,12 +192,8 @@ pub(super) mod tests {
     unsafe extern "C" fn library(name: *mut *const c_char, k: u64) -> i32 {
         static NAME: &[u8] = b"library_kernel\0";
         LIBRARY_CALLS.fetch_add(1, Ordering::Relaxed);
-        if k != 0xab00 {
-            return 400; // CUDA_ERROR_INVALID_HANDLE
-        }
         // SAFETY: the caller passes a writable out-pointer.
-        unsafe { *name = NAME.as_ptr().cast() };
-        0
+        unsafe { answer(name, (k == 0xab00).then_some(NAME)) }
     }
 
     #[test]
