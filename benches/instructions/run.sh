@@ -18,7 +18,7 @@ trap 'rm -rf "$W"' EXIT
 G=$ROOT/target/release/gpubpf
 . benches/cold_cache/probe.sh
 build_mock "$W"
-cc -O2 -o "$W/loop" benches/instructions/loop.c -L"$W" -l:libcuda.so.1 -Wl,--disable-new-dtags,-rpath,"$W"
+build_loop "$W"
 "$G" build policies/quota.bpf.c -o "$W/quota.o" >/dev/null
 "$G" build tests/shim/count_launch.bpf.c -o "$W/count.o" >/dev/null
 GPUBPF_HOME="$W/quota" "$G" load "$W/quota.o" --set limit_bytes=1TiB --set log_denials=0 >/dev/null

@@ -6,7 +6,7 @@
 # between calling the mock directly (no shim) and under the shim with policies/quota.bpf.c
 # (limit 1 TiB, no refusal logging), each after the same one-second pause; prints each run
 # and the median of the per-pair differences (quota − direct) of the per-call medians.
-# The loop is linked with DT_RPATH (--disable-new-dtags), which the loader reads before
+# The loop is linked with DT_RPATH (build_loop, --disable-new-dtags), read before
 # LD_LIBRARY_PATH: on the GPU machine LD_LIBRARY_PATH names the real driver, and with
 # DT_RUNPATH the "direct" runs called it (refused without a context, ~815 ns) while the
 # shim's runs called the mock; loop.c also stops when its first allocation is refused.
@@ -32,7 +32,7 @@ else
 fi
 . benches/cold_cache/probe.sh
 build_mock "$W"
-cc -O2 -o "$W/loop" benches/instructions/loop.c -L"$W" -l:libcuda.so.1 -Wl,--disable-new-dtags,-rpath,"$W"
+build_loop "$W"
 export GPUBPF_HOME=$W/reg GPUBPF_CUDA_LIBRARY=$W/libcuda.so.1
 "$G" load "$W/quota.o" --set limit_bytes=1TiB --set log_denials=0 >/dev/null
 for r in $(seq "$REPS"); do

@@ -34,7 +34,7 @@ RUSTFLAGS="-Cprofile-generate=$W/build-prof" \
 G=$ROOT/target/release/gpubpf
 . benches/cold_cache/probe.sh
 build_mock "$W"
-cc -O2 -o "$W/loop" benches/instructions/loop.c -L"$W" -l:libcuda.so.1 -Wl,--disable-new-dtags,-rpath,"$W"
+build_loop "$W"
 "$G" build policies/quota.bpf.c -o "$W/quota.o" >/dev/null
 "$G" build policies/trace.bpf.c -o "$W/trace.o" >/dev/null
 "$G" build tests/shim/count_launch.bpf.c -o "$W/count_launch.o" >/dev/null
