@@ -522,6 +522,14 @@ fn lean_path_matches_the_general_path() {
         ],
     )
     .expect("built");
+    // One program per phase, as the shim's summary runs them (`Chain::summary`): an entry
+    // refusal and an exit override, and an entry program that faults.
+    let forgiving = tempfile::tempdir().expect("tempdir");
+    let one_each =
+        policy_set(forgiving.path(), &[("veto_small.bpf.c", "small", 0)]).expect("built");
+    let looping = tempfile::tempdir().expect("tempdir");
+    let fault_only =
+        policy_set(looping.path(), &[("nested_loops.bpf.c", "nested", 0)]).expect("built");
     let alloc = attach::resolve("cudaMalloc").expect("alias");
     let size_slot = alloc.field("args.bytesize").expect("field").offset as usize / 8;
     let helpers = standard_helpers();
@@ -532,6 +540,8 @@ fn lean_path_matches_the_general_path() {
         (&shadow, shadowed.path()),
         (&pass_only, passing.path()),
         (&two_exits, overriding.path()),
+        (&one_each, forgiving.path()),
+        (&fault_only, looping.path()),
     ] {
         let native = set
             .chain(alloc)
@@ -551,8 +561,9 @@ fn lean_path_matches_the_general_path() {
         for mut chain in [native, interpreted] {
             for fail_closed in [false, true] {
                 chain.fail_closed = fail_closed;
+                let summary = chain.summary();
                 for size in [1u64, 50, 150] {
-                    let run = |every_run: bool, stack: &mut Stack| {
+                    let run = |every_run: bool, summarized: bool, stack: &mut Stack| {
                         let mut c = vec![0u64; alloc.ctx_size as usize / 8];
                         c[0] = 0x5eed;
                         c[size_slot] = size;
@@ -560,20 +571,71 @@ fn lean_path_matches_the_general_path() {
                             every_run,
                             seen: Seen::default(),
                         };
-                        let v = chain.entry_words(&mut c, stack, &mut rec);
+                        let v = if summarized {
+                            // SAFETY: `summary` is this chain's (taken after its last change).
+                            unsafe {
+                                chain.entry_words_summarized(&summary, &mut c, stack, &mut rec)
+                            }
+                        } else {
+                            chain.entry_words(&mut c, stack, &mut rec)
+                        };
                         let after_entry = c.clone();
-                        let exit = chain.exit_words(&mut c, stack, v.verdict, false, &mut rec);
+                        let exit = if summarized {
+                            // SAFETY: as above.
+                            unsafe {
+                                chain.exit_words_summarized(
+                                    &summary, &mut c, stack, v.verdict, false, &mut rec,
+                                )
+                            }
+                        } else {
+                            chain.exit_words(&mut c, stack, v.verdict, false, &mut rec)
+                        };
                         (v, after_entry, exit, c, rec.seen)
                     };
-                    let general = run(true, &mut stack);
-                    let lean = run(false, &mut stack);
+                    let general = run(true, false, &mut stack);
+                    let lean = run(false, false, &mut stack);
                     assert_eq!(lean, general, "size {size}, fail_closed {fail_closed}");
+                    let summarized = run(false, true, &mut stack);
+                    assert_eq!(
+                        summarized, general,
+                        "summarized: size {size}, fail_closed {fail_closed}"
+                    );
                     cases += 1;
                 }
             }
         }
     }
-    assert_eq!(cases, 48);
+    assert_eq!(cases, 72);
+    // The summaries of the one-program chains hold their programs (native only): the
+    // summarized runs above took the summary's own path there.
+    let native = |set: &PolicySet| {
+        set.chain(alloc)
+            .expect("chain")
+            .to_native(&helpers)
+            .expect("jit")
+    };
+    for (set, entry, exit) in [
+        (&one_each, true, true),
+        (&fault_only, true, false),
+        (&pass_only, true, false),
+        (&faulting, false, true),
+        (&two_exits, false, false),
+    ] {
+        let s = native(set).summary();
+        assert_eq!((s.has_lean_entry(), s.has_lean_exit()), (entry, exit));
+    }
+    assert!(
+        !shadow
+            .chain(alloc)
+            .expect("chain")
+            .summary()
+            .has_lean_entry(),
+        "shadow"
+    );
+    let interpreted = one_each.chain(alloc).expect("chain");
+    if interpreted.interpreted() {
+        assert!(!interpreted.summary().has_lean_entry(), "interpreted");
+    }
     // The cases above reach every out-of-line branch: a fault, a refusal after a program
     // that let the call through, a shadow program first, an exit override.
     let mut c = vec![0u64; alloc.ctx_size as usize / 8];

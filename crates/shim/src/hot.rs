@@ -45,7 +45,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 use gpubpf_runtime::attach::abi::FLAG_CAPTURING;
-use gpubpf_runtime::dispatch::{Chain, EntryVerdict, Stack};
+use gpubpf_runtime::dispatch::{Chain, ChainSummary, EntryVerdict, Stack};
 use gpubpf_runtime::helper_table::STACK_SIZE;
 use gpubpf_runtime::registry::monotonic_ns;
 use gpubpf_runtime::registry::procstats::Counter;
@@ -220,6 +220,9 @@ struct ThreadState {
     last_chain: Cell<*const Chain>,
     /// Entry time and refusal of the calls in flight, by depth.
     frames: [Cell<Frame>; FRAMES],
+    /// [`Chain::summary`] of `last_chain`, set with the pair (a line of its own): what an
+    /// outermost call reads of its chain, without the chain's and its programs' lines.
+    summary: SummaryLine,
     /// The chain this thread last used, per attach point. Only an outermost policed call
     /// (`calls` was 0) touches it, and nothing replaces the entry it holds until it has
     /// left (nested calls hold their chains by references of their own).
@@ -227,6 +230,10 @@ struct ThreadState {
     /// The BPF stack of this thread's policy runs.
     stack: UnsafeCell<Stack>,
 }
+
+/// A [`ChainSummary`] on a cache line of its own.
+#[repr(C, align(64))]
+struct SummaryLine(Cell<ChainSummary>);
 
 // The fields before `frames` and the outermost call's frame share the first line.
 const _: () =
@@ -261,6 +268,7 @@ thread_local! {
                     caller: 0,
                 })
             }; FRAMES],
+            summary: SummaryLine(Cell::new(ChainSummary::EMPTY)),
             cache: UnsafeCell::new([const { None }; POINT_COUNT]),
             stack: UnsafeCell::new(Stack([0; STACK_SIZE])),
         }
@@ -455,6 +463,8 @@ fn hold(point: usize) -> Option<Policed> {
                     refresh(entry, slot)?
                 }
             };
+            // SAFETY: the cache entry holds `chain` (alive until the entry is replaced).
+            thread.summary.0.set(unsafe { &*chain }.summary());
             thread
                 .last_point
                 .set(u32::try_from(point).unwrap_or(NO_POINT));
@@ -617,6 +627,26 @@ impl Policed {
         unsafe { &*self.chain_ptr() }
     }
 
+    /// Whether this is a call nested in another policed call on this thread.
+    #[inline(always)]
+    fn is_nested(&self) -> bool {
+        self.tagged.get() & DEPTH_MASK != 0
+    }
+
+    /// The summary of an outermost call's chain, in the thread's state (set with the
+    /// last-chain pair, which names this chain for the whole call: only an outermost
+    /// call's `hold` changes it), read in place: a copy would be a 64-byte store to the
+    /// stack, a line the driver's work may have evicted. A nested call makes its own from
+    /// its chain, out of line ([`Policed::enter_nested`], [`Policed::exit_nested`]).
+    #[inline(always)]
+    fn outer_summary(&self) -> &ChainSummary {
+        debug_assert!(!self.is_nested());
+        // SAFETY: only `hold` of an outermost call writes the summary, and none runs on this
+        // thread while this outermost call is in flight (`calls` is non-zero); the state is
+        // this thread's alone (`Policed` is neither `Send` nor `Sync`).
+        unsafe { &*self.thread.summary.0.as_ptr() }
+    }
+
     /// This call's frame in the thread's state.
     #[inline(always)]
     fn frame(&self) -> Option<&Cell<Frame>> {
@@ -625,10 +655,10 @@ impl Policed {
 
     /// The ctx header's four words: api id, phase (entry), device, flags, pid, tid, variant.
     #[inline(always)]
-    fn header(&self, api_id: u32, variant: u32, flags: u32) -> [u64; 4] {
+    fn header(&self, s: &ChainSummary, api_id: u32, variant: u32, flags: u32) -> [u64; 4] {
         // The device costs a driver call: only when some program reads it (the verifier
         // reports every ctx field a program reads); -1 ("unknown") otherwise.
-        let device = if self.chain().reads_device {
+        let device = if s.reads_device() {
             current_device()
         } else {
             -1
@@ -647,8 +677,8 @@ impl Policed {
     /// `hdr.flags`. On a per-thread variant (`per_thread`) a NULL stream is the thread's
     /// default stream (`CU_STREAM_PER_THREAD`).
     #[inline(always)]
-    fn capturing(&self, c: &mut [u64], stream: *mut c_void, per_thread: bool) {
-        if self.chain().reads_flags {
+    fn capturing(&self, s: &ChainSummary, c: &mut [u64], stream: *mut c_void, per_thread: bool) {
+        if s.reads_flags() {
             capture_flag(c, stream, per_thread);
         }
     }
@@ -664,25 +694,53 @@ impl Policed {
         call: Call,
         stream: Option<(*mut c_void, bool)>,
     ) -> Option<CUresult> {
-        let h = self.header(call.api_id, call.variant, call.flags);
+        if self.is_nested() {
+            return self.enter_nested(c, call, stream);
+        }
+        self.enter_with(self.outer_summary(), c, call, stream)
+    }
+
+    /// [`Policed::enter`] of a nested call, with a summary of its own chain.
+    #[cold]
+    #[inline(never)]
+    fn enter_nested(
+        &self,
+        c: &mut [u64],
+        call: Call,
+        stream: Option<(*mut c_void, bool)>,
+    ) -> Option<CUresult> {
+        self.enter_with(&self.chain().summary(), c, call, stream)
+    }
+
+    /// [`Policed::enter`] with `s`, the summary of this call's chain.
+    #[inline(always)]
+    fn enter_with(
+        &self,
+        s: &ChainSummary,
+        c: &mut [u64],
+        call: Call,
+        stream: Option<(*mut c_void, bool)>,
+    ) -> Option<CUresult> {
+        let h = self.header(s, call.api_id, call.variant, call.flags);
         if let Some(head) = c.get_mut(..4) {
             head.copy_from_slice(&h);
         }
         if let Some((stream, per_thread)) = stream {
-            self.capturing(c, stream, per_thread);
+            self.capturing(s, c, stream, per_thread);
         }
-        let chain = self.chain();
-        if chain.wants_caller {
+        if s.wants_caller() {
             self.capture_caller();
         }
         let mut rec = Recorder::new(self.thread);
-        rec.add(Counter::calls, chain.stats_slot);
-        if chain.entry.is_empty() && !chain.broken {
+        rec.add(Counter::calls, s.stats_slot);
+        if s.entry_is_idle() {
             return None;
         }
+        let chain = self.chain();
+        // SAFETY: `s` is the summary of this call's chain (the caller's contract).
         let v = self
             .thread
-            .with_stack(|stack| chain.entry_words(c, stack, &mut rec))?;
+            .with_stack(|stack| unsafe { chain.entry_words_summarized(s, c, stack, &mut rec) })?;
         if v.verdict == 0 && v.faults == 0 {
             return None;
         }
@@ -712,10 +770,33 @@ impl Policed {
     /// Ends the call (the chain is released here). Out of line, shared by every wrapper.
     #[inline(never)]
     pub(crate) fn exit(self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
-        let r = if self.chain().exit.is_empty() {
+        if self.is_nested() {
+            return self.exit_nested(c, result, out_valid);
+        }
+        self.exit_with(self.outer_summary(), c, result, out_valid)
+    }
+
+    /// [`Policed::exit`] of a nested call, with a summary of its own chain.
+    #[cold]
+    #[inline(never)]
+    fn exit_nested(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
+        let s = self.chain().summary();
+        self.exit_with(&s, c, result, out_valid)
+    }
+
+    /// [`Policed::exit`] with `s`, the summary of this call's chain.
+    #[inline(always)]
+    fn exit_with(
+        &self,
+        s: &ChainSummary,
+        c: &mut [u64],
+        result: CUresult,
+        out_valid: bool,
+    ) -> CUresult {
+        let r = if s.exit_is_empty() {
             result
         } else {
-            self.run_exit(c, result, out_valid)
+            self.run_exit(s, c, result, out_valid)
         };
         if let Some(frame) = self.frame().map(Cell::get).filter(|f| f.t_entry != 0) {
             self.record(c, frame, result, r, out_valid);
@@ -761,18 +842,24 @@ impl Policed {
     }
 
     #[inline(never)]
-    fn run_exit(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
+    fn run_exit(
+        &self,
+        s: &ChainSummary,
+        c: &mut [u64],
+        result: CUresult,
+        out_valid: bool,
+    ) -> CUresult {
         let chain = self.chain();
-        if chain.wants_caller {
+        if s.wants_caller() {
             // A nested call's programs may have set another caller meanwhile.
             let ip = self.frame().map_or(0, |f| f.get().caller);
             gpubpf_runtime::helpers::caller::set_caller(ip);
         }
         let mut rec = Recorder::new(self.thread);
-        match self
-            .thread
-            .with_stack(|stack| chain.exit_words(c, stack, result, out_valid, &mut rec))
-        {
+        // SAFETY: `s` is the summary of this call's chain (the caller's contract).
+        match self.thread.with_stack(|stack| unsafe {
+            chain.exit_words_summarized(s, c, stack, result, out_valid, &mut rec)
+        }) {
             Some((r, faults)) => {
                 note_faults(faults);
                 r

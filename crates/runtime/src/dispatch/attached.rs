@@ -7,7 +7,7 @@ use gpubpf_verifier::VerifyStats;
 use crate::attach::Phase;
 use crate::helper_table::{HelperTable, STACK_SIZE};
 use crate::interp::{self, Interpreter};
-use crate::jit::{self, CompiledProgram, JitError};
+use crate::jit::{self, CompiledProgram, JitError, RawEntry};
 use crate::program::PreparedProgram;
 
 use super::ctx::CtxBuf;
@@ -97,6 +97,36 @@ pub struct AttachedProgram {
 // (the first two fields of `CompiledProgram`, after the tag's 8 bytes) fit the first line.
 const _: () = assert!(std::mem::offset_of!(AttachedProgram, code) + 8 + 16 <= 64);
 
+/// A native, non-shadow program's entry point, iteration budget and ctx size, copied out
+/// of its [`AttachedProgram`] ([`AttachedProgram::lean`]) for a [`super::ChainSummary`].
+/// It runs that program's code, so it is valid only while the program lives.
+#[derive(Debug, Clone, Copy)]
+pub struct LeanProgram {
+    pub(super) entry: RawEntry,
+    pub(super) ctx_size: u32,
+}
+
+impl LeanProgram {
+    /// [`AttachedProgram::native_words`] of the program this was taken from.
+    ///
+    /// # Safety
+    /// That program is still alive.
+    #[inline(always)]
+    pub(super) unsafe fn run_words(self, ctx: &mut [u64], stack: &mut Stack) -> Option<(u64, u64)> {
+        if ctx.len().saturating_mul(8) < self.ctx_size as usize {
+            return None;
+        }
+        // SAFETY: as in `AttachedProgram::native_words`: the program (alive, the caller's
+        // contract, with the maps its `prepared` keeps) was verified against the layout of
+        // its attach point, which spans `ctx_size` bytes, and `ctx` (8-byte aligned) is at
+        // least that long.
+        Some(unsafe {
+            self.entry
+                .execute_raw([ctx.as_mut_ptr() as u64, 0, 0, 0, 0], &mut stack.0)
+        })
+    }
+}
+
 /// The parts of an [`AttachedProgram`] besides its code, as the build produced them.
 #[derive(Debug)]
 pub(super) struct ProgramParts {
@@ -153,6 +183,18 @@ impl AttachedProgram {
             stats_slot: self.stats_slot,
             shadow: self.shadow,
         })
+    }
+
+    /// What the lean path needs to run it ([`LeanProgram`]): `None` for a shadow program
+    /// or one on the interpreter, which take the general path.
+    pub fn lean(&self) -> Option<LeanProgram> {
+        match &self.code {
+            Code::Native(c) if !self.shadow => Some(LeanProgram {
+                entry: c.raw_entry(),
+                ctx_size: self.ctx_size,
+            }),
+            _ => None,
+        }
     }
 
     /// Whether it runs as native code (rather than on the interpreter).

@@ -21,12 +21,14 @@ mod build;
 mod chain;
 mod ctx;
 mod parallel;
+mod summary;
 mod words;
 
-pub use attached::{AttachedProgram, RunError, Stack, Tier, WordsError};
+pub use attached::{AttachedProgram, LeanProgram, RunError, Stack, Tier, WordsError};
 pub use build::{BuiltProgram, LoadedObject, VerifiedProgram};
 pub use chain::{CallOutcome, Chain, FailedObject, PolicySet};
 pub use ctx::CtxBuf;
+pub use summary::ChainSummary;
 pub use words::{Decision, EntryVerdict, NoRecorder, RunRecorder, FAIL_CLOSED_RESULT};
 
 /// Errors building or running policies.

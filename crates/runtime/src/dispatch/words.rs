@@ -7,6 +7,7 @@ use crate::attach::Phase;
 
 use super::attached::{AttachedProgram, Stack, WordsError};
 use super::chain::Chain;
+use super::summary::ChainSummary;
 
 /// What the entry programs decided, from [`Chain::entry_words`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -154,6 +155,27 @@ fn set_low(w: &mut u64, v: u32) {
     *w = (*w & !0xffff_ffff) | u64::from(v);
 }
 
+/// Sets the header of an exit run: `hdr.phase` exit, `hdr.result` `result`,
+/// `GPUBPF_CTX_F_OUT_VALID` as `out_valid` says.
+#[inline(always)]
+fn set_exit_header(ctx: &mut [u64], result: u32, out_valid: bool) {
+    if let Some(w) = ctx.get_mut(W_PHASE) {
+        set_high(w, Phase::Exit.ctx_value());
+    }
+    if let Some(w) = ctx.get_mut(W_FLAGS) {
+        let flags = (*w >> 32) as u32;
+        let flags = if out_valid {
+            flags | FLAG_OUT_VALID
+        } else {
+            flags & !FLAG_OUT_VALID
+        };
+        set_high(w, flags);
+    }
+    if let Some(w) = ctx.get_mut(W_RESULT) {
+        set_low(w, result);
+    }
+}
+
 /// Header words of a word ctx (little-endian hosts: the field at byte offset `8k + 4` is
 /// the high half of word `k`).
 const _: () = assert!(cfg!(target_endian = "little"));
@@ -207,6 +229,94 @@ impl Chain {
             self.entry_from(i, ctx, stack, rec, &mut out);
         }
         out
+    }
+
+    /// [`Chain::entry_words`], told by `summary` what the chain holds: a chain of one lean
+    /// entry program runs it from the summary, without reading the chain's or the
+    /// program's own lines (module `summary`); any other chain, a recorder that counts
+    /// runs, or a refusal or fault of that program go the way `entry_words` goes.
+    ///
+    /// # Safety
+    /// `summary` is [`Chain::summary`] of `self`.
+    #[inline(always)]
+    pub unsafe fn entry_words_summarized(
+        &self,
+        summary: &ChainSummary,
+        ctx: &mut [u64],
+        stack: &mut Stack,
+        rec: &mut impl RunRecorder,
+    ) -> EntryVerdict {
+        if let Some(p) = summary.entry.filter(|_| !rec.counts_runs()) {
+            if let Some(w) = ctx.get_mut(W_PHASE) {
+                set_high(w, Phase::Entry.ctx_value());
+            }
+            // SAFETY: the summary's program is `self.entry[0]` (the caller's contract),
+            // alive as long as `self`.
+            if let Some((value, status)) = unsafe { p.run_words(ctx, stack) } {
+                if status != 0 || value != 0 {
+                    return self.entry_settle(0, value, status, ctx, stack, rec);
+                }
+                return EntryVerdict::default();
+            }
+        }
+        self.entry_words_out_of_line(ctx, stack, rec)
+    }
+
+    /// [`Chain::entry_words`], not inlined into [`Chain::entry_words_summarized`]: the
+    /// summarized path stays small enough to be inlined into its caller whole.
+    #[inline(never)]
+    fn entry_words_out_of_line(
+        &self,
+        ctx: &mut [u64],
+        stack: &mut Stack,
+        rec: &mut impl RunRecorder,
+    ) -> EntryVerdict {
+        self.entry_words(ctx, stack, rec)
+    }
+
+    /// [`Chain::exit_words`] with a [`ChainSummary`], as [`Chain::entry_words_summarized`]
+    /// is for the entry programs.
+    ///
+    /// # Safety
+    /// `summary` is [`Chain::summary`] of `self`.
+    #[inline(always)]
+    pub unsafe fn exit_words_summarized(
+        &self,
+        summary: &ChainSummary,
+        ctx: &mut [u64],
+        stack: &mut Stack,
+        result: u32,
+        out_valid: bool,
+        rec: &mut impl RunRecorder,
+    ) -> (u32, u32) {
+        let Some(p) = summary
+            .exit
+            .filter(|p| !rec.counts_runs() && ctx.len().saturating_mul(8) >= p.ctx_size as usize)
+        else {
+            return self.exit_words_out_of_line(ctx, stack, result, out_valid, rec);
+        };
+        set_exit_header(ctx, result, out_valid);
+        // SAFETY: the summary's program is `self.exit[0]` (the caller's contract), alive as
+        // long as `self`.
+        let (_, status) = unsafe { p.run_words(ctx, stack) }.unwrap_or((0, 0));
+        let after = result_in(ctx, result);
+        if status != 0 || after != result {
+            return self.exit_settle(0, status, result, after, ctx, stack, result, rec);
+        }
+        (result, 0)
+    }
+
+    /// [`Chain::exit_words`], not inlined into [`Chain::exit_words_summarized`].
+    #[inline(never)]
+    fn exit_words_out_of_line(
+        &self,
+        ctx: &mut [u64],
+        stack: &mut Stack,
+        result: u32,
+        out_valid: bool,
+        rec: &mut impl RunRecorder,
+    ) -> (u32, u32) {
+        self.exit_words(ctx, stack, result, out_valid, rec)
     }
 
     /// The entry programs from index `start` on, each reported to `rec`.
@@ -315,21 +425,7 @@ impl Chain {
         out_valid: bool,
         rec: &mut impl RunRecorder,
     ) -> (u32, u32) {
-        if let Some(w) = ctx.get_mut(W_PHASE) {
-            set_high(w, Phase::Exit.ctx_value());
-        }
-        if let Some(w) = ctx.get_mut(W_FLAGS) {
-            let flags = (*w >> 32) as u32;
-            let flags = if out_valid {
-                flags | FLAG_OUT_VALID
-            } else {
-                flags & !FLAG_OUT_VALID
-            };
-            set_high(w, flags);
-        }
-        if let Some(w) = ctx.get_mut(W_RESULT) {
-            set_low(w, result);
-        }
+        set_exit_header(ctx, result, out_valid);
         let mut i = 0;
         if !rec.counts_runs() {
             // As in `entry_words`: native programs that leave the result as it is, in a

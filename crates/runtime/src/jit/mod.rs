@@ -191,6 +191,37 @@ impl ExecError {
 /// The entry trampoline: `(args, fp, run) -> r0`.
 type EntryFn = unsafe extern "C" fn(*const [u64; 5], u64, *mut RunState) -> u64;
 
+/// A compiled program's entry point and iteration budget, copied out of its
+/// [`CompiledProgram`] ([`CompiledProgram::raw_entry`]): what a run needs, in 16 bytes a
+/// caller can keep in its own cache line instead of reading the program's. It runs the
+/// code of that program, so it is valid only while the program lives.
+#[derive(Clone, Copy, Debug)]
+pub struct RawEntry {
+    entry: EntryFn,
+    iteration_budget: u64,
+}
+
+impl RawEntry {
+    /// [`CompiledProgram::execute_raw`] of the program this entry was taken from.
+    ///
+    /// # Safety
+    /// That program is still alive, and the contract of [`CompiledProgram::execute`] holds.
+    #[inline(always)]
+    pub unsafe fn execute_raw(self, args: [u64; 5], stack: &mut [u8; STACK_SIZE]) -> (u64, u64) {
+        let fp = stack.as_mut_ptr().wrapping_add(STACK_SIZE) as u64;
+        let mut run = RunState {
+            budget: self.iteration_budget,
+            fp_floor: stack.as_mut_ptr().wrapping_add(STACK_SIZE_PER_FRAME) as u64,
+            status: 0,
+        };
+        // SAFETY: `entry` points at the trampoline inside the code of a program that is alive
+        // (the caller's contract); it follows the C ABI of `EntryFn`, and `run` outlives the
+        // call. Memory safety of the program itself is the caller's contract.
+        let r0 = unsafe { (self.entry)(&args, fp, &mut run) };
+        (r0, run.status)
+    }
+}
+
 /// State of one run, shared by all its frames: every compiled function receives its
 /// address (offsets `translate::RUN_*`).
 #[repr(C)]
@@ -309,17 +340,19 @@ impl CompiledProgram {
     /// As for [`CompiledProgram::execute`].
     #[inline(always)]
     pub unsafe fn execute_raw(&self, args: [u64; 5], stack: &mut [u8; STACK_SIZE]) -> (u64, u64) {
-        let fp = stack.as_mut_ptr().wrapping_add(STACK_SIZE) as u64;
-        let mut run = RunState {
-            budget: self.iteration_budget,
-            fp_floor: stack.as_mut_ptr().wrapping_add(STACK_SIZE_PER_FRAME) as u64,
-            status: 0,
-        };
-        // SAFETY: `entry` points at the trampoline inside `self.code`, which lives as long as
-        // `self`; it follows the C ABI of `EntryFn`, and `run` outlives the call. Memory
-        // safety of the program itself is the caller's contract.
-        let r0 = unsafe { (self.entry)(&args, fp, &mut run) };
-        (r0, run.status)
+        // SAFETY: the entry point of `self`, which is alive for the call; the rest is the
+        // caller's contract.
+        unsafe { self.raw_entry().execute_raw(args, stack) }
+    }
+
+    /// This program's entry point and iteration budget, to be kept beside a caller's own
+    /// state ([`RawEntry`]).
+    #[inline(always)]
+    pub fn raw_entry(&self) -> RawEntry {
+        RawEntry {
+            entry: self.entry,
+            iteration_budget: self.iteration_budget,
+        }
     }
 
     /// The error of a run that ended with non-zero `status` ([`CompiledProgram::execute_raw`]).

@@ -3,6 +3,10 @@
 use super::*;
 use crate::generated::POINT_IDS;
 
+/// Held by the tests that publish chains: `publish` replaces every point's chain, so two
+/// of them running at once would see each other's.
+static PUBLISHING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn out_values_are_read_and_written_with_their_size_and_sign() {
     let mut word: u64 = u64::MAX;
@@ -57,6 +61,9 @@ fn launch_block_from_a_launch_config() {
 /// unheld.
 #[test]
 fn the_last_chain_pair_follows_the_cache_entry() {
+    let _serial = PUBLISHING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     set_ready(true); // no initialisation in a unit test
     let id = POINT_IDS[0];
     let thread = thread_state().expect("thread state");
@@ -83,5 +90,46 @@ fn the_last_chain_pair_follows_the_cache_entry() {
     let third = hold(0).expect("published again");
     assert_eq!(thread.last_chain.get(), third.chain_ptr());
     drop(third);
+    publish_nothing();
+}
+
+/// An outermost call reads its chain's summary from the thread's state, set with the last
+/// (point, chain) pair: a newly published chain's summary replaces the old one at the next
+/// call, and a call nested in another takes the summary of its own chain.
+#[test]
+fn the_summary_follows_the_last_chain_pair() {
+    let _serial = PUBLISHING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    set_ready(true); // no initialisation in a unit test
+    let id = POINT_IDS[1];
+    let chain = |reads_device: bool, slot: u32| Chain {
+        reads_device,
+        stats_slot: Some(slot),
+        ..Chain::default()
+    };
+    publish(std::collections::BTreeMap::from([(id, chain(true, 3))]));
+    let first = hold(1).expect("a chain is published");
+    let s = *first.outer_summary();
+    assert!(s.reads_device() && s.entry_is_idle() && s.exit_is_empty());
+    assert_eq!(s.stats_slot, Some(3));
+    // A call nested in the first one's driver call, after a new chain was published.
+    publish(std::collections::BTreeMap::from([(id, chain(false, 4))]));
+    let nested = hold(1).expect("nested");
+    assert_ne!(nested.chain_ptr(), first.chain_ptr());
+    assert!(nested.is_nested());
+    let n = nested.chain().summary();
+    assert_eq!((n.reads_device(), n.stats_slot), (false, Some(4)));
+    drop(nested);
+    assert_eq!(
+        first.outer_summary().stats_slot,
+        Some(3),
+        "the outer call keeps its chain's"
+    );
+    drop(first);
+    let next = hold(1).expect("still published");
+    let s = *next.outer_summary();
+    assert_eq!((s.reads_device(), s.stats_slot), (false, Some(4)));
+    drop(next);
     publish_nothing();
 }
