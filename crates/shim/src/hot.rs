@@ -20,7 +20,11 @@
 //!    Either keeps that chain alive until the call has left, however often the watcher
 //!    thread publishes a new one meanwhile (RCU). A thread's cache keeps the last chain it
 //!    used per point alive until the thread uses that point again or exits. It then fills
-//!    the header and runs the entry programs (a non-zero verdict skips the real call).
+//!    the header and runs the entry programs (a non-zero verdict skips the real call). An
+//!    outermost call reads what it needs of its chain (flags, statistics slot, a lone
+//!    native program's entry point) from the chain's summary in its thread's state
+//!    (`gpubpf_runtime::dispatch::ChainSummary`, set with the thread's last chain), not
+//!    from the chain's and the program's own lines: two dependent cache misses fewer.
 //! 3. The real call with writable arguments read back from their slots, out-values read
 //!    after success ([`read_out`]), [`Policed::exit`] (exit programs, which may override
 //!    the result; out of line too; it releases the chain), and write-backs of writable
