@@ -191,8 +191,9 @@ impl Chain {
     /// that let the call through run in a loop that keeps nothing else (shadow programs,
     /// the interpreter, refusals and faults continue out of line, from the program at hand,
     /// with the same effects): a few contiguous cache lines of code (docs/shim.md, "Cache
-    /// lines of a policed call").
-    #[inline]
+    /// lines of a policed call"). Not inlined: the shim inlines
+    /// [`Chain::entry_words_summarized`] whole, and this is its general case.
+    #[inline(never)]
     pub fn entry_words(
         &self,
         ctx: &mut [u64],
@@ -259,18 +260,6 @@ impl Chain {
                 return EntryVerdict::default();
             }
         }
-        self.entry_words_out_of_line(ctx, stack, rec)
-    }
-
-    /// [`Chain::entry_words`], not inlined into [`Chain::entry_words_summarized`]: the
-    /// summarized path stays small enough to be inlined into its caller whole.
-    #[inline(never)]
-    fn entry_words_out_of_line(
-        &self,
-        ctx: &mut [u64],
-        stack: &mut Stack,
-        rec: &mut impl RunRecorder,
-    ) -> EntryVerdict {
         self.entry_words(ctx, stack, rec)
     }
 
@@ -293,7 +282,7 @@ impl Chain {
             .exit
             .filter(|p| !rec.counts_runs() && ctx.len().saturating_mul(8) >= p.ctx_size as usize)
         else {
-            return self.exit_words_out_of_line(ctx, stack, result, out_valid, rec);
+            return self.exit_words(ctx, stack, result, out_valid, rec);
         };
         set_exit_header(ctx, result, out_valid);
         // SAFETY: the summary's program is `self.exit[0]` (the caller's contract), alive as
@@ -304,19 +293,6 @@ impl Chain {
             return self.exit_settle(0, status, result, after, ctx, stack, result, rec);
         }
         (result, 0)
-    }
-
-    /// [`Chain::exit_words`], not inlined into [`Chain::exit_words_summarized`].
-    #[inline(never)]
-    fn exit_words_out_of_line(
-        &self,
-        ctx: &mut [u64],
-        stack: &mut Stack,
-        result: u32,
-        out_valid: bool,
-        rec: &mut impl RunRecorder,
-    ) -> (u32, u32) {
-        self.exit_words(ctx, stack, result, out_valid, rec)
     }
 
     /// The entry programs from index `start` on, each reported to `rec`.
@@ -416,7 +392,8 @@ impl Chain {
     /// program, and returns the final result (which a program may have overridden) and the
     /// number of programs that failed. A failing exit program never changes the result,
     /// even when failing closed: the call has happened, and refusing it now would leak
-    /// what it created.
+    /// what it created. Not inlined, as [`Chain::entry_words`].
+    #[inline(never)]
     pub fn exit_words(
         &self,
         ctx: &mut [u64],
