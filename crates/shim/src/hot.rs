@@ -701,7 +701,8 @@ impl Policed {
         if self.is_nested() {
             return self.enter_nested(c, call, stream);
         }
-        self.enter_with(self.outer_summary(), c, call, stream)
+        // SAFETY: an outermost call's summary is its chain's (`Policed::outer_summary`).
+        unsafe { self.enter_with(self.outer_summary(), c, call, stream) }
     }
 
     /// [`Policed::enter`] of a nested call, with a summary of its own chain.
@@ -713,12 +714,16 @@ impl Policed {
         call: Call,
         stream: Option<(*mut c_void, bool)>,
     ) -> Option<CUresult> {
-        self.enter_with(&self.chain().summary(), c, call, stream)
+        // SAFETY: the summary of this call's chain, made just now.
+        unsafe { self.enter_with(&self.chain().summary(), c, call, stream) }
     }
 
-    /// [`Policed::enter`] with `s`, the summary of this call's chain.
+    /// [`Policed::enter`] with `s`.
+    ///
+    /// # Safety
+    /// `s` is the summary of this call's chain (it runs the programs `s` names).
     #[inline(always)]
-    fn enter_with(
+    unsafe fn enter_with(
         &self,
         s: &ChainSummary,
         c: &mut [u64],
@@ -741,7 +746,7 @@ impl Policed {
             return None;
         }
         let chain = self.chain();
-        // SAFETY: `s` is the summary of this call's chain (the caller's contract).
+        // SAFETY: `s` is the summary of `chain` (this function's contract).
         let v = self
             .thread
             .with_stack(|stack| unsafe { chain.entry_words_summarized(s, c, stack, &mut rec) })?;
@@ -777,7 +782,8 @@ impl Policed {
         if self.is_nested() {
             return self.exit_nested(c, result, out_valid);
         }
-        self.exit_with(self.outer_summary(), c, result, out_valid)
+        // SAFETY: an outermost call's summary is its chain's (`Policed::outer_summary`).
+        unsafe { self.exit_with(self.outer_summary(), c, result, out_valid) }
     }
 
     /// [`Policed::exit`] of a nested call, with a summary of its own chain.
@@ -785,12 +791,16 @@ impl Policed {
     #[inline(never)]
     fn exit_nested(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
         let s = self.chain().summary();
-        self.exit_with(&s, c, result, out_valid)
+        // SAFETY: the summary of this call's chain, made just now.
+        unsafe { self.exit_with(&s, c, result, out_valid) }
     }
 
-    /// [`Policed::exit`] with `s`, the summary of this call's chain.
+    /// [`Policed::exit`] with `s`.
+    ///
+    /// # Safety
+    /// `s` is the summary of this call's chain (it runs the programs `s` names).
     #[inline(always)]
-    fn exit_with(
+    unsafe fn exit_with(
         &self,
         s: &ChainSummary,
         c: &mut [u64],
@@ -800,7 +810,8 @@ impl Policed {
         let r = if s.exit_is_empty() {
             result
         } else {
-            self.run_exit(s, c, result, out_valid)
+            // SAFETY: forwarded contract.
+            unsafe { self.run_exit(s, c, result, out_valid) }
         };
         if let Some(frame) = self.frame().map(Cell::get).filter(|f| f.t_entry != 0) {
             self.record(c, frame, result, r, out_valid);
@@ -845,8 +856,12 @@ impl Policed {
         gpubpf_runtime::helpers::caller::set_caller(ip);
     }
 
+    /// The exit programs of this call's chain.
+    ///
+    /// # Safety
+    /// As for [`Policed::exit_with`].
     #[inline(never)]
-    fn run_exit(
+    unsafe fn run_exit(
         &self,
         s: &ChainSummary,
         c: &mut [u64],
@@ -860,7 +875,7 @@ impl Policed {
             gpubpf_runtime::helpers::caller::set_caller(ip);
         }
         let mut rec = Recorder::new(self.thread);
-        // SAFETY: `s` is the summary of this call's chain (the caller's contract).
+        // SAFETY: `s` is the summary of `chain` (this function's contract).
         match self.thread.with_stack(|stack| unsafe {
             chain.exit_words_summarized(s, c, stack, result, out_valid, &mut rec)
         }) {
