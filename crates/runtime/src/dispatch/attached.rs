@@ -97,8 +97,9 @@ pub struct AttachedProgram {
 // (the first two fields of `CompiledProgram`, after the tag's 8 bytes) fit the first line.
 const _: () = assert!(std::mem::offset_of!(AttachedProgram, code) + 8 + 16 <= 64);
 
-/// A native, non-shadow program's entry point, iteration budget and ctx size, copied out
-/// of its [`AttachedProgram`] ([`AttachedProgram::lean`]) for a [`super::ChainSummary`].
+/// A native program's entry point, iteration budget and ctx size, copied out of its
+/// [`AttachedProgram`]: what [`AttachedProgram::native_words`] runs, and (not a shadow,
+/// [`AttachedProgram::lean`]) what a [`super::ChainSummary`] keeps.
 /// It runs that program's code, so it is valid only while the program lives.
 #[derive(Debug, Clone, Copy)]
 pub struct LeanProgram {
@@ -107,7 +108,9 @@ pub struct LeanProgram {
 }
 
 impl LeanProgram {
-    /// [`AttachedProgram::native_words`] of the program this was taken from.
+    /// Runs the program this was taken from on a ctx of words: its return value and run
+    /// status ([`CompiledProgram::execute_raw`]); `None`, without running, when `ctx` is
+    /// shorter than its layout. What [`AttachedProgram::native_words`] runs.
     ///
     /// # Safety
     /// That program is still alive.
@@ -116,10 +119,10 @@ impl LeanProgram {
         if ctx.len().saturating_mul(8) < self.ctx_size as usize {
             return None;
         }
-        // SAFETY: as in `AttachedProgram::native_words`: the program (alive, the caller's
+        // SAFETY: as in `AttachedProgram::run_words`: the program (alive, the caller's
         // contract, with the maps its `prepared` keeps) was verified against the layout of
         // its attach point, which spans `ctx_size` bytes, and `ctx` (8-byte aligned) is at
-        // least that long.
+        // least that long; `stack` is a full `STACK_SIZE` area.
         Some(unsafe {
             self.entry
                 .execute_raw([ctx.as_mut_ptr() as u64, 0, 0, 0, 0], &mut stack.0)
@@ -188,13 +191,7 @@ impl AttachedProgram {
     /// What the lean path needs to run it ([`LeanProgram`]): `None` for a shadow program
     /// or one on the interpreter, which take the general path.
     pub fn lean(&self) -> Option<LeanProgram> {
-        match &self.code {
-            Code::Native(c) if !self.shadow => Some(LeanProgram {
-                entry: c.raw_entry(),
-                ctx_size: self.ctx_size,
-            }),
-            _ => None,
-        }
+        self.native().filter(|_| !self.shadow)
     }
 
     /// Whether it runs as native code (rather than on the interpreter).
@@ -258,16 +255,20 @@ impl AttachedProgram {
     /// [`AttachedProgram::run_words`] handles).
     #[inline(always)]
     pub fn native_words(&self, ctx: &mut [u64], stack: &mut Stack) -> Option<(u64, u64)> {
-        let Code::Native(c) = &self.code else {
-            return None;
-        };
-        if ctx.len().saturating_mul(8) < self.ctx_size as usize {
-            return None;
+        // SAFETY: the program is `self`, alive for the call.
+        unsafe { self.native()?.run_words(ctx, stack) }
+    }
+
+    /// Its native code's entry point and ctx size, shadow or not; `None` on the interpreter.
+    #[inline(always)]
+    fn native(&self) -> Option<LeanProgram> {
+        match &self.code {
+            Code::Native(c) => Some(LeanProgram {
+                entry: c.raw_entry(),
+                ctx_size: self.ctx_size,
+            }),
+            Code::Interpreted(_) => None,
         }
-        // SAFETY: as in `run_words`: verified against the layout of its attach point, which
-        // spans `ctx_size` bytes, and `ctx` (8-byte aligned) is at least that long.
-        // `self.prepared` keeps the maps alive; `stack` is a full `STACK_SIZE` area.
-        Some(unsafe { c.execute_raw([ctx.as_mut_ptr() as u64, 0, 0, 0, 0], &mut stack.0) })
     }
 
     /// What [`AttachedProgram::run_words`] returns for a native run that ended with

@@ -278,21 +278,19 @@ impl Chain {
         out_valid: bool,
         rec: &mut impl RunRecorder,
     ) -> (u32, u32) {
-        let Some(p) = summary
-            .exit
-            .filter(|p| !rec.counts_runs() && ctx.len().saturating_mul(8) >= p.ctx_size as usize)
-        else {
-            return self.exit_words(ctx, stack, result, out_valid, rec);
-        };
-        set_exit_header(ctx, result, out_valid);
-        // SAFETY: the summary's program is `self.exit[0]` (the caller's contract), alive as
-        // long as `self`.
-        let (_, status) = unsafe { p.run_words(ctx, stack) }.unwrap_or((0, 0));
-        let after = result_in(ctx, result);
-        if status != 0 || after != result {
-            return self.exit_settle(0, status, result, after, ctx, stack, result, rec);
+        if let Some(p) = summary.exit.filter(|_| !rec.counts_runs()) {
+            set_exit_header(ctx, result, out_valid);
+            // SAFETY: the summary's program is `self.exit[0]` (the caller's contract),
+            // alive as long as `self`.
+            if let Some((_, status)) = unsafe { p.run_words(ctx, stack) } {
+                let after = result_in(ctx, result);
+                if status != 0 || after != result {
+                    return self.exit_settle(0, status, result, after, ctx, stack, result, rec);
+                }
+                return (result, 0);
+            }
         }
-        (result, 0)
+        self.exit_words(ctx, stack, result, out_valid, rec)
     }
 
     /// The entry programs from index `start` on, each reported to `rec`.
