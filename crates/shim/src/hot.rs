@@ -467,8 +467,7 @@ fn hold(point: usize) -> Option<Policed> {
                     refresh(entry, slot)?
                 }
             };
-            // SAFETY: the cache entry holds `chain` (alive until the entry is replaced).
-            thread.summary.0.set(unsafe { &*chain }.summary());
+            summarize(thread, chain);
             thread
                 .last_point
                 .set(u32::try_from(point).unwrap_or(NO_POINT));
@@ -488,6 +487,15 @@ fn hold(point: usize) -> Option<Policed> {
         record_start(thread, tag);
     }
     Some(Policed { tagged, thread })
+}
+
+/// Sets the thread's summary to `chain`'s, whose cache entry was just taken (the pair is
+/// about to name it). Out of line: only when the thread's last chain changes.
+#[cold]
+#[inline(never)]
+fn summarize(thread: &ThreadState, chain: *const Chain) {
+    // SAFETY: the thread's cache entry holds `chain` (alive until the entry is replaced).
+    thread.summary.0.set(unsafe { &*chain }.summary());
 }
 
 /// The published chain changed (or was never cached): takes a reference of our own into
