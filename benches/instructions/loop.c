@@ -3,7 +3,8 @@
  * The loop application of benches/instructions/run.sh: cuInit, a sleep of argv[1] seconds
  * (the shim's watcher JIT-compiles the published programs meanwhile), then four rounds of
  * 4 096 cuMemAlloc_v2 of 4 KiB (alloc_loop) and their frees (free_loop), then 4 096
- * cuLaunchKernel (launch_loop). Each loop is a function of its own so that callgrind can
+ * cuLaunchKernel (launch_loop), then 4 096 allocation + launch pairs (mixed_loop) and their
+ * frees. Each loop is a function of its own so that callgrind can
  * count it alone (--toggle-collect).
  *
  *   loop SLEEP_SECONDS [ROUNDS]
@@ -47,6 +48,16 @@ __attribute__((noinline)) void launch_loop(int n)
 {
 	for (int i = 0; i < n; i++)
 		cuLaunchKernel((void *)0x1234, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+}
+
+/* An allocation and a launch in turn: every call changes the thread's last attach point
+ * (as PyTorch's mix of launches, copies and allocations does). */
+__attribute__((noinline)) void mixed_loop(int n)
+{
+	for (int i = 0; i < n; i++) {
+		cuMemAlloc_v2(&ptrs[i % LIVE], alloc_size);
+		cuLaunchKernel((void *)0x1234, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+	}
 }
 
 static double now_ns(void)
@@ -113,5 +124,8 @@ int main(int argc, char **argv)
 		free_loop(LIVE);
 	}
 	launch_loop(LIVE);
+	mixed_loop(LIVE);
+	for (int i = 0; i < LIVE; i++) /* not free_loop: callgrind counts that one */
+		cuMemFree_v2(ptrs[i]);
 	return 0;
 }

@@ -85,13 +85,13 @@ pub struct VariantEntry {
 struct Slot {
     /// Null when nothing is attached, [`UNINIT`] before initialisation, else the address
     /// of the chain in `chain` (only compared, never dereferenced).
-    hint: AtomicPtr<Chain>,
-    chain: ArcSwapOption<Chain>,
+    hint: AtomicPtr<Published>,
+    chain: ArcSwapOption<Published>,
 }
 
 /// Hint value before the shim is initialised: sends the first call of every wrapper to
 /// the slow path, which initialises. No chain is ever at this (dangling, aligned) address.
-pub const UNINIT: *mut Chain = NonNull::<Chain>::dangling().as_ptr();
+pub const UNINIT: *mut Published = NonNull::<Published>::dangling().as_ptr();
 
 static SLOTS: [Slot; POINT_COUNT] = [const {
     Slot {
@@ -181,7 +181,7 @@ const FRAMES: usize = 8;
 /// Low bits of a [`Policed`] handle's chain address that hold the call's depth (chains are
 /// at least 8-byte aligned).
 const DEPTH_MASK: usize = FRAMES - 1;
-const _: () = assert!(std::mem::align_of::<Chain>() >= FRAMES);
+const _: () = assert!(std::mem::align_of::<Published>() >= FRAMES);
 
 /// What a policed call remembers between its entry and exit programs.
 #[derive(Clone, Copy, Debug, Default)]
@@ -221,7 +221,7 @@ struct ThreadState {
     /// line. Valid because only `hold` replaces a cache entry (through `refresh`), and it
     /// clears this pair first and sets it to the entry's new chain after.
     last_point: Cell<u32>,
-    last_chain: Cell<*const Chain>,
+    last_chain: Cell<*const Published>,
     /// Entry time and refusal of the calls in flight, by depth.
     frames: [Cell<Frame>; FRAMES],
     /// [`Chain::summary`] of `last_chain`, set with the pair (a line of its own): what an
@@ -230,7 +230,7 @@ struct ThreadState {
     /// The chain this thread last used, per attach point. Only an outermost policed call
     /// (`calls` was 0) touches it, and nothing replaces the entry it holds until it has
     /// left (nested calls hold their chains by references of their own).
-    cache: UnsafeCell<[Option<Arc<Chain>>; POINT_COUNT]>,
+    cache: UnsafeCell<[Option<Arc<Published>>; POINT_COUNT]>,
     /// The BPF stack of this thread's policy runs.
     stack: UnsafeCell<Stack>,
 }
@@ -449,7 +449,7 @@ fn hold(point: usize) -> Option<Policed> {
     }
     let slot = SLOTS.get(point)?;
     let depth = thread.calls.get();
-    let chain: *const Chain = if depth == 0 {
+    let chain: *const Published = if depth == 0 {
         let hint = slot.hint.load(Ordering::Acquire).cast_const();
         if thread.last_chain.get() == hint && thread.last_point.get() as usize == point {
             // The cache entry of `point` holds this chain (see `ThreadState::last_chain`).
@@ -490,19 +490,20 @@ fn hold(point: usize) -> Option<Policed> {
 }
 
 /// Sets the thread's summary to `chain`'s, whose cache entry was just taken (the pair is
-/// about to name it). Out of line: only when the thread's last chain changes.
+/// about to name it): a copy of the line taken at publication. Out of line: only when the
+/// thread's last chain changes.
 #[cold]
 #[inline(never)]
-fn summarize(thread: &ThreadState, chain: *const Chain) {
+fn summarize(thread: &ThreadState, chain: *const Published) {
     // SAFETY: the thread's cache entry holds `chain` (alive until the entry is replaced).
-    thread.summary.0.set(unsafe { &*chain }.summary());
+    thread.summary.0.set(*unsafe { &*chain }.summary());
 }
 
 /// The published chain changed (or was never cached): takes a reference of our own into
 /// the thread's cache entry. The chain it replaces is not in use on this thread.
 #[cold]
 #[inline(never)]
-fn refresh(entry: &mut Option<Arc<Chain>>, slot: &Slot) -> Option<*const Chain> {
+fn refresh(entry: &mut Option<Arc<Published>>, slot: &Slot) -> Option<*const Published> {
     *entry = slot.chain.load_full();
     entry.as_ref().map(Arc::as_ptr)
 }
@@ -511,7 +512,7 @@ fn refresh(entry: &mut Option<Arc<Chain>>, slot: &Slot) -> Option<*const Chain> 
 /// as it is, so this call holds a reference of its own.
 #[cold]
 #[inline(never)]
-fn nested(slot: &Slot) -> Option<*const Chain> {
+fn nested(slot: &Slot) -> Option<*const Published> {
     Some(Arc::into_raw(slot.chain.load_full()?))
 }
 
@@ -626,17 +627,23 @@ impl std::fmt::Debug for Policed {
 
 impl Policed {
     #[inline(always)]
-    fn chain_ptr(&self) -> *const Chain {
-        (self.tagged.get() & !DEPTH_MASK) as *const Chain
+    fn chain_ptr(&self) -> *const Published {
+        (self.tagged.get() & !DEPTH_MASK) as *const Published
+    }
+
+    /// The published chain this call runs, with its summary.
+    #[inline(always)]
+    fn published(&self) -> &Published {
+        // SAFETY: the chain is kept alive for as long as `self` lives, by the thread's
+        // cache entry (outermost call: no other call replaces it meanwhile) or by the
+        // reference `self` owns (nested call).
+        unsafe { &*self.chain_ptr() }
     }
 
     /// The chain this call runs.
     #[inline(always)]
     fn chain(&self) -> &Chain {
-        // SAFETY: the chain is kept alive for as long as `self` lives, by the thread's
-        // cache entry (outermost call: no other call replaces it meanwhile) or by the
-        // reference `self` owns (nested call).
-        unsafe { &*self.chain_ptr() }
+        self.published().chain()
     }
 
     /// Whether this is a call nested in another policed call on this thread.
@@ -722,8 +729,9 @@ impl Policed {
         call: Call,
         stream: Option<(*mut c_void, bool)>,
     ) -> Option<CUresult> {
-        // SAFETY: the summary of this call's chain, made just now.
-        unsafe { self.enter_with(&self.chain().summary(), c, call, stream) }
+        let p = self.published();
+        // SAFETY: the summary of this call's chain, taken when it was published.
+        unsafe { self.enter_with(p.summary(), c, call, stream) }
     }
 
     /// [`Policed::enter`] with `s`.
@@ -798,9 +806,9 @@ impl Policed {
     #[cold]
     #[inline(never)]
     fn exit_nested(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
-        let s = self.chain().summary();
-        // SAFETY: the summary of this call's chain, made just now.
-        unsafe { self.exit_with(&s, c, result, out_valid) }
+        let p = self.published();
+        // SAFETY: the summary of this call's chain, taken when it was published.
+        unsafe { self.exit_with(p.summary(), c, result, out_valid) }
     }
 
     /// [`Policed::exit`] with `s`.
@@ -994,7 +1002,7 @@ mod stats;
 mod thread_ptr;
 
 pub use publish::{
-    force_slow_path, publish, publish_all_broken, publish_nothing, published, replace,
+    force_slow_path, publish, publish_all_broken, publish_nothing, published, replace, Published,
 };
 pub use stats::{current_stats, set_audit, set_stats};
 use stats::{stats, Recorder};

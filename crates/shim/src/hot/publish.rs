@@ -7,10 +7,52 @@ use std::ptr::null_mut;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use gpubpf_runtime::dispatch::Chain;
+use gpubpf_runtime::dispatch::{Chain, ChainSummary};
 
 use super::{SLOTS, UNINIT};
 use crate::generated::POINT_IDS;
+
+/// A published chain with its [`ChainSummary`], taken once when it is published: a thread
+/// whose last chain changes (calls alternating between attach points) copies this line
+/// instead of summarising the chain and its programs again. The fields are private and the
+/// chain never changes once it is in its `Arc`, so the summary stays the chain's, and the
+/// programs it names live as long as it does.
+#[derive(Debug)]
+#[repr(C, align(64))]
+pub struct Published {
+    /// First: a published chain's address is its chain's.
+    chain: Chain,
+    summary: ChainSummary,
+}
+
+impl Published {
+    pub(crate) fn new(chain: Chain) -> Self {
+        Published {
+            summary: chain.summary(),
+            chain,
+        }
+    }
+
+    /// The chain's summary ([`Chain::summary`], taken at publication).
+    #[inline(always)]
+    pub(crate) fn summary(&self) -> &ChainSummary {
+        &self.summary
+    }
+
+    /// The chain.
+    #[inline(always)]
+    pub(crate) fn chain(&self) -> &Chain {
+        &self.chain
+    }
+}
+
+impl std::ops::Deref for Published {
+    type Target = Chain;
+
+    fn deref(&self) -> &Chain {
+        &self.chain
+    }
+}
 
 /// Publishes `chains` (by attach-point id): each point gets its chain or none. Calls in
 /// flight keep the chain they loaded; it is freed when the last of them has left.
@@ -22,7 +64,7 @@ pub fn publish(mut chains: BTreeMap<u32, Chain>) {
         let chain = chains.remove(id).or_else(|| recording.then(Chain::default));
         match chain {
             Some(chain) => {
-                let chain = Arc::new(chain);
+                let chain = Arc::new(Published::new(chain));
                 let ptr = Arc::as_ptr(&chain).cast_mut();
                 slot.chain.store(Some(chain));
                 slot.hint.store(ptr, Ordering::Release);
@@ -42,7 +84,7 @@ pub fn publish(mut chains: BTreeMap<u32, Chain>) {
 }
 
 /// The chains published now, with their attach-point ids.
-pub fn published() -> Vec<(u32, Arc<Chain>)> {
+pub fn published() -> Vec<(u32, Arc<Published>)> {
     SLOTS
         .iter()
         .zip(POINT_IDS.iter())
@@ -52,7 +94,7 @@ pub fn published() -> Vec<(u32, Arc<Chain>)> {
 
 /// Publishes `new` for attach point `id` in place of `old`, unless another chain was
 /// published there in between; returns whether it did. Calls in flight finish on `old`.
-pub fn replace(id: u32, old: &Arc<Chain>, new: Chain) -> bool {
+pub fn replace(id: u32, old: &Arc<Published>, new: Chain) -> bool {
     let Some(slot) = POINT_IDS
         .iter()
         .position(|p| *p == id)
@@ -60,7 +102,7 @@ pub fn replace(id: u32, old: &Arc<Chain>, new: Chain) -> bool {
     else {
         return false;
     };
-    let new = Arc::new(new);
+    let new = Arc::new(Published::new(new));
     let ptr = Arc::as_ptr(&new).cast_mut();
     let prev = slot.chain.compare_and_swap(Arc::as_ptr(old), Some(new));
     let swapped = prev.as_ref().is_some_and(|p| Arc::ptr_eq(p, old));

@@ -133,3 +133,37 @@ fn the_summary_follows_the_last_chain_pair() {
     drop(next);
     publish_nothing();
 }
+
+/// A thread alternating between two attach points takes each call's summary from the
+/// chain it holds (copied from the line taken at publication), never the other point's.
+#[test]
+fn alternating_points_each_read_their_own_summary() {
+    let _serial = PUBLISHING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    set_ready(true); // no initialisation in a unit test
+    let chain = |reads_device: bool, slot: u32| Chain {
+        reads_device,
+        stats_slot: Some(slot),
+        ..Chain::default()
+    };
+    publish(std::collections::BTreeMap::from([
+        (POINT_IDS[2], chain(true, 7)),
+        (POINT_IDS[3], chain(false, 8)),
+    ]));
+    for _ in 0..3 {
+        for (point, want) in [(2, (true, Some(7))), (3, (false, Some(8)))] {
+            let p = hold(point).expect("a chain is published");
+            let s = *p.outer_summary();
+            assert_eq!((s.reads_device(), s.stats_slot), want, "point {point}");
+            let published = p.published().summary();
+            assert_eq!(
+                (published.reads_device(), published.stats_slot),
+                want,
+                "the publication's summary"
+            );
+            drop(p);
+        }
+    }
+    publish_nothing();
+}
