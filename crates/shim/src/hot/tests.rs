@@ -7,6 +7,25 @@ use crate::generated::POINT_IDS;
 /// of them running at once would see each other's.
 static PUBLISHING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Serialises a publishing test (see [`PUBLISHING`]) and marks the shim ready (no
+/// initialisation in a unit test).
+fn publishing() -> std::sync::MutexGuard<'static, ()> {
+    let guard = PUBLISHING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    set_ready(true);
+    guard
+}
+
+/// An empty chain that reads `hdr.device` or not and counts in statistics slot `slot`.
+fn chain_with(reads_device: bool, slot: u32) -> Chain {
+    Chain {
+        reads_device,
+        stats_slot: Some(slot),
+        ..Chain::default()
+    }
+}
+
 #[test]
 fn out_values_are_read_and_written_with_their_size_and_sign() {
     let mut word: u64 = u64::MAX;
@@ -61,10 +80,7 @@ fn launch_block_from_a_launch_config() {
 /// unheld.
 #[test]
 fn the_last_chain_pair_follows_the_cache_entry() {
-    let _serial = PUBLISHING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    set_ready(true); // no initialisation in a unit test
+    let _serial = publishing();
     let id = POINT_IDS[0];
     let thread = thread_state().expect("thread state");
     publish(std::collections::BTreeMap::from([(id, Chain::default())]));
@@ -98,23 +114,21 @@ fn the_last_chain_pair_follows_the_cache_entry() {
 /// call, and a call nested in another takes the summary of its own chain.
 #[test]
 fn the_summary_follows_the_last_chain_pair() {
-    let _serial = PUBLISHING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    set_ready(true); // no initialisation in a unit test
+    let _serial = publishing();
     let id = POINT_IDS[1];
-    let chain = |reads_device: bool, slot: u32| Chain {
-        reads_device,
-        stats_slot: Some(slot),
-        ..Chain::default()
-    };
-    publish(std::collections::BTreeMap::from([(id, chain(true, 3))]));
+    publish(std::collections::BTreeMap::from([(
+        id,
+        chain_with(true, 3),
+    )]));
     let first = hold(1).expect("a chain is published");
     let s = *first.outer_summary();
     assert!(s.reads_device() && s.entry_is_idle() && s.exit_is_empty());
     assert_eq!(s.stats_slot, Some(3));
     // A call nested in the first one's driver call, after a new chain was published.
-    publish(std::collections::BTreeMap::from([(id, chain(false, 4))]));
+    publish(std::collections::BTreeMap::from([(
+        id,
+        chain_with(false, 4),
+    )]));
     let nested = hold(1).expect("nested");
     assert_ne!(nested.chain_ptr(), first.chain_ptr());
     assert!(nested.is_nested());
@@ -138,18 +152,10 @@ fn the_summary_follows_the_last_chain_pair() {
 /// chain it holds (copied from the line taken at publication), never the other point's.
 #[test]
 fn alternating_points_each_read_their_own_summary() {
-    let _serial = PUBLISHING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    set_ready(true); // no initialisation in a unit test
-    let chain = |reads_device: bool, slot: u32| Chain {
-        reads_device,
-        stats_slot: Some(slot),
-        ..Chain::default()
-    };
+    let _serial = publishing();
     publish(std::collections::BTreeMap::from([
-        (POINT_IDS[2], chain(true, 7)),
-        (POINT_IDS[3], chain(false, 8)),
+        (POINT_IDS[2], chain_with(true, 7)),
+        (POINT_IDS[3], chain_with(false, 8)),
     ]));
     for _ in 0..3 {
         for (point, want) in [(2, (true, Some(7))), (3, (false, Some(8)))] {
