@@ -655,8 +655,10 @@ impl Policed {
     /// The summary of an outermost call's chain, in the thread's state (set with the
     /// last-chain pair, which names this chain for the whole call: only an outermost
     /// call's `hold` changes it), read in place: a copy would be a 64-byte store to the
-    /// stack, a line the driver's work may have evicted. A nested call makes its own from
-    /// its chain, out of line ([`Policed::enter_nested`], [`Policed::exit_nested`]).
+    /// stack, a line the driver's work may have evicted. A nested call reads its chain's
+    /// publication's instead, out of line ([`Policed::enter_nested`],
+    /// [`Policed::exit_nested`]): kept apart so that an outermost call tests for nesting once
+    /// and its path stays short.
     #[inline(always)]
     fn outer_summary(&self) -> &ChainSummary {
         debug_assert!(!self.is_nested());
@@ -720,7 +722,7 @@ impl Policed {
         unsafe { self.enter_with(self.outer_summary(), c, call, stream) }
     }
 
-    /// [`Policed::enter`] of a nested call, with a summary of its own chain.
+    /// [`Policed::enter`] of a nested call, with its chain's summary from the publication.
     #[cold]
     #[inline(never)]
     fn enter_nested(
@@ -802,7 +804,7 @@ impl Policed {
         unsafe { self.exit_with(self.outer_summary(), c, result, out_valid) }
     }
 
-    /// [`Policed::exit`] of a nested call, with a summary of its own chain.
+    /// [`Policed::exit`] of a nested call, with its chain's summary from the publication.
     #[cold]
     #[inline(never)]
     fn exit_nested(&self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
