@@ -48,14 +48,13 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
-use gpubpf_runtime::attach::abi::FLAG_CAPTURING;
-use gpubpf_runtime::dispatch::{Chain, ChainSummary, EntryVerdict, Stack};
+use gpubpf_runtime::dispatch::{Chain, ChainSummary, Stack};
 use gpubpf_runtime::helper_table::STACK_SIZE;
 use gpubpf_runtime::registry::monotonic_ns;
 use gpubpf_runtime::registry::procstats::Counter;
 
 use crate::abi_types::CUresult;
-use crate::generated::{CTX_GET_DEVICE, POINT_COUNT, STREAM_IS_CAPTURING, VARIANTS, VARIANT_COUNT};
+use crate::generated::{POINT_COUNT, VARIANTS, VARIANT_COUNT};
 
 /// What a wrapper returns when the real driver function cannot be called: the driver
 /// library could not be opened or does not export the symbol (`CUDA_ERROR_NOT_FOUND`,
@@ -108,11 +107,6 @@ static REAL: [AtomicPtr<c_void>; VARIANT_COUNT] =
 /// Marks a symbol the driver does not export (so it is not looked up again).
 const MISSING: *mut c_void = NonNull::<u64>::dangling().as_ptr().cast();
 
-/// `CU_STREAM_PER_THREAD`: the per-thread default stream's handle.
-const CU_STREAM_PER_THREAD: usize = 0x2;
-/// `CU_STREAM_CAPTURE_STATUS_ACTIVE`.
-const CU_STREAM_CAPTURE_STATUS_ACTIVE: u32 = 1;
-
 /// What every policed call reads of the process's state, in one cache line: in a real
 /// CUDA application the driver's own work between two calls evicts most of what a call
 /// touched, so each line a call reads costs a miss (docs/shim.md, "Cache lines of a
@@ -164,8 +158,6 @@ pub fn set_ready(ready: bool) {
 pub fn set_recording() {
     HOT.recording.store(true, Ordering::Release);
 }
-
-static FAULT_LOGGED: AtomicBool = AtomicBool::new(false);
 
 /// `ThreadState::last_point` before a thread's first policed call.
 const NO_POINT: u32 = u32::MAX;
@@ -243,18 +235,6 @@ struct SummaryLine(Cell<ChainSummary>);
 const _: () =
     assert!(std::mem::offset_of!(ThreadState, frames) + std::mem::size_of::<Frame>() <= 64);
 
-impl Drop for ThreadState {
-    fn drop(&mut self) {
-        thread_ptr::set(std::ptr::null());
-        let shard = self.shard.replace(UNCLAIMED);
-        if shard != UNCLAIMED {
-            if let Some(stats) = stats() {
-                stats.release_shard(shard);
-            }
-        }
-    }
-}
-
 thread_local! {
     static THREAD: ThreadState = const {
         ThreadState {
@@ -288,21 +268,6 @@ fn thread_state() -> Option<&'static ThreadState> {
     }
     // SAFETY: a non-null pointer was recorded by `thread_state_first` from this thread's
     // live state and is nulled by its destructor before the state goes away; see there.
-    Some(unsafe { &*p })
-}
-
-/// The thread's first call (or one during its teardown): takes the state from the
-/// thread-local and records its address for the next calls ([`thread_ptr`]).
-#[cold]
-#[inline(never)]
-fn thread_state_first() -> Option<&'static ThreadState> {
-    let p = THREAD.try_with(|t| t as *const ThreadState).ok()?;
-    thread_ptr::set(p);
-    // SAFETY: `try_with` hands out the state only before its destructor has started, and
-    // the destructor (`Drop for ThreadState`) nulls the recorded pointer first; the
-    // reference is only used by this thread (`Policed`, which carries it, is neither `Send`
-    // nor `Sync`) and never outlives the driver call that took it, during which the
-    // thread's destructors cannot run.
     Some(unsafe { &*p })
 }
 
@@ -542,18 +507,6 @@ fn note_faults(faults: u32) {
     }
 }
 
-#[cold]
-#[inline(never)]
-fn log_fault_once() {
-    // Read before swapping: a program that faults on every call then costs no locked
-    // read-modify-write per call after the first.
-    if !FAULT_LOGGED.load(Ordering::Relaxed) && !FAULT_LOGGED.swap(true, Ordering::Relaxed) {
-        tracing::warn!(
-            "a policy program failed at run time; it counts as verdict 0 (logged once per process)"
-        );
-    }
-}
-
 /// Sets the cached process id (at initialisation and in a forked child) and forgets the
 /// calling thread's cached thread id and counter shard; a forked child also stops counting
 /// into its parent's stats file until it has one of its own. Async-signal-safe.
@@ -563,27 +516,6 @@ pub fn set_pid(pid: u32) {
     if let Some(t) = thread_state() {
         t.tid.set(0);
         t.shard.set(UNCLAIMED);
-    }
-}
-
-/// Ordinal of the current context's device, -1 when there is none. Out of line: asked
-/// only when a program reads `hdr.device`.
-#[cold]
-#[inline(never)]
-fn current_device() -> i32 {
-    let Some(f) = real(CTX_GET_DEVICE) else {
-        return -1;
-    };
-    let mut dev: i32 = -1;
-    // SAFETY: `f` is the driver's `cuCtxGetDevice(CUdevice *device)`; `dev` is a valid
-    // `int` for the call.
-    let r = unsafe {
-        std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut i32) -> CUresult>(f)(&mut dev)
-    };
-    if r == 0 {
-        dev
-    } else {
-        -1
     }
 }
 
@@ -774,25 +706,6 @@ impl Policed {
         self.entry_stopped(v, &rec)
     }
 
-    /// An entry program refused the call or failed: logs a fault once, counts and notes
-    /// the refusal.
-    #[cold]
-    #[inline(never)]
-    fn entry_stopped(&self, v: EntryVerdict, rec: &Recorder) -> Option<CUresult> {
-        note_faults(v.faults);
-        if v.verdict == 0 {
-            return None;
-        }
-        rec.add(Counter::denied, self.chain().stats_slot);
-        if let Some(f) = self.frame() {
-            f.set(Frame {
-                refused: true,
-                ..f.get()
-            });
-        }
-        Some(v.verdict)
-    }
-
     /// Exit programs: the result the caller gets. A recording process records the call.
     /// Ends the call (the chain is released here). Out of line, shared by every wrapper.
     #[inline(never)]
@@ -837,43 +750,6 @@ impl Policed {
         r
     }
 
-    #[cold]
-    #[inline(never)]
-    fn record(
-        &self,
-        c: &[u64],
-        frame: Frame,
-        result: CUresult,
-        returned: CUresult,
-        out_valid: bool,
-    ) {
-        let call = crate::record::Call {
-            ctx: c,
-            t_entry: frame.t_entry,
-            t_exit: monotonic_ns(),
-            result,
-            returned,
-            refused: frame.refused,
-            out_valid,
-        };
-        let _ = self.thread.as_busy(|| crate::record::call(&call));
-    }
-
-    /// Walks the stack for the application's call site (for `gpubpf_get_caller`) and keeps
-    /// it in this call's frame for the exit programs.
-    #[cold]
-    #[inline(never)]
-    fn capture_caller(&self) {
-        let ip = self.thread.as_busy(crate::caller::capture).unwrap_or(0);
-        if let Some(f) = self.frame() {
-            f.set(Frame {
-                caller: ip,
-                ..f.get()
-            });
-        }
-        gpubpf_runtime::helpers::caller::set_caller(ip);
-    }
-
     /// The exit programs of this call's chain.
     ///
     /// # Safety
@@ -906,102 +782,14 @@ impl Policed {
     }
 }
 
-/// Sets `GPUBPF_CTX_F_CAPTURING` in `hdr.flags` when `stream` is being captured
-/// ([`Policed::capturing`]). Out of line: asked only when a program reads `hdr.flags`.
-#[cold]
-#[inline(never)]
-fn capture_flag(c: &mut [u64], stream: *mut c_void, per_thread: bool) {
-    let Some(f) = real(STREAM_IS_CAPTURING) else {
-        return;
-    };
-    let stream = if stream.is_null() && per_thread {
-        CU_STREAM_PER_THREAD as *mut c_void
-    } else {
-        stream
-    };
-    let mut status: u32 = 0;
-    // SAFETY: `f` is the driver's `cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*)`;
-    // `status` is a valid `enum` (int-sized) for the call. Made while this thread is not
-    // marked busy, but the real function is called directly, not through a wrapper.
-    let r = unsafe {
-        std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, *mut u32) -> CUresult>(
-            f,
-        )(stream, &mut status)
-    };
-    if r == 0 && status == CU_STREAM_CAPTURE_STATUS_ACTIVE {
-        if let Some(w) = c.get_mut(1) {
-            *w |= u64::from(FLAG_CAPTURING) << 32;
-        }
-    }
-}
-
-/// The value behind out-pointer `p` (`size` bytes, sign-extended when `signed`); 0 for NULL.
-///
-/// # Safety
-/// `p` is NULL or valid for reading `size` bytes.
-#[inline]
-pub unsafe fn read_out(p: *mut c_void, size: u8, signed: bool) -> u64 {
-    if p.is_null() {
-        return 0;
-    }
-    // SAFETY: non-null and readable for `size` bytes (the caller's contract); unaligned
-    // reads because the application's pointer may be.
-    unsafe {
-        match (size, signed) {
-            (1, _) => u64::from(p.cast::<u8>().read_unaligned()),
-            (2, _) => u64::from(p.cast::<u16>().read_unaligned()),
-            (4, false) => u64::from(p.cast::<u32>().read_unaligned()),
-            (4, true) => i64::from(p.cast::<i32>().read_unaligned()) as u64,
-            _ => p.cast::<u64>().read_unaligned(),
-        }
-    }
-}
-
-/// Writes the low `size` bytes of `value` through out-pointer `p`; nothing for NULL.
-///
-/// # Safety
-/// `p` is NULL or valid for writing `size` bytes.
-#[inline]
-pub unsafe fn write_out(p: *mut c_void, size: u8, value: u64) {
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: non-null and writable for `size` bytes (the caller's contract).
-    unsafe {
-        match size {
-            1 => p.cast::<u8>().write_unaligned(value as u8),
-            2 => p.cast::<u16>().write_unaligned(value as u16),
-            4 => p.cast::<u32>().write_unaligned(value as u32),
-            _ => p.cast::<u64>().write_unaligned(value),
-        }
-    }
-}
-
-/// Fills `grid_x..=stream` of the launch block from a `CUlaunchConfig` (seven `unsigned
-/// int`s, then `CUstream hStream` at offset 32); leaves them zero for NULL.
-///
-/// # Safety
-/// `config` is NULL or points to a readable `CUlaunchConfig`.
-pub unsafe fn launch_from_config(config: *mut c_void, launch: &mut [u64]) {
-    if config.is_null() {
-        return;
-    }
-    if let [gx, gy, gz, bx, by, bz, shmem, stream] = launch {
-        let base = config.cast::<u32>();
-        // SAFETY: a `CUlaunchConfig` starts with seven `unsigned int`s and has its stream
-        // handle at byte offset 32 (the caller's contract makes it readable).
-        unsafe {
-            for (i, dst) in [gx, gy, gz, bx, by, bz, shmem].into_iter().enumerate() {
-                *dst = u64::from(base.add(i).read_unaligned());
-            }
-            *stream = config.cast::<u8>().add(32).cast::<u64>().read_unaligned();
-        }
-    }
-}
-
+mod args;
+mod cold;
 mod publish;
 mod stats;
 mod thread_ptr;
+
+pub use args::{launch_from_config, read_out, write_out};
+use cold::{capture_flag, current_device, log_fault_once, thread_state_first};
 
 pub use publish::{
     force_slow_path, publish, publish_all_broken, publish_nothing, published, replace, Published,
