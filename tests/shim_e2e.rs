@@ -279,9 +279,26 @@ fn a_policy_loaded_while_the_application_runs_takes_effect() {
     assert_eq!(usage[&u64::from(pid)]["denied"], 1);
 }
 
+/// The `n`th line (from 1) of the log file `log` that contains `needle`, waited for.
+fn nth_log_line(log: &Path, needle: &str, n: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).expect("read log");
+        if let Some(line) = text.lines().filter(|l| l.contains(needle)).nth(n - 1) {
+            return line.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no line {n} with {needle:?}: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A process's first driver call waits for re-verification only: the chains it publishes
-/// run on the interpreter, and the watcher swaps them for native code while the
-/// application goes on. The policy holds on both sides of the swap.
+/// run on the interpreter, and the watcher swaps the chain of each point the process calls
+/// for native code while the application goes on. The policy holds on both sides of the
+/// swap.
 #[test]
 fn the_first_calls_are_interpreted_then_the_watcher_compiles_to_native_code() {
     let Some(Session { mock, tmp, home }) = session() else {
@@ -309,20 +326,10 @@ fn the_first_calls_are_interpreted_then_the_watcher_compiles_to_native_code() {
         .spawn()
         .expect("spawn");
     wait_for_files(&[&ready], "application never got ready");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let native = loop {
-        let text = std::fs::read_to_string(&log).expect("read log");
-        if let Some(line) = text
-            .lines()
-            .find(|l| l.contains("policies compiled to native code"))
-        {
-            break line.to_string();
-        }
-        assert!(Instant::now() < deadline, "never compiled: {text}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    // Every program of quota (25) was swapped for native code.
-    assert!(native.contains("programs=25"), "{native}");
+    let native = nth_log_line(&log, "policies compiled to native code", 1);
+    // The one point called so far, cuMemAlloc (quota's entry and exit programs), was
+    // swapped for native code; quota's 15 other points wait for a first call.
+    assert!(native.contains("programs=2 waiting=15"), "{native}");
     std::fs::write(&go, b"").expect("create go");
     let out = child.wait_with_output().expect("wait");
     let err = std::fs::read_to_string(&log).expect("read log");
@@ -339,6 +346,63 @@ fn the_first_calls_are_interpreted_then_the_watcher_compiles_to_native_code() {
     let published = err.find("policies published").expect("published");
     let compiled = err.find("policies compiled").expect("compiled");
     assert!(published < compiled, "{err}");
+}
+
+/// A point first called after the watcher's first compilation runs on the interpreter
+/// until the watcher looks again (within `native::LAST_LOOK`, 250 ms), then natively; the
+/// points never called are never compiled.
+#[test]
+fn a_point_called_later_is_compiled_when_it_is_first_called() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    load(&home, &quota, &["limit_bytes=1MiB", "log_denials=0"]);
+    let dir = tmp.path();
+    let files: Vec<PathBuf> = ["ready1", "go1", "ready2", "go2"]
+        .iter()
+        .map(|f| dir.join(f))
+        .collect();
+    let log = dir.join("stderr");
+    let child = mock
+        .command(&mock.app_link, &home)
+        .args(["link", "stages", "alloc", "4096"])
+        .args(&files)
+        .env("GPUBPF_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("create log"))
+        .spawn()
+        .expect("spawn");
+    wait_for_files(&[&files[0]], "application never allocated");
+    let first = nth_log_line(&log, "policies compiled to native code", 1);
+    assert!(first.contains("programs=2 waiting=15"), "{first}");
+    std::fs::write(&files[1], b"").expect("create go1");
+    wait_for_files(&[&files[2]], "application never freed");
+    // cuMemFree: quota's one exit program there.
+    let second = nth_log_line(&log, "policies compiled to native code", 2);
+    assert!(second.contains("programs=1 waiting=14"), "{second}");
+    std::fs::write(&files[3], b"").expect("create go2");
+    let pid = u64::from(child.id());
+    let out = child.wait_with_output().expect("wait");
+    let err = std::fs::read_to_string(&log).expect("read log");
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        stdout_lines(&out),
+        [
+            "stages alloc 0",
+            "stages free 0",
+            "mock alloc=1 free=1 launch=0 launch_ptsz=0 getinfo=0"
+        ]
+    );
+    assert_eq!(
+        err.matches("policies compiled to native code").count(),
+        2,
+        "{err}"
+    );
+    // Charged on the interpreter and credited on it: nothing held, one free.
+    let usage = dump(&home, "proc_usage");
+    assert_eq!(usage[&pid]["bytes"], 0, "{usage:?}");
+    assert_eq!(usage[&pid]["frees"], 1, "{usage:?}");
 }
 
 #[test]

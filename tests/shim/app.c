@@ -43,6 +43,9 @@
  *   loop F N SIZE       N allocation+free pairs: "loop ok=K first_error=RC"
  *   hold F SIZE READY GO  one allocation ("hold alloc RC id=0x…"), creates READY, waits for
  *                       GO, frees it ("hold free RC")
+ *   stages F SIZE READY1 GO1 READY2 GO2  one allocation ("stages alloc RC"), creates
+ *                       READY1, waits for GO1, frees it ("stages free RC"), creates READY2,
+ *                       waits for GO2: two attach points called one after the other
  *   leak F N SIZE       N allocations ("leak alloc I RC"), frees the even-numbered ones
  *                       ("leak free I RC") and exits holding the odd-numbered ones
  *   capture SIZE        cuMemAllocAsync of SIZE on the NULL stream ("async plain RC") and on
@@ -531,6 +534,13 @@ int main(int argc, char **argv)
 		wait_for(argv[5], argv[6]);
 		if (r == 0)
 			printf("hold free %d\n", family_free(argv[3], &a));
+	} else if (strcmp(scenario, "stages") == 0 && argc == 9) {
+		struct allocation a;
+		CUresult r = family_alloc(argv[3], (size_t)atoll(argv[4]), &a);
+		printf("stages alloc %d\n", r);
+		wait_for(argv[5], argv[6]);
+		printf("stages free %d\n", r == 0 ? family_free(argv[3], &a) : r);
+		wait_for(argv[7], argv[8]);
 	} else if (strcmp(scenario, "leak") == 0 && argc == 6) {
 		long n = atol(argv[4]);
 		size_t size = (size_t)atoll(argv[5]);

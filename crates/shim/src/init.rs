@@ -47,6 +47,7 @@ use gpubpf_runtime::registry::procstats::{self, ProcStats};
 use gpubpf_runtime::registry::{self, Registry};
 
 use crate::hot;
+use crate::native::Compiler;
 
 /// Environment variable holding the shim's log filter.
 pub const LOG_ENV: &str = "GPUBPF_LOG";
@@ -85,7 +86,7 @@ fn fail_closed() -> bool {
 }
 
 /// Logs `message` once per process.
-fn warn_once(key: String, f: impl FnOnce()) {
+pub(crate) fn warn_once(key: String, f: impl FnOnce()) {
     let fresh = LOGGED.lock().map(|mut l| l.insert(key)).unwrap_or(true);
     if fresh {
         f();
@@ -217,11 +218,12 @@ fn start(reg: &'static Registry) {
     let spawned = std::thread::Builder::new()
         .name("gpubpf-watch".into())
         .spawn(move || {
-            let _ = hot::as_busy(to_native);
+            let mut native = Compiler::default();
+            let _ = hot::as_busy(|| native.pass());
             procstats::remove_stale(stale);
             // And those of processes that exited before their watcher could.
             procstats::remove_dead_stale(&reg.home().join("procs"));
-            watch(reg, slot, seen)
+            watch(reg, slot, seen, native)
         });
     if let Err(e) = spawned {
         tracing::warn!(error = %e, "cannot start the watcher thread; policies stay as loaded");
@@ -273,45 +275,19 @@ fn init() {
     start(reg);
 }
 
-/// Replaces every published chain that runs on the interpreter (the first build's) with
-/// its native twin, one attach point at a time; a chain that fails to compile stays
-/// interpreted (logged once). Runs on the watcher thread before it first waits, so no
-/// other build publishes meanwhile.
-fn to_native() {
-    let started = std::time::Instant::now();
-    let helpers = standard_helpers();
-    let mut programs = 0usize;
-    for (id, chain) in hot::published() {
-        if !chain.interpreted() {
-            continue;
-        }
-        match chain.to_native(&helpers) {
-            Ok(native) => {
-                programs += native.entry.len() + native.exit.len();
-                hot::replace(id, &chain, native);
-            }
-            Err(e) => {
-                let reason = error_chain(&e);
-                warn_once(
-                    format!("native\0{id}\0{reason}"),
-                    || tracing::warn!(api_id = id, error = %reason, "programs stay on the interpreter: JIT compilation failed"),
-                );
-            }
-        }
-    }
-    tracing::info!(
-        programs,
-        micros = started.elapsed().as_micros() as u64,
-        "policies compiled to native code"
-    );
-}
-
-fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64) {
+/// The watcher: sleeps on the registry's generation word and rebuilds on a change; while
+/// some chain of the first build is still interpreted it wakes every few milliseconds to
+/// compile the chains whose points have been called since ([`native::Compiler`]).
+fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64, mut native: Compiler) {
     loop {
-        let g = reg.control().wait_change(seen, Duration::from_secs(3600));
+        let sleep = native.next_look().unwrap_or(Duration::from_secs(3600));
+        let g = reg.control().wait_change(seen, sleep);
         if g != seen {
             let _ = hot::as_busy(|| reload(reg, slot, false));
             seen = g;
+        }
+        if native.next_look().is_some() {
+            let _ = hot::as_busy(|| native.pass());
         }
     }
 }
@@ -321,8 +297,9 @@ fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64) {
 fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
     let started = std::time::Instant::now();
     // The first build waits only for re-verification: its programs start on the
-    // interpreter, and the watcher compiles them (`to_native`). Later builds happen on the
-    // watcher, off every call's path, and compile at once.
+    // interpreter, and the watcher compiles a point's chain once the point is called
+    // (`native::Compiler`). Later builds happen on the watcher, off every call's path, and
+    // compile at once.
     let tier = if first {
         Tier::Interpreted
     } else {
@@ -403,7 +380,7 @@ fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
 }
 
 /// `error: cause: cause…`, for one-line logs.
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {

@@ -27,5 +27,6 @@ pub mod driver;
 pub mod generated;
 pub mod hot;
 pub mod init;
+mod native;
 pub mod record;
 pub mod route;

@@ -428,6 +428,11 @@ impl ProcStats {
         }
     }
 
+    /// Calls seen at point slot `p` in this process, over every shard.
+    pub fn calls(&self, p: u32) -> u64 {
+        self.sum(Counter::calls(p))
+    }
+
     fn sum(&self, c: Counter) -> u64 {
         let w = self.words();
         (0..N_SHARDS)

@@ -1,0 +1,120 @@
+//! Native code for the first build's chains, point by point as the process calls them.
+//!
+//! A process's first driver call waits only for re-verification: its chains are published
+//! on the interpreter (`Tier::Interpreted`), and the watcher thread compiles them to native
+//! code while the application goes on. It compiles a point's chain once the point has been
+//! called in this process (the point's `calls` counter in the process's stats file, which
+//! every policed call bumps), not every chain of every object: a process calls a handful
+//! of the points that quota and trace attach to, and compiling all 33 of their programs
+//! took 62–68 ms of CPU per process on the development VM, which 200 processes starting at
+//! once on 16 cores pay together (docs/shim.md, "Native code as points are called").
+//!
+//! Until every chain is native the watcher looks again after a short sleep that doubles
+//! from [`FIRST_LOOK`] to [`LAST_LOOK`] (and restarts at the first after a pass that
+//! compiled something): a point first called later runs on the interpreter for at most that
+//! long. A process without a stats file has no counters to go by and compiles everything
+//! at once, as before. Builds after the first (a changed generation) compile at once on
+//! the watcher, off every call's path, and publish native chains.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpubpf_runtime::helpers::standard_helpers;
+
+use crate::hot::{self, Published};
+use crate::init::{error_chain, warn_once};
+
+/// The watcher's first sleep before it looks for newly called points.
+pub(crate) const FIRST_LOOK: Duration = Duration::from_millis(1);
+/// Its longest: the most a point first called late runs on the interpreter.
+pub(crate) const LAST_LOOK: Duration = Duration::from_millis(250);
+
+/// What the watcher keeps between its compilation passes.
+#[derive(Debug)]
+pub(crate) struct Compiler {
+    /// The next sleep while some chain is interpreted.
+    look: Duration,
+    /// Interpreted chains left after the last pass (their points not called yet).
+    left: usize,
+    /// Chains that failed to compile (by address, while published): not tried again.
+    failed: HashSet<usize>,
+}
+
+impl Default for Compiler {
+    fn default() -> Self {
+        Compiler {
+            look: FIRST_LOOK,
+            left: 0,
+            failed: HashSet::new(),
+        }
+    }
+}
+
+impl Compiler {
+    /// How long the watcher may sleep before the next [`Compiler::pass`]: `None` when no
+    /// chain waits for native code.
+    pub(crate) fn next_look(&self) -> Option<Duration> {
+        (self.left > 0).then_some(self.look)
+    }
+
+    /// Replaces every published interpreted chain whose point has been called (every one
+    /// when the process has no stats file) with its native twin, one point at a time. A
+    /// chain that fails to compile stays interpreted (logged once, not tried again).
+    pub(crate) fn pass(&mut self) {
+        let started = Instant::now();
+        let helpers = standard_helpers();
+        let stats = hot::current_stats();
+        let (mut programs, mut left) = (0usize, 0usize);
+        let published = hot::published();
+        // Forget failures of chains that are no longer published (their addresses may be
+        // reused by new ones).
+        let live: HashSet<usize> = published.iter().map(|(_, c)| address(c)).collect();
+        self.failed.retain(|a| live.contains(a));
+        for (id, chain) in published {
+            if !chain.interpreted() || self.failed.contains(&address(&chain)) {
+                continue;
+            }
+            let called = match (stats, chain.stats_slot) {
+                (Some(s), Some(slot)) => s.calls(slot) > 0,
+                _ => true,
+            };
+            if !called {
+                left += 1;
+                continue;
+            }
+            match chain.to_native(&helpers) {
+                Ok(native) => {
+                    programs += native.entry.len() + native.exit.len();
+                    hot::replace(id, &chain, native);
+                }
+                Err(e) => {
+                    self.failed.insert(address(&chain));
+                    let reason = error_chain(&e);
+                    warn_once(
+                        format!("native\0{id}\0{reason}"),
+                        || tracing::warn!(api_id = id, error = %reason, "programs stay on the interpreter: JIT compilation failed"),
+                    );
+                }
+            }
+        }
+        self.left = left;
+        self.look = if programs > 0 {
+            FIRST_LOOK
+        } else {
+            (self.look * 2).min(LAST_LOOK)
+        };
+        if programs > 0 {
+            tracing::info!(
+                programs,
+                waiting = left,
+                micros = started.elapsed().as_micros() as u64,
+                "policies compiled to native code"
+            );
+        }
+    }
+}
+
+fn address(chain: &Arc<Published>) -> usize {
+    Arc::as_ptr(chain) as usize
+}
