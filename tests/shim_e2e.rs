@@ -350,7 +350,7 @@ fn the_first_calls_are_interpreted_then_the_watcher_compiles_to_native_code() {
 
 /// A point first called after the watcher's first compilation runs on the interpreter
 /// until the watcher looks again (within `native::LAST_LOOK`, 250 ms), then natively; the
-/// points never called are never compiled.
+/// points never called are never compiled, also in a later build.
 #[test]
 fn a_point_called_later_is_compiled_when_it_is_first_called() {
     let Some(Session { mock, tmp, home }) = session() else {
@@ -381,6 +381,22 @@ fn a_point_called_later_is_compiled_when_it_is_first_called() {
     // cuMemFree: quota's one exit program there.
     let second = nth_log_line(&log, "policies compiled to native code", 2);
     assert!(second.contains("programs=1 waiting=14"), "{second}");
+    // A later build is published on the interpreter too; the points this process has
+    // called (cuMemAlloc, cuMemFree) are compiled at once, the new object's
+    // (cuLaunchKernel) waits with quota's 14 others.
+    let count = policy(dir, "tests/shim/count_launch.bpf.c");
+    let j = ok_json(&cli(
+        &home,
+        &[
+            "-j",
+            "load",
+            count.to_str().expect("utf-8 path"),
+            "--wait=60s",
+        ],
+    ));
+    assert_eq!(j["acknowledged_by"], 1, "{j}");
+    let third = nth_log_line(&log, "policies compiled to native code", 3);
+    assert!(third.contains("programs=3 waiting=15"), "{third}");
     std::fs::write(&files[3], b"").expect("create go2");
     let pid = u64::from(child.id());
     let out = child.wait_with_output().expect("wait");
@@ -396,7 +412,7 @@ fn a_point_called_later_is_compiled_when_it_is_first_called() {
     );
     assert_eq!(
         err.matches("policies compiled to native code").count(),
-        2,
+        3,
         "{err}"
     );
     // Charged on the interpreter and credited on it: nothing held, one free.

@@ -13,9 +13,11 @@
 //!    taken from the registry's verification cache unless `GPUBPF_VERIFY_CACHE=off`),
 //!    publishes the chains and acknowledges the generation. This first build leaves the
 //!    programs to the interpreter: the first driver call waits for verification only.
-//! 4. A watcher thread first JIT-compiles the published chains and swaps each for its
-//!    native twin (same programs, same decisions, faster), then sleeps on the generation word (`Control::wait_change`); on a change
-//!    it rebuilds and republishes off the hot path, then acknowledges.
+//! 4. A watcher thread sleeps on the generation word (`Control::wait_change`); on a change
+//!    it rebuilds and republishes off the hot path (on the interpreter too), then
+//!    acknowledges. It swaps the chain of each point the process has called for its native
+//!    twin (same programs, same decisions, faster; `native::Compiler`), looking every few
+//!    milliseconds while some published chain is still interpreted.
 //! 5. `GPUBPF_FAIL` (read once): `open` (default) — an object that cannot be built is
 //!    skipped, a registry that cannot be read leaves the process unpoliced, a program that
 //!    faults counts as verdict 0; `closed` — the attach points a failed object names refuse
@@ -276,14 +278,15 @@ fn init() {
 }
 
 /// The watcher: sleeps on the registry's generation word and rebuilds on a change; while
-/// some chain of the first build is still interpreted it wakes every few milliseconds to
-/// compile the chains whose points have been called since ([`native::Compiler`]).
+/// some published chain is still interpreted it wakes every few milliseconds to compile the
+/// chains whose points have been called since ([`native::Compiler`]).
 fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64, mut native: Compiler) {
     loop {
         let sleep = native.next_look().unwrap_or(Duration::from_secs(3600));
         let g = reg.control().wait_change(seen, sleep);
         if g != seen {
             let _ = hot::as_busy(|| reload(reg, slot, false));
+            native.rebuilt();
             seen = g;
         }
         if native.next_look().is_some() {
@@ -296,15 +299,11 @@ fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64, mut native:
 /// read, the chains already published stay; at `first` nothing is published then).
 fn reload(reg: &Registry, slot: Option<usize>, first: bool) {
     let started = std::time::Instant::now();
-    // The first build waits only for re-verification: its programs start on the
-    // interpreter, and the watcher compiles a point's chain once the point is called
-    // (`native::Compiler`). Later builds happen on the watcher, off every call's path, and
-    // compile at once.
-    let tier = if first {
-        Tier::Interpreted
-    } else {
-        Tier::Native
-    };
+    // Every build waits only for re-verification: its programs start on the interpreter,
+    // and the watcher compiles a point's chain once the point is called
+    // (`native::Compiler`), so that a change takes effect without waiting for Cranelift and
+    // no process compiles what it never calls.
+    let tier = Tier::Interpreted;
     let cache = VerifyCache::of(reg, VERIFY_CACHE.load(Ordering::Relaxed));
     match PolicySet::load_each_in(reg, &standard_helpers(), tier, cache.as_ref()) {
         Ok((set, failed)) => {

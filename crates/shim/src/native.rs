@@ -1,20 +1,24 @@
-//! Native code for the first build's chains, point by point as the process calls them.
+//! Native code for published chains, point by point as the process calls them.
 //!
-//! A process's first driver call waits only for re-verification: its chains are published
-//! on the interpreter (`Tier::Interpreted`), and the watcher thread compiles them to native
-//! code while the application goes on. It compiles a point's chain once the point has been
-//! called in this process (the point's `calls` counter in the process's stats file, which
-//! every policed call bumps), not every chain of every object: a process calls a handful
-//! of the points that quota and trace attach to, and compiling all 33 of their programs
-//! took 62–68 ms of CPU per process on the development VM, which 200 processes starting at
-//! once on 16 cores pay together (docs/shim.md, "Native code as points are called").
+//! A build (the first, on the process's first driver call, and each later one, on the
+//! watcher after a registry change) waits only for re-verification: its chains are
+//! published on the interpreter (`Tier::Interpreted`), and the watcher thread compiles
+//! them to native code while the application goes on. It compiles a point's chain once the
+//! point has been called in this process (the point's `calls` counter in the process's
+//! stats file, which every policed call bumps), not every chain of every object: a process
+//! calls a handful of the points that quota and trace attach to, and compiling all 33 of
+//! their programs took 62–68 ms of CPU per process on the development VM, which 200
+//! processes starting at once on 16 cores pay together (docs/shim.md, "Native code as
+//! points are called").
 //!
 //! Until every chain is native the watcher looks again after a short sleep that doubles
 //! from [`FIRST_LOOK`] to [`LAST_LOOK`] (and restarts at the first after a pass that
-//! compiled something): a point first called later runs on the interpreter for at most that
-//! long. A process without a stats file has no counters to go by and compiles everything
-//! at once, as before. Builds after the first (a changed generation) compile at once on
-//! the watcher, off every call's path, and publish native chains.
+//! compiled something): a point first called later runs on the interpreter for at most
+//! that long. A process without a stats file has no counters to go by and compiles
+//! everything at once. After a later build the points already called (their counters
+//! survive the rebuild) are compiled by the pass right after it, and the change took
+//! effect without waiting for Cranelift; decisions are the same on either engine
+//! (`tests/dispatch_tiers.rs`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -52,6 +56,12 @@ impl Default for Compiler {
 }
 
 impl Compiler {
+    /// A new build was published: look for called points at once.
+    pub(crate) fn rebuilt(&mut self) {
+        self.left = usize::MAX;
+        self.look = FIRST_LOOK;
+    }
+
     /// How long the watcher may sleep before the next [`Compiler::pass`]: `None` when no
     /// chain waits for native code.
     pub(crate) fn next_look(&self) -> Option<Duration> {
