@@ -50,6 +50,9 @@ fn tables_and_counters_round_trip() {
     }
     s.add(0, Counter::calls(p), 2);
     s.add(0, Counter::denied(p), 1);
+    // Summed over the thread's shard and the shared one: what the shim's watcher reads to
+    // compile a point once it has been called.
+    assert_eq!(s.calls(p), 7);
     s.add(shard, Counter::runs(q), 3);
     s.add(shard, Counter::run_ns(q), 300);
     s.add(shard, Counter::faults(q), 1);
@@ -78,6 +81,9 @@ fn tables_and_counters_round_trip() {
         t.program("quota", "quota_alloc", 303, false, true).unwrap()
     });
     assert_eq!(q2, q);
+    // A rebuild keeps the counters (the watcher compiles the points already called right
+    // after it).
+    assert_eq!(s.calls(p), 7);
     s.add(shard, Counter::shadow_denied(q), 2);
     let r2 = s.read();
     let prog2 = &r2.programs[0];
