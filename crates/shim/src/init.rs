@@ -286,10 +286,9 @@ fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64, mut native:
         let g = reg.control().wait_change(seen, sleep);
         if g != seen {
             let _ = hot::as_busy(|| reload(reg, slot, false));
-            native.rebuilt();
+            let _ = hot::as_busy(|| native.rebuilt());
             seen = g;
-        }
-        if native.next_look().is_some() {
+        } else if native.next_look().is_some() {
             let _ = hot::as_busy(|| native.pass());
         }
     }

@@ -56,10 +56,11 @@ impl Default for Compiler {
 }
 
 impl Compiler {
-    /// A new build was published: look for called points at once.
+    /// A new build was published: compiles the points already called at once (their
+    /// counters survive the rebuild) and starts looking for the others from [`FIRST_LOOK`].
     pub(crate) fn rebuilt(&mut self) {
-        self.left = usize::MAX;
         self.look = FIRST_LOOK;
+        self.pass();
     }
 
     /// How long the watcher may sleep before the next [`Compiler::pass`]: `None` when no

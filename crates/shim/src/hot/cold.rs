@@ -12,8 +12,7 @@ use gpubpf_runtime::dispatch::EntryVerdict;
 use gpubpf_runtime::registry::monotonic_ns;
 use gpubpf_runtime::registry::procstats::Counter;
 
-use super::stats::stats;
-use super::stats::Recorder;
+use super::stats::{stats, Recorder};
 use super::{note_faults, real, thread_ptr, Frame, Policed, ThreadState, THREAD, UNCLAIMED};
 use crate::abi_types::CUresult;
 use crate::generated::{CTX_GET_DEVICE, STREAM_IS_CAPTURING};
