@@ -64,6 +64,7 @@ for _ in range(30):
     step()
 torch.cuda.synchronize()
 ms = []
+cpu = []
 for b in range(blocks):
     if b % 2 == 1:
         if "quota" in policies:
@@ -81,16 +82,20 @@ for b in range(blocks):
     for _ in range(20):
         step()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     for _ in range(steps):
         loss = step()
     torch.cuda.synchronize()
     ms.append(1000 * (time.perf_counter() - t0) / steps)
+    cpu.append(1000 * (time.thread_time() - c0) / steps)
 none, pol = ms[0::2], ms[1::2]
 a, p = statistics.median(none), statistics.median(pol)
 d = paired(ms)
+dc, ac = paired(cpu), statistics.median(cpu[0::2])
 print("blocks " + ",".join(f"{v:.4f}" for v in ms) + f" loss={loss.item():.6f}")
+print("cpu " + ",".join(f"{v:.4f}" for v in cpu))
 print(f"TOGGLE step policies_ms={p:.4f} none_ms={a:.4f} added={100 * (p / a - 1):+.2f}% "
       f"paired={d:+.4f}ms ({100 * d / a:+.2f}%) "
+      f"cpu={dc:+.4f}ms ({100 * dc / ac:+.2f}% of {ac:.4f}) "
       f"(one process, {blocks} blocks of {steps} steps alternating; MLP batch {batch} "
       f"width {width})")
