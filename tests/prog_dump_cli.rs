@@ -372,3 +372,101 @@ fn unknown_names_and_rejected_programs_are_clear_errors() {
         ],
     ));
 }
+
+/// A listing with its addresses (maps, which differ between processes) blanked.
+fn unaddressed(text: &str) -> String {
+    text.split(' ')
+        .map(|w| {
+            if w.starts_with("0x") && w.len() > 10 {
+                "ADDR"
+            } else {
+                w
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The `program NAME (` headers of a text dump, in order.
+fn dumped(out: &Output) -> Vec<String> {
+    sections(&ok(out)).into_iter().map(|(n, _)| n).collect()
+}
+
+#[test]
+fn programs_are_selected_as_prog_show_selects_them() {
+    let home = tempfile::tempdir().expect("tempdir");
+    if !load_quota(home.path()) {
+        return;
+    }
+    let h = home.path();
+    let shown = json(&run(h, &["-j", "prog", "show", "quota"]));
+    let ids: Vec<(String, u64)> = shown["programs"]
+        .as_array()
+        .expect("programs")
+        .iter()
+        .map(|p| {
+            let name = p["name"].as_str().expect("name").to_string();
+            (name, p["id"].as_u64().expect("id"))
+        })
+        .collect();
+    let object_id = shown["id"].as_u64().expect("object id");
+    let (third, third_id) = ids[2].clone();
+
+    // `id N`: the one program of that id, the same code as `NAME --prog`.
+    let by_id = run(h, &["prog", "dump", "xlated", "id", &third_id.to_string()]);
+    assert_eq!(dumped(&by_id), [third.clone()]);
+    let by_prog = run(h, &["prog", "dump", "xlated", "quota", "--prog", &third]);
+    assert_eq!(unaddressed(&ok(&by_id)), unaddressed(&ok(&by_prog)));
+    // An object's own id, like `prog show id N`, selects the whole object.
+    let whole = run(h, &["prog", "dump", "xlated", "id", &object_id.to_string()]);
+    assert_eq!(dumped(&whole).len(), QUOTA_PROGRAMS);
+    // `name X`: programs of that function name, or the object of that name.
+    let by_name = run(
+        h,
+        &["-j", "prog", "dump", "jited", "name", "quota_free_done"],
+    );
+    let v = json(&by_name);
+    assert_eq!(v.as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v[0]["program"], "quota_free_done");
+    assert_eq!(
+        dumped(&run(h, &["prog", "dump", "xlated", "name", "quota"])).len(),
+        QUOTA_PROGRAMS
+    );
+
+    // A function name where an object's name goes: refused, with the two ways to say it.
+    let out = run(h, &["prog", "dump", "xlated", "quota_alloc"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`quota_alloc` is a program of `quota`")
+            && err.contains("`gpubpf prog dump xlated name quota_alloc`")
+            && err.contains("`gpubpf prog dump xlated quota --prog quota_alloc`"),
+        "{err}"
+    );
+    // Unknown ids and names list what is loaded, with the programs' ids.
+    let out = run(h, &["prog", "dump", "xlated", "id", "9999"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let listed = format!("{third_id} {third}");
+    assert!(
+        err.contains("no loaded program has id 9999") && err.contains(&listed),
+        "{err}"
+    );
+    let out = run(h, &["prog", "dump", "xlated", "name", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no loaded program or object named `nope`")
+    );
+    // Usage errors: `--prog` belongs to NAME, and a selector is one of three forms.
+    let id = third_id.to_string();
+    for args in [
+        &["prog", "dump", "xlated", "id", &id, "--prog", "quota_alloc"][..],
+        &["prog", "dump", "xlated", "id", "x"][..],
+        &["prog", "dump", "xlated", "tag", "7"][..],
+        &["prog", "dump", "xlated"][..],
+    ] {
+        let out = run(h, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    }
+}

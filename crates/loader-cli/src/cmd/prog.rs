@@ -45,16 +45,16 @@ pub struct UnloadArgs {
     pub wait: Option<String>,
 }
 
-/// What `prog show` selects.
+/// What `prog show` (and `prog dump`) selects.
 #[derive(Debug, PartialEq, Eq)]
-enum Selector {
+pub(crate) enum Selector {
     All,
     Id(u64),
     Name(String),
     Object(String),
 }
 
-fn selector(words: &[String]) -> anyhow::Result<Selector> {
+pub(crate) fn selector(words: &[String]) -> anyhow::Result<Selector> {
     let usage = |message: String| CliError {
         code: exit::USAGE,
         message,
@@ -71,8 +71,8 @@ fn selector(words: &[String]) -> anyhow::Result<Selector> {
         }),
         [kw, x] if kw == "name" => Ok(Selector::Name(x.clone())),
         _ => Err(usage(format!(
-            "unknown selector `{}`: use `prog show`, `prog show id N`, `prog show name X` or \
-             `prog show NAME`",
+            "unknown selector `{}`: `id N` (a program id, as `prog list` shows), `name X` (a \
+             program's function name or an object's name) or NAME (an object's registry name)",
             words.join(" ")
         ))
         .into()),

@@ -1,5 +1,8 @@
-//! `gpubpf prog dump xlated|jited NAME [--prog PROG] [--opcodes] [--linum]`: what a loaded
-//! program runs, in the style of `bpftool prog dump xlated|jited`.
+//! `gpubpf prog dump xlated|jited (NAME [--prog PROG] | id N | name X) [--opcodes]
+//! [--linum]`: what a loaded program runs, in the style of `bpftool prog dump
+//! xlated|jited`. The selector reads as `prog show`'s: an object by its registry name
+//! (every program, or `--prog`'s), one program by the id `prog list` shows, or every
+//! program of that function name (and every program of the object of that name).
 //!
 //! The program is built exactly as a process builds it (`dispatch::LoadedObject`: the
 //! recorded object bytes, the recorded `--set` globals, the bound maps, re-verification at
@@ -51,9 +54,12 @@ pub struct Args {
     /// `xlated` (BPF instructions) or `jited` (machine code).
     #[arg(value_enum)]
     pub kind: Kind,
-    /// Registry name given at load time (as in `gpubpf prog show NAME`).
-    pub name: String,
-    /// Dump only this program of the object (default: all of them).
+    /// `id N` (a program id, as `prog list` shows), `name X` (programs of that function
+    /// name, or of the object of that name), or NAME: the registry name given at load time
+    /// (as in `gpubpf prog show`).
+    #[arg(num_args = 1..=2, required = true, value_name = "id N | name X | NAME")]
+    pub selector: Vec<String>,
+    /// Dump only this program of the object NAME (default: all of them).
     #[arg(long = "prog", value_name = "PROG")]
     pub prog: Option<String>,
     /// Print the raw bytes of each instruction.
@@ -171,23 +177,48 @@ struct Group {
 }
 
 pub fn run(reg: &Registry, args: Args, out: &Output) -> anyhow::Result<()> {
-    let rec = find_object(reg, &args.name)?;
-    let loaded = LoadedObject::open(reg, &rec)
-        .with_context(|| format!("cannot open loaded object `{}`", rec.name))?;
-    let selected = super::select_programs(
-        &rec.programs,
-        |p| p.name.as_str(),
-        args.prog.as_deref(),
-        &rec.name,
-    )?;
+    let wanted = match super::prog::selector(&args.selector)? {
+        super::prog::Selector::Object(name) => {
+            let rec = find_object(reg, &name, args.kind)?;
+            let progs = super::select_programs(
+                &rec.programs,
+                |p| p.name.as_str(),
+                args.prog.as_deref(),
+                &rec.name,
+            )?
+            .into_iter()
+            .map(|p| p.name.clone())
+            .collect();
+            vec![(rec, progs)]
+        }
+        sel => {
+            if args.prog.is_some() {
+                return Err(CliError {
+                    code: exit::USAGE,
+                    message: format!(
+                        "--prog selects a program of the object NAME, not of `{}`: \
+                         `prog dump KIND NAME --prog PROG`",
+                        args.selector.join(" ")
+                    ),
+                    json: None,
+                }
+                .into());
+            }
+            select(reg, &sel)?
+        }
+    };
     let helpers = standard_helpers();
-    let mut dumps = Vec::with_capacity(selected.len());
-    for prec in selected {
-        let built = build(&loaded, prec, &helpers)?;
-        let p = loaded
-            .program(prec)
-            .with_context(|| format!("program `{}`", prec.name))?;
-        dumps.push(dump_program(&loaded, prec, p, &built, &helpers, args.kind)?);
+    let mut dumps = Vec::new();
+    for (rec, progs) in &wanted {
+        let loaded = LoadedObject::open(reg, rec)
+            .with_context(|| format!("cannot open loaded object `{}`", rec.name))?;
+        for prec in rec.programs.iter().filter(|p| progs.contains(&p.name)) {
+            let built = build(&loaded, prec, &helpers)?;
+            let p = loaded
+                .program(prec)
+                .with_context(|| format!("program `{}`", prec.name))?;
+            dumps.push(dump_program(&loaded, prec, p, &built, &helpers, args.kind)?);
+        }
     }
     if out.json() {
         return out.print_json(&dumps);
@@ -199,26 +230,101 @@ pub fn run(reg: &Registry, args: Args, out: &Output) -> anyhow::Result<()> {
     print_line(text.join("\n").trim_end())
 }
 
-/// The record of `name`, or an error that lists what is loaded.
-fn find_object(reg: &Registry, name: &str) -> anyhow::Result<ObjectRecord> {
+/// The objects and programs (by name) that `id N` or `name X` selects, in id order, or an
+/// error that lists what is loaded.
+fn select(
+    reg: &Registry,
+    sel: &super::prog::Selector,
+) -> anyhow::Result<Vec<(ObjectRecord, Vec<String>)>> {
+    use super::prog::Selector;
+    let snap = reg.snapshot().context("cannot read the registry")?;
+    let mut objects = snap.objects;
+    objects.sort_by(|a, b| (a.id, &a.name).cmp(&(b.id, &b.name)));
+    let mut wanted = Vec::new();
+    for o in &objects {
+        let progs: Vec<String> = o
+            .programs
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| match sel {
+                // As in `prog show id N`: an object's own id selects the whole object.
+                Selector::Id(id) => o.id == *id || o.program_id(*i) == Some(*id),
+                Selector::Name(x) => o.name == *x || p.name == *x,
+                Selector::All | Selector::Object(_) => true,
+            })
+            .map(|(_, p)| p.name.clone())
+            .collect();
+        if !progs.is_empty() {
+            wanted.push((o.clone(), progs));
+        }
+    }
+    if wanted.is_empty() {
+        let what = match sel {
+            Selector::Id(id) => format!("no loaded program has id {id}"),
+            Selector::Name(x) => format!("no loaded program or object named `{x}`"),
+            Selector::All | Selector::Object(_) => "nothing is loaded".into(),
+        };
+        anyhow::bail!("{what} ({})", loaded_programs(&objects));
+    }
+    Ok(wanted)
+}
+
+/// `loaded: a (2 p, 3 q); b (…)` (program ids and names), for errors.
+fn loaded_programs(objects: &[ObjectRecord]) -> String {
+    if objects.is_empty() {
+        return "nothing is loaded".into();
+    }
+    let list: Vec<String> = objects
+        .iter()
+        .map(|o| {
+            let progs: Vec<String> = (o.programs.iter().enumerate())
+                .map(|(i, p)| match o.program_id(i) {
+                    Some(id) if id > 0 => format!("{id} {}", p.name),
+                    _ => p.name.clone(),
+                })
+                .collect();
+            format!("{} ({})", o.name, progs.join(", "))
+        })
+        .collect();
+    format!("loaded: {}", list.join("; "))
+}
+
+/// The record of `name`, or an error that lists what is loaded (and, when `name` is the
+/// function name of loaded programs, how to select them).
+fn find_object(reg: &Registry, name: &str, kind: Kind) -> anyhow::Result<ObjectRecord> {
     match reg.object(name) {
         Ok(r) => Ok(r),
         Err(RegistryError::NoSuchProgram { .. } | RegistryError::InvalidName { .. }) => {
             let snap = reg.snapshot().context("cannot read the registry")?;
-            let loaded: Vec<String> = snap
-                .objects
+            let mut objects = snap.objects;
+            objects.sort_by(|a, b| (a.id, &a.name).cmp(&(b.id, &b.name)));
+            let owners: Vec<&str> = objects
                 .iter()
-                .map(|o| {
-                    let progs: Vec<&str> = o.programs.iter().map(|p| p.name.as_str()).collect();
-                    format!("{} ({})", o.name, progs.join(", "))
-                })
+                .filter(|o| o.programs.iter().any(|p| p.name == name))
+                .map(|o| o.name.as_str())
                 .collect();
-            if loaded.is_empty() {
-                anyhow::bail!("no loaded program named `{name}` (nothing is loaded)");
-            }
+            let kind = match kind {
+                Kind::Xlated => "xlated",
+                Kind::Jited => "jited",
+            };
+            let hint = match owners.as_slice() {
+                [] => String::new(),
+                [one] => format!(
+                    "; `{name}` is a program of `{one}`: `gpubpf prog dump {kind} name {name}` \
+                     or `gpubpf prog dump {kind} {one} --prog {name}`"
+                ),
+                many => format!(
+                    "; `{name}` is a program of {}: `gpubpf prog dump {kind} name {name}` \
+                     dumps each",
+                    many.iter()
+                        .map(|o| format!("`{o}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
             anyhow::bail!(
-                "no loaded program named `{name}` (loaded: {})",
-                loaded.join("; ")
+                "no loaded program named `{name}` ({}){hint}",
+                loaded_programs(&objects)
             )
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!("cannot read program `{name}`"))),
