@@ -6,6 +6,12 @@ blocks alternate between nothing attached and the two policies. Prints the block
 `TOGGLE step policies_ms=… none_ms=… added=…% paired=…ms (…%)`: `added` compares the
 medians of the two kinds of block, `paired` is the median over the policy blocks of each
 one's difference from the mean of its two neighbours, which cancels the machine's drifts.
+`cpu=…` is the same paired figure over the main thread's CPU time per step
+(`time.thread_time`: time the thread spent descheduled is not in it), a diagnostic only: the
+forward pass and the optimizer launch from this thread, the backward pass from autograd's
+own device thread, which it does not count (on the H100 of 2026-12-07 the main thread used
+0.64 ms of a 1.0 ms step). The process's CPU time is no better: threads spinning in a
+synchronisation make it follow the wall clock (1.07 of 1.09 ms, and as noisy).
 
 Diagnostics: STEP_POLICIES="quota" or "trace" toggles one of the two alone, and
 STEP_TRACE_SET="emit_events=false" passes a `--set` to trace (both default to the check's
