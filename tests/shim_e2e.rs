@@ -499,6 +499,34 @@ fn the_library_exports_dlsym_both_resolvers_and_every_catalogued_symbol() {
     assert_eq!(n, attach::generated::VARIANT_COUNT);
 }
 
+/// Under `LD_PRELOAD` the library's thread-local storage is part of every thread the
+/// application creates, whether or not it ever calls the driver (the loader copies the
+/// initial image into each new thread's static TLS). The shim keeps a thread's state on the
+/// heap from its first driver call and the JIT compiler boxed, so that this stays small: a
+/// state (~8.5 KiB) or a compiler (~8 KiB) moved back into a thread-local fails here.
+#[test]
+fn every_thread_carries_little_of_the_shim() {
+    use object::elf::PT_TLS;
+    use object::read::elf::{ElfFile64, ProgramHeader as _};
+    let bytes = std::fs::read(shim_library()).expect("read libgpubpf.so");
+    let elf = ElfFile64::<object::Endianness>::parse(&*bytes).expect("ELF");
+    let e = elf.endian();
+    let tls: Vec<(u64, u64)> = elf
+        .elf_program_headers()
+        .iter()
+        .filter(|h| h.p_type(e) == PT_TLS)
+        .map(|h| (h.p_filesz(e), h.p_memsz(e)))
+        .collect();
+    let [(image, size)] = tls[..] else {
+        panic!("one PT_TLS segment expected: {tls:?}");
+    };
+    assert!(
+        size <= 2048 && image <= 512,
+        "the shim's TLS is {size} bytes per thread ({image} of them copied at each thread's \
+         creation): keep large per-thread state on the heap"
+    );
+}
+
 fn vm_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     status

@@ -187,8 +187,9 @@ struct Frame {
     caller: u64,
 }
 
-/// Everything a thread keeps for the shim, in one thread-local whose address a policed
-/// call reads through [`thread_ptr`] (a TLS descriptor, not `__tls_get_addr`).
+/// Everything a thread keeps for the shim, in one heap block ([`ThreadSlot`]) whose
+/// address a policed call reads through [`thread_ptr`] (a TLS descriptor, not
+/// `__tls_get_addr`).
 ///
 /// `repr(C, align(64))`: what every policed call reads and writes (the counters, ids,
 /// the stack's flag, the last chain used, the outermost call's frame) is the first cache
@@ -235,8 +236,9 @@ struct SummaryLine(Cell<ChainSummary>);
 const _: () =
     assert!(std::mem::offset_of!(ThreadState, frames) + std::mem::size_of::<Frame>() <= 64);
 
-thread_local! {
-    static THREAD: ThreadState = const {
+impl ThreadState {
+    /// A thread's state before its first policed call.
+    fn new() -> Self {
         ThreadState {
             busy: Cell::new(0),
             calls: Cell::new(0),
@@ -256,7 +258,18 @@ thread_local! {
             cache: UnsafeCell::new([const { None }; POINT_COUNT]),
             stack: UnsafeCell::new(Stack([0; STACK_SIZE])),
         }
-    };
+    }
+}
+
+/// Owns a thread's [`ThreadState`], allocated on the thread's first driver call and freed
+/// by the thread-local's destructor. On the heap, not in the thread-local itself: the
+/// state is ~8.5 KiB (the chain cache, the BPF stack) with a non-zero initial image, which
+/// the loader would copy into the static TLS of every thread the application creates,
+/// including the many that never call the driver.
+struct ThreadSlot(Cell<*mut ThreadState>);
+
+thread_local! {
+    static THREAD: ThreadSlot = const { ThreadSlot(Cell::new(std::ptr::null_mut())) };
 }
 
 /// This thread's state, `None` while the thread is being torn down.

@@ -72,8 +72,11 @@ struct CompiledFunc {
 thread_local! {
     /// This thread's compiler, kept between programs: building the two ISAs and the entry
     /// trampoline costs about as much as compiling a small program, and a process compiles
-    /// every loaded program at start-up and after every change.
-    static COMPILER: std::cell::RefCell<Option<JitCompiler>> = const { std::cell::RefCell::new(None) };
+    /// every loaded program at start-up and after every change. Boxed: an inline
+    /// `JitCompiler` (about 8 KiB, an initialised image) would be copied into the static TLS
+    /// of every thread an application under the shim creates, while only the thread that
+    /// compiles (the shim's watcher) ever uses it.
+    static COMPILER: std::cell::RefCell<Option<Box<JitCompiler>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Compiles `slots` with this thread's [`JitCompiler`] (created on first use; a fresh one
@@ -94,7 +97,7 @@ pub fn compile_with_maps(
         };
         if c.is_none() {
             match JitCompiler::new() {
-                Ok(j) => *c = Some(j),
+                Ok(j) => *c = Some(Box::new(j)),
                 Err(e) => return Some(Err(e)),
             }
         }

@@ -13,7 +13,9 @@ use gpubpf_runtime::registry::monotonic_ns;
 use gpubpf_runtime::registry::procstats::Counter;
 
 use super::stats::{stats, Recorder};
-use super::{note_faults, real, thread_ptr, Frame, Policed, ThreadState, THREAD, UNCLAIMED};
+use super::{
+    note_faults, real, thread_ptr, Frame, Policed, ThreadSlot, ThreadState, THREAD, UNCLAIMED,
+};
 use crate::abi_types::CUresult;
 use crate::generated::{CTX_GET_DEVICE, STREAM_IS_CAPTURING};
 
@@ -86,19 +88,50 @@ pub(super) fn log_fault_once() {
     }
 }
 
-/// The thread's first call (or one during its teardown): takes the state from the
-/// thread-local and records its address for the next calls ([`thread_ptr`]).
+/// The thread's first call (or one during its teardown): allocates the thread's state
+/// and records its address for the next calls ([`thread_ptr`]). `None` once the
+/// thread-local's destructor has run (or is running), and when the allocation fails.
 #[cold]
 #[inline(never)]
 pub(super) fn thread_state_first() -> Option<&'static ThreadState> {
-    let p = THREAD.try_with(|t| t as *const ThreadState).ok()?;
+    let p = THREAD
+        .try_with(|slot| {
+            if slot.0.get().is_null() {
+                // A failed allocation leaves the thread unpoliced rather than aborting the
+                // application (`try_reserve` is the fallible way to a box).
+                let mut v: Vec<ThreadState> = Vec::new();
+                v.try_reserve_exact(1).ok()?;
+                v.push(ThreadState::new());
+                let b = v.into_boxed_slice();
+                slot.0.set(Box::into_raw(b).cast::<ThreadState>());
+            }
+            Some(slot.0.get().cast_const())
+        })
+        .ok()
+        .flatten()?;
     thread_ptr::set(p);
-    // SAFETY: `try_with` hands out the state only before its destructor has started, and
-    // the destructor (`Drop for ThreadState`) nulls the recorded pointer first; the
-    // reference is only used by this thread (`Policed`, which carries it, is neither `Send`
-    // nor `Sync`) and never outlives the driver call that took it, during which the
-    // thread's destructors cannot run.
+    // SAFETY: `p` is this thread's live state: allocated above and freed only by the
+    // thread-local's destructor (`Drop for ThreadSlot`), which nulls the recorded pointer
+    // first and which `try_with` no longer reaches once it has started; the reference is
+    // only used by this thread (`Policed`, which carries it, is neither `Send` nor `Sync`)
+    // and never outlives the driver call that took it, during which the thread's
+    // destructors cannot run.
     Some(unsafe { &*p })
+}
+
+impl Drop for ThreadSlot {
+    fn drop(&mut self) {
+        let p = self.0.replace(std::ptr::null_mut());
+        if p.is_null() {
+            return;
+        }
+        thread_ptr::set(std::ptr::null());
+        // SAFETY: `p` came from `Box::into_raw` of a one-element boxed slice in
+        // `thread_state_first` and is freed only here (the slot was nulled above); no
+        // reference to it is alive: the recorded pointer is null, and a thread's
+        // destructors do not run while one of its driver calls is in flight.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, 1)) });
+    }
 }
 
 impl Drop for ThreadState {
