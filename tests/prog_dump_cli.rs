@@ -414,7 +414,7 @@ fn programs_are_selected_as_prog_show_selects_them() {
 
     // `id N`: the one program of that id, the same code as `NAME --prog`.
     let by_id = run(h, &["prog", "dump", "xlated", "id", &third_id.to_string()]);
-    assert_eq!(dumped(&by_id), [third.clone()]);
+    assert_eq!(dumped(&by_id), std::slice::from_ref(&third));
     let by_prog = run(h, &["prog", "dump", "xlated", "quota", "--prog", &third]);
     assert_eq!(unaddressed(&ok(&by_id)), unaddressed(&ok(&by_prog)));
     // An object's own id, like `prog show id N`, selects the whole object.
