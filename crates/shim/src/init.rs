@@ -111,7 +111,11 @@ static ATFORK: AtomicBool = AtomicBool::new(false);
 static FORKED: AtomicBool = AtomicBool::new(false);
 
 /// Initialises the shim once per process (and once more in a forked child); later calls
-/// return at once.
+/// return at once. Out of line and cold: the hot path calls it only until the process is
+/// ready, and inlined its fork and `Once` checks took code lines between the hot path's
+/// own.
+#[cold]
+#[inline(never)]
 pub fn ensure() {
     if FORKED.load(Ordering::Relaxed)
         && FORKED.swap(false, Ordering::AcqRel)
