@@ -469,4 +469,7 @@ fn programs_are_selected_as_prog_show_selects_them() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     }
+    let err = String::from_utf8_lossy(&run(h, &["prog", "dump", "xlated", "tag", "7"]).stderr)
+        .into_owned();
+    assert!(err.contains("`prog dump xlated id N`"), "{err}");
 }

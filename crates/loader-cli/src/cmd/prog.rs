@@ -54,7 +54,9 @@ pub(crate) enum Selector {
     Object(String),
 }
 
-pub(crate) fn selector(words: &[String]) -> anyhow::Result<Selector> {
+/// Parses `id N`, `name X` or NAME (none: all); `cmd` (`prog show`, `prog dump xlated`)
+/// names the command in the usage error.
+pub(crate) fn selector(words: &[String], cmd: &str) -> anyhow::Result<Selector> {
     let usage = |message: String| CliError {
         code: exit::USAGE,
         message,
@@ -71,9 +73,13 @@ pub(crate) fn selector(words: &[String]) -> anyhow::Result<Selector> {
         }),
         [kw, x] if kw == "name" => Ok(Selector::Name(x.clone())),
         _ => Err(usage(format!(
-            "unknown selector `{}`: `id N` (a program id, as `prog list` shows), `name X` (a \
-             program's function name or an object's name) or NAME (an object's registry name)",
-            words.join(" ")
+            "unknown selector `{}`: use {}`{cmd} id N`, `{cmd} name X` or `{cmd} NAME`",
+            words.join(" "),
+            if cmd == "prog show" {
+                "`prog show`, "
+            } else {
+                ""
+            }
         ))
         .into()),
     }
@@ -280,7 +286,7 @@ pub fn unload(reg: &Registry, args: UnloadArgs, out: &Output) -> anyhow::Result<
 
 pub fn run(cmd: Command, out: &Output) -> anyhow::Result<()> {
     let sel = match &cmd {
-        Command::Show { selector: words } => Some(selector(words)?),
+        Command::Show { selector: words } => Some(selector(words, "prog show")?),
         _ => None,
     };
     // Reading never creates a registry: without one, nothing is loaded.
@@ -316,17 +322,20 @@ mod tests {
 
     #[test]
     fn selectors_read_like_bpftool() {
-        assert_eq!(selector(&words("")).unwrap(), Selector::All);
-        assert_eq!(selector(&words("id 7")).unwrap(), Selector::Id(7));
+        assert_eq!(selector(&words(""), "prog show").unwrap(), Selector::All);
         assert_eq!(
-            selector(&words("name quota_alloc")).unwrap(),
+            selector(&words("id 7"), "prog show").unwrap(),
+            Selector::Id(7)
+        );
+        assert_eq!(
+            selector(&words("name quota_alloc"), "prog show").unwrap(),
             Selector::Name("quota_alloc".into())
         );
         assert_eq!(
-            selector(&words("quota")).unwrap(),
+            selector(&words("quota"), "prog show").unwrap(),
             Selector::Object("quota".into())
         );
-        assert!(selector(&words("id x")).is_err());
-        assert!(selector(&words("tag 7")).is_err());
+        assert!(selector(&words("id x"), "prog show").is_err());
+        assert!(selector(&words("tag 7"), "prog show").is_err());
     }
 }

@@ -177,7 +177,11 @@ struct Group {
 }
 
 pub fn run(reg: &Registry, args: Args, out: &Output) -> anyhow::Result<()> {
-    let wanted = match super::prog::selector(&args.selector)? {
+    let cmd = match args.kind {
+        Kind::Xlated => "prog dump xlated",
+        Kind::Jited => "prog dump jited",
+    };
+    let wanted = match super::prog::selector(&args.selector, cmd)? {
         super::prog::Selector::Object(name) => {
             let rec = find_object(reg, &name, args.kind)?;
             let progs = super::select_programs(
