@@ -54,6 +54,20 @@ pub(crate) enum Selector {
     Object(String),
 }
 
+impl Selector {
+    /// Whether the selector names program `i` of `o`: `id N` the program of that id (or
+    /// every program of the object of that id), `name X` the programs of that function
+    /// name or of the object named X, NAME the object's programs, none every program.
+    pub(crate) fn selects(&self, o: &ObjectRecord, i: usize) -> bool {
+        match self {
+            Selector::All => true,
+            Selector::Id(id) => o.id == *id || o.program_id(i) == Some(*id),
+            Selector::Name(x) => o.name == *x || o.programs.get(i).is_some_and(|p| p.name == *x),
+            Selector::Object(n) => o.name == *n,
+        }
+    }
+}
+
 /// Parses `id N`, `name X` or NAME (none: all); `cmd` (`prog show`, `prog dump xlated`)
 /// names the command in the usage error.
 pub(crate) fn selector(words: &[String], cmd: &str) -> anyhow::Result<Selector> {
@@ -152,12 +166,18 @@ fn show(reg: &Registry, sel: Selector, out: &Output) -> anyhow::Result<()> {
             print!("{}", prog_info::render(&p));
             Ok(())
         }
-        Selector::Name(name) => {
+        Selector::Name(ref name) => {
             let mut progs: Vec<ProgInfo> = objects
                 .iter()
-                .filter(|o| o.name == name || o.programs.iter().any(|p| p.name == name))
-                .flat_map(|o| prog_info::object_programs(reg, o))
-                .filter(|p| p.object == name || p.name == name)
+                .filter(|o| (0..o.programs.len()).any(|i| sel.selects(o, i)))
+                .flat_map(|o| {
+                    let info = prog_info::object_programs(reg, o);
+                    info.into_iter()
+                        .enumerate()
+                        .filter(|(i, _)| sel.selects(o, *i))
+                        .map(|(_, p)| p)
+                        .collect::<Vec<_>>()
+                })
                 .collect();
             if progs.is_empty() {
                 anyhow::bail!(

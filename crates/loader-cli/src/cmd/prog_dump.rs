@@ -250,12 +250,7 @@ fn select(
             .programs
             .iter()
             .enumerate()
-            .filter(|(i, p)| match sel {
-                // As in `prog show id N`: an object's own id selects the whole object.
-                Selector::Id(id) => o.id == *id || o.program_id(*i) == Some(*id),
-                Selector::Name(x) => o.name == *x || p.name == *x,
-                Selector::All | Selector::Object(_) => true,
-            })
+            .filter(|(i, _)| sel.selects(o, *i))
             .map(|(_, p)| p.name.clone())
             .collect();
         if !progs.is_empty() {
