@@ -135,8 +135,9 @@ impl Drop for ThreadSlot {
 }
 
 impl Drop for ThreadState {
+    /// Gives the thread's counter shard back (the recorded pointer was nulled by
+    /// `Drop for ThreadSlot`, the state's only owner).
     fn drop(&mut self) {
-        thread_ptr::set(std::ptr::null());
         let shard = self.shard.replace(UNCLAIMED);
         if shard != UNCLAIMED {
             if let Some(stats) = stats() {
