@@ -12,6 +12,11 @@ forward pass and the optimizer launch from this thread, the backward pass from a
 own device thread, which it does not count (on the H100 of 2026-12-07 the main thread used
 0.64 ms of a 1.0 ms step). The process's CPU time is no better: threads spinning in a
 synchronisation make it follow the wall clock (1.07 of 1.09 ms, and as noisy).
+`median_steps=…` is the same paired figure over each block's median step: the time between
+consecutive steps' returns (no synchronisation inside a block; the step is bound by its
+launches' CPU cost, so the GPU keeps up), which leaves out the steps that a burst of the
+host's other work stretched (the block means of 2026-12-07 moved by 10-30 % between
+neighbouring blocks, and the main thread's CPU time with them).
 
 Diagnostics: STEP_POLICIES="quota" or "trace" toggles one of the two alone, and
 STEP_TRACE_SET="emit_events=false" passes a `--set` to trace (both default to the check's
@@ -71,6 +76,7 @@ for _ in range(30):
 torch.cuda.synchronize()
 ms = []
 cpu = []
+med = []
 for b in range(blocks):
     if b % 2 == 1:
         if "quota" in policies:
@@ -89,19 +95,25 @@ for b in range(blocks):
         step()
     torch.cuda.synchronize()
     t0, c0 = time.perf_counter(), time.thread_time()
+    marks = [t0]
     for _ in range(steps):
         loss = step()
+        marks.append(time.perf_counter())
     torch.cuda.synchronize()
     ms.append(1000 * (time.perf_counter() - t0) / steps)
     cpu.append(1000 * (time.thread_time() - c0) / steps)
+    med.append(1000 * statistics.median(b - a for a, b in zip(marks, marks[1:])))
 none, pol = ms[0::2], ms[1::2]
 a, p = statistics.median(none), statistics.median(pol)
 d = paired(ms)
 dc, ac = paired(cpu), statistics.median(cpu[0::2])
+dm, am = paired(med), statistics.median(med[0::2])
 print("blocks " + ",".join(f"{v:.4f}" for v in ms) + f" loss={loss.item():.6f}")
 print("cpu " + ",".join(f"{v:.4f}" for v in cpu))
+print("median_steps " + ",".join(f"{v:.4f}" for v in med))
 print(f"TOGGLE step policies_ms={p:.4f} none_ms={a:.4f} added={100 * (p / a - 1):+.2f}% "
       f"paired={d:+.4f}ms ({100 * d / a:+.2f}%) "
       f"cpu={dc:+.4f}ms ({100 * dc / ac:+.2f}% of {ac:.4f}) "
+      f"median_steps={dm:+.4f}ms ({100 * dm / am:+.2f}% of {am:.4f}) "
       f"(one process, {blocks} blocks of {steps} steps alternating; MLP batch {batch} "
       f"width {width})")

@@ -118,6 +118,8 @@ def under_1pct(name, toggle, what, per, across):
     loops = re.search(r"\(one process, ([^;)]*)", line)
     cpu = re.search(r" cpu=([-+0-9.]+)ms \(([-+0-9.]+)%", line)
     cpu = f"; main thread's CPU time per {per} {cpu.group(2)} %" if cpu else ""
+    steps = re.search(r" median_steps=([-+0-9.]+)ms \(([-+0-9.]+)%", line)
+    cpu += f"; blocks' median {per} {steps.group(2)} %" if steps else ""
     result(name, added < 1.0,
            f"{what} adds {added:+.2f} % per {per} ({m.group(1)} {m.group(2)}, one process, "
            f"{loops.group(1) if loops else 'alternating'}; goal < 1 %){cpu}{across}")
