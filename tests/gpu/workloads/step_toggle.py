@@ -16,7 +16,9 @@ synchronisation make it follow the wall clock (1.07 of 1.09 ms, and as noisy).
 consecutive steps' returns (no synchronisation inside a block; the step is bound by its
 launches' CPU cost, so the GPU keeps up), which leaves out the steps that a burst of the
 host's other work stretched (the block means of 2026-12-07 moved by 10-30 % between
-neighbouring blocks, and the main thread's CPU time with them).
+neighbouring blocks, and the main thread's CPU time with them). `policed calls per step`
+gives, per attach point, the calls the shim counted (`gpubpf ps`) over the first policy
+block: what the policies' cost per call is multiplied by.
 
 Diagnostics: STEP_POLICIES="quota" or "trace" toggles one of the two alone, and
 STEP_TRACE_SET="emit_events=false" passes a `--set` to trace (both default to the check's
@@ -34,12 +36,14 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import paired  # noqa: E402
+import common  # noqa: E402
+from common import paired, point, ps_entry  # noqa: E402
 
 dist = sys.argv[1]
 blocks = int(sys.argv[2]) if len(sys.argv) > 2 else 16
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
 G = os.path.join(dist, "gpubpf")
+common.GPUBPF = G
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 policies = os.environ.get("STEP_POLICIES", "quota trace").split()
 if not policies or set(policies) - {"quota", "trace"}:
@@ -77,6 +81,9 @@ torch.cuda.synchronize()
 ms = []
 cpu = []
 med = []
+# Policed calls per step at each attach point, counted by the shim (`gpubpf ps`) over the
+# first policy block: what the policies' cost per call is multiplied by.
+per_step = {}
 for b in range(blocks):
     if b % 2 == 1:
         if "quota" in policies:
@@ -94,6 +101,7 @@ for b in range(blocks):
     for _ in range(20):
         step()
     torch.cuda.synchronize()
+    before = ps_entry() if b == 1 else None
     t0, c0 = time.perf_counter(), time.thread_time()
     marks = [t0]
     for _ in range(steps):
@@ -103,6 +111,12 @@ for b in range(blocks):
     ms.append(1000 * (time.perf_counter() - t0) / steps)
     cpu.append(1000 * (time.thread_time() - c0) / steps)
     med.append(1000 * statistics.median(b - a for a, b in zip(marks, marks[1:])))
+    if before is not None:
+        after = ps_entry()
+        names = [a.get("attach_point") for a in (after or {}).get("attach_points", []) or []]
+        per_step = {a: (point(after, a)["calls"] - point(before, a)["calls"]) / steps
+                    for a in names}
+        per_step = {a: n for a, n in sorted(per_step.items()) if n > 0}
 none, pol = ms[0::2], ms[1::2]
 a, p = statistics.median(none), statistics.median(pol)
 d = paired(ms)
@@ -111,6 +125,8 @@ dm, am = paired(med), statistics.median(med[0::2])
 print("blocks " + ",".join(f"{v:.4f}" for v in ms) + f" loss={loss.item():.6f}")
 print("cpu " + ",".join(f"{v:.4f}" for v in cpu))
 print("median_steps " + ",".join(f"{v:.4f}" for v in med))
+print("policed calls per step: " + (", ".join(f"{a} {n:.2f}" for a, n in per_step.items())
+                                    or "unknown (gpubpf ps gave no entry)"))
 print(f"TOGGLE step policies_ms={p:.4f} none_ms={a:.4f} added={100 * (p / a - 1):+.2f}% "
       f"paired={d:+.4f}ms ({100 * d / a:+.2f}%) "
       f"cpu={dc:+.4f}ms ({100 * dc / ac:+.2f}% of {ac:.4f}) "
