@@ -9,6 +9,7 @@ Figures, copied by run.sh:     FIGURE <name>: <text>
 """
 import json
 import os
+import random
 import re
 import statistics
 import struct
@@ -26,7 +27,7 @@ def ab_summary(log, a, b, unit):
     digits = 0 if unit == "ns" else 4
     runs = {a: [], b: []}
     pattern = re.compile(r"(\S+) rep=\d+ TOGGLE .* paired=([-+0-9.]+)" + re.escape(unit)
-                         + r" \(([-+0-9.]+)%\)")
+                         + r" \(([-+0-9.]+)%[^)]*\)")
     for line in open(log):
         m = pattern.match(line)
         if m and m.group(1) in runs:
@@ -46,11 +47,29 @@ def paired(values):
     nothing attached (even indices) and the policy (odd); the median over the policy's
     entries of each one's difference from the mean of its neighbours, which cancels the
     machine's slow drift. NaN without a policy entry."""
+    diffs = paired_diffs(values)
+    return statistics.median(diffs) if diffs else float("nan")
+
+
+def paired_diffs(values):
+    """Each policy entry's (odd index) difference from the mean of its neighbours."""
     diffs = []
     for i in range(1, len(values), 2):
         around = values[i - 1:i] + values[i + 1:i + 2]
         diffs.append(values[i] - sum(around) / len(around))
-    return statistics.median(diffs) if diffs else float("nan")
+    return diffs
+
+
+def paired_se(values, rounds=2000):
+    """The standard error of `paired(values)`: the spread of the median over bootstrap
+    resamples of the policy entries' differences from their neighbours (seeded, so a
+    printed figure can be recomputed). NaN with fewer than two policy entries."""
+    diffs = paired_diffs(values)
+    if len(diffs) < 2:
+        return float("nan")
+    rng = random.Random(0)
+    meds = [statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(rounds)]
+    return statistics.stdev(meds)
 
 
 def result(name, ok, detail):

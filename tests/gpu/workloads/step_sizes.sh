@@ -31,7 +31,7 @@ for s in $SIZES; do
 	echo "$line" | python3 -c '
 import re, sys
 line = sys.stdin.read()
-m = re.search(r"none_ms=([0-9.]+).*paired=([-+0-9.]+)ms \(([-+0-9.]+)%\)", line)
+m = re.search(r"none_ms=([0-9.]+).*paired=([-+0-9.]+)ms \(([-+0-9.]+)%[^)]*\)", line)
 print(f"SIZE batch='"$b"' width='"$w"' step_ms={float(m.group(1)):.3f} added={m.group(2)} ms ({m.group(3)}%)")'
 done
 rm -rf "$WORK"

@@ -20,11 +20,17 @@ neighbouring blocks, and the main thread's CPU time with them). `policed calls p
 gives, per attach point, the calls the shim counted (`gpubpf ps`) over the first policy
 block: what the policies' cost per call is multiplied by.
 
-Diagnostics: STEP_POLICIES="quota" or "trace" toggles one of the two alone, and
+`±…` after a paired figure is its standard error (a bootstrap over the policy blocks' own
+differences): the spread a repetition of the toggle would show.
+
+Diagnostics: STEP_POLICIES="quota" or "trace" toggles one of the two alone, "none" loads
+nothing at all (every block alike: the instrument's zero and spread), and
 STEP_TRACE_SET="emit_events=false" passes a `--set` to trace (both default to the check's
 own setting: quota and trace, trace as built). STEP_BATCH and STEP_WIDTH size the MLP
 (default 256 and 1024: a step bound by its launches' CPU cost, the check's worst case);
 step_sizes.sh runs the toggle over larger models, where the GPU's work bounds the step.
+STEP_DUMP=FILE writes every timed step's duration (ms), one block per line, for offline
+analysis of the machine's noise (step_noise.sh).
 
   step_toggle.py DIST [BLOCKS=16] [STEPS=300]   (GPUBPF_HOME: a scratch registry)"""
 import os
@@ -37,7 +43,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
-from common import paired, point, ps_entry  # noqa: E402
+from common import paired, paired_se, point, ps_entry  # noqa: E402
 
 dist = sys.argv[1]
 blocks = int(sys.argv[2]) if len(sys.argv) > 2 else 16
@@ -46,8 +52,11 @@ G = os.path.join(dist, "gpubpf")
 common.GPUBPF = G
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 policies = os.environ.get("STEP_POLICIES", "quota trace").split()
-if not policies or set(policies) - {"quota", "trace"}:
-    sys.exit(f"STEP_POLICIES: quota and/or trace, not {policies}")
+if policies == ["none"]:
+    policies = []
+elif not policies or set(policies) - {"quota", "trace"}:
+    sys.exit(f"STEP_POLICIES: quota and/or trace, or none, not {policies}")
+dump = os.environ.get("STEP_DUMP")
 trace_set = [a for kv in os.environ.get("STEP_TRACE_SET", "").split() for a in ("--set", kv)]
 
 
@@ -84,6 +93,7 @@ med = []
 # Policed calls per step at each attach point, counted by the shim (`gpubpf ps`) over the
 # first policy block: what the policies' cost per call is multiplied by.
 per_step = {}
+durations = []
 for b in range(blocks):
     if b % 2 == 1:
         if "quota" in policies:
@@ -110,26 +120,31 @@ for b in range(blocks):
     torch.cuda.synchronize()
     ms.append(1000 * (time.perf_counter() - t0) / steps)
     cpu.append(1000 * (time.thread_time() - c0) / steps)
-    med.append(1000 * statistics.median(b - a for a, b in zip(marks, marks[1:])))
+    durations.append([1000 * (b - a) for a, b in zip(marks, marks[1:])])
+    med.append(statistics.median(durations[-1]))
     if before is not None:
         after = ps_entry()
         names = [a.get("attach_point") for a in (after or {}).get("attach_points", []) or []]
         per_step = {a: (point(after, a)["calls"] - point(before, a)["calls"]) / steps
                     for a in names}
         per_step = {a: n for a, n in sorted(per_step.items()) if n > 0}
+if dump:
+    with open(dump, "w") as f:
+        for d in durations:
+            f.write(",".join(f"{v:.4f}" for v in d) + "\n")
 none, pol = ms[0::2], ms[1::2]
 a, p = statistics.median(none), statistics.median(pol)
-d = paired(ms)
+d, sd = paired(ms), paired_se(ms)
 dc, ac = paired(cpu), statistics.median(cpu[0::2])
-dm, am = paired(med), statistics.median(med[0::2])
+dm, am, sm = paired(med), statistics.median(med[0::2]), paired_se(med)
 print("blocks " + ",".join(f"{v:.4f}" for v in ms) + f" loss={loss.item():.6f}")
 print("cpu " + ",".join(f"{v:.4f}" for v in cpu))
 print("median_steps " + ",".join(f"{v:.4f}" for v in med))
 print("policed calls per step: " + (", ".join(f"{a} {n:.2f}" for a, n in per_step.items())
                                     or "unknown (gpubpf ps gave no entry)"))
 print(f"TOGGLE step policies_ms={p:.4f} none_ms={a:.4f} added={100 * (p / a - 1):+.2f}% "
-      f"paired={d:+.4f}ms ({100 * d / a:+.2f}%) "
+      f"paired={d:+.4f}ms ({100 * d / a:+.2f}% ±{100 * sd / a:.2f}) "
       f"cpu={dc:+.4f}ms ({100 * dc / ac:+.2f}% of {ac:.4f}) "
-      f"median_steps={dm:+.4f}ms ({100 * dm / am:+.2f}% of {am:.4f}) "
+      f"median_steps={dm:+.4f}ms ({100 * dm / am:+.2f}% ±{100 * sm / am:.2f} of {am:.4f}) "
       f"(one process, {blocks} blocks of {steps} steps alternating; MLP batch {batch} "
-      f"width {width})")
+      f"width {width}; toggling {'+'.join(policies) or 'nothing'})")

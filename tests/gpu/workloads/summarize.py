@@ -110,7 +110,7 @@ def under_1pct(name, toggle, what, per, across):
             line = next((x for x in f if x.startswith("TOGGLE")), None)
     except OSError:
         pass
-    m = re.search(r"paired=([-+0-9.]+)(ns|ms) \(([-+0-9.]+)%\)", line or "")
+    m = re.search(r"paired=([-+0-9.]+)(ns|ms) \(([-+0-9.]+)%(?: ±([0-9.]+))?\)", line or "")
     if not m:
         result(name, False, f"no paired figure in {os.path.basename(toggle)}{across}")
         return
@@ -121,7 +121,8 @@ def under_1pct(name, toggle, what, per, across):
     steps = re.search(r" median_steps=([-+0-9.]+)ms \(([-+0-9.]+)%", line)
     cpu += f"; blocks' median {per} {steps.group(2)} %" if steps else ""
     result(name, added < 1.0,
-           f"{what} adds {added:+.2f} % per {per} ({m.group(1)} {m.group(2)}, one process, "
+           f"{what} adds {added:+.2f} %{f' ± {m.group(4)} % (standard error)' if m.group(4) else ''} "
+           f"per {per} ({m.group(1)} {m.group(2)}, one process, "
            f"{loops.group(1) if loops else 'alternating'}; goal < 1 %){cpu}{across}")
 
 

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The step goal's instrument against the machine's noise (issue #13 point 5): step_toggle.py
+# with nothing toggled (every block alike: the toggle's zero and its spread), unpinned and
+# pinned to four cores; quota + trace toggled, pinned, in blocks of 300 and of 75 steps; and
+# quota alone (its points are not called in a step: a control that must read zero). Each
+# run's per-step durations go to OUTDIR/noise-NAME.csv (STEP_DUMP) for offline analysis
+# (how the paired figure's spread shrinks with shorter blocks); prints each TOGGLE line.
+#   tests/gpu/workloads/step_noise.sh DIST OUTDIR [CORES=8-11]
+set -u
+unset LD_PRELOAD
+DIST=$(realpath "$1")
+OUTDIR=$2
+CORES=${3:-8-11}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUTDIR"
+run() { # NAME PIN(0|1) POLICIES BLOCKS STEPS
+	local name=$1 pin=$2 pol=$3 blocks=$4 steps=$5 pre=()
+	[ "$pin" = 1 ] && pre=(taskset -c "$CORES")
+	GPUBPF_HOME=$(mktemp -d) STEP_POLICIES=$pol STEP_DUMP="$OUTDIR/noise-$name.csv" \
+		LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "${pre[@]}" python3 "$HERE/step_toggle.py" \
+		"$DIST" "$blocks" "$steps" >"$OUTDIR/noise-$name.txt" 2>&1
+	echo "$name (pinned=$pin): $(grep -h '^TOGGLE\|^policed' "$OUTDIR/noise-$name.txt" | tr '\n' ' ')"
+}
+run aa-free 0 none 40 300
+run aa-pinned 1 none 40 300
+run qt-pinned 1 "quota trace" 40 300
+run qt-pinned-short 1 "quota trace" 160 75
+run quota-pinned 1 quota 40 300
