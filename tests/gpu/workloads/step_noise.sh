@@ -4,7 +4,8 @@
 # pinned to four cores; quota + trace toggled, pinned, in blocks of 300 and of 75 steps; and
 # quota alone (its points are not called in a step: a control that must read zero). Each
 # run's per-step durations go to OUTDIR/noise-NAME.csv (STEP_DUMP) for offline analysis
-# (how the paired figure's spread shrinks with shorter blocks); prints each TOGGLE line.
+# (step_noise.py: how the paired figure's spread changes with the block length); prints each
+# TOGGLE line, then step_noise.py's table for the runs where nothing was toggled.
 #   tests/gpu/workloads/step_noise.sh DIST OUTDIR [CORES=8-11]
 set -u
 unset LD_PRELOAD
@@ -26,3 +27,6 @@ run aa-pinned 1 none 40 300
 run qt-pinned 1 "quota trace" 40 300
 run qt-pinned-short 1 "quota trace" 160 75
 run quota-pinned 1 quota 40 300
+for f in "$OUTDIR"/noise-aa-*.csv; do
+	python3 "$HERE/step_noise.py" "$f"
+done
