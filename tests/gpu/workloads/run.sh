@@ -285,7 +285,7 @@ fi
 
 # ---- 5. overhead: empty-kernel launches, interleaved ------------------------------------
 N_LO="launch-overhead-measured launch-overhead-under-1pct launch-count-exact"
-if section "$N_LO" 160 count_launch.o work/launch_bench; then
+if section "$N_LO" 180 count_launch.o trace.o work/launch_bench; then
 	out=$WORK/launch-setup.txt
 	: >"$out"
 	reg launch-nopol
@@ -303,8 +303,10 @@ if section "$N_LO" 160 count_launch.o work/launch_bench; then
 	GPUBPF_HOME=$H_COUNT timeout 30 "$G" -j maps dump count_launch.launches >"$WORK/launch-count.json" 2>>"$out"
 	# The goal's measurement: one process, batches through the driver's own cuLaunchKernel
 	# and through the shim's alternating (launch_interleave.sh: without the shim, under it
-	# with nothing attached, under it with count_launch.o).
-	timeout 200 "$HERE/launch_interleave.sh" "$DIST" "${WL_INTERLEAVE_REPS:-1}" 1000 2000 \
+	# with nothing attached, under it with count_launch.o; with trace.o too, for the step's
+	# figure derived from its policed calls).
+	INTERLEAVE_POLICIES="count_launch trace" timeout 200 "$HERE/launch_interleave.sh" "$DIST" \
+		"${WL_INTERLEAVE_REPS:-1}" 1000 2000 \
 		>"$WORK/launch-interleave.txt" 2>&1
 	cat "$WORK"/launch-[ABC]-*.txt "$WORK/launch-count.json" "$WORK/launch-interleave.txt" >>"$out"
 	timeout 30 python3 "$HERE/summarize.py" launch "$WORK" >"$WORK/launch-summary.txt" 2>&1

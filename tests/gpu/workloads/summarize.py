@@ -99,6 +99,48 @@ def step(work):
               if m["A"] and m["C"] else "")
     under_1pct("torch-step-overhead-under-1pct", os.path.join(work, "step-toggle.txt"),
                "quota+trace", "step", across)
+    derived_step(os.path.join(work, "step-toggle.txt"),
+                 os.path.join(work, "launch-interleave.txt"))
+
+
+def derived_step(toggle, interleave):
+    """What quota + trace should add to a step by their per-call cost: the step's policed
+    calls (step_toggle.py's `policed calls per step`, counted by the shim) times what a
+    traced launch adds in launch_interleave.sh (one process, batches alternating: steady
+    where the step's toggle is not), over the step without policies. Only cuLaunchKernel
+    has a per-call figure; another point called at least once per 20 steps leaves the
+    figure out."""
+    try:
+        with open(toggle) as f:
+            text = f.read()
+        with open(interleave) as f:
+            goals = f.read()
+    except OSError:
+        return
+    calls = re.search(r"^policed calls per step: (.*)$", text, re.M)
+    base = re.search(r"none_ms=([0-9.]+)", text)
+    ns = re.search(r"^GOAL shim-trace: added ([-+0-9.]+) ns", goals, re.M)
+    if not (calls and base and ns):
+        return
+    per_point = {}
+    for part in calls.group(1).split(","):
+        name, _, n = part.strip().rpartition(" ")
+        try:
+            per_point[name] = float(n)
+        except ValueError:
+            return
+    # The block's closing synchronisation is one cuCtxSynchronize per block, not per step.
+    others = {k: v for k, v in per_point.items() if k != "cuLaunchKernel" and v >= 0.05}
+    if others:
+        return
+    n = per_point.get("cuLaunchKernel", 0.0)
+    added_us = n * float(ns.group(1)) / 1000
+    step_ms = float(base.group(1))
+    figure("torch-step-derived",
+           f"quota+trace by their per-call cost: {n:.2f} policed cuLaunchKernel per step x "
+           f"{float(ns.group(1)):+.1f} ns per traced launch (launch_interleave.sh, trace.o) = "
+           f"{added_us:+.2f} us, {100 * added_us / 1000 / step_ms:+.2f} % of a {step_ms:.4f} ms "
+           f"step (quota's points: no call in a step)")
 
 
 def under_1pct(name, toggle, what, per, across):
