@@ -214,3 +214,47 @@ fn mock_stack_refuses_a_denied_kernel_and_runs_an_allowed_one() {
     let out = mock.run_app(&home, "proc", &["launch", "2"]);
     assert_eq!(lines(&out), refused);
 }
+
+/// A kernel's name is asked of the driver once and kept (helpers/kernel_cache.rs); an
+/// unload kills what was kept, so a function whose address the driver gave again after
+/// `cuModuleUnload` (the mock names 0x1234 anew) is judged by its new name.
+#[test]
+fn a_name_kept_before_an_unload_is_not_used_after_it() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let _ = tmp;
+    let Some((_d, _, kg)) = object() else {
+        return;
+    };
+    ok_json(&cli(
+        &home,
+        &["-j", "load", kg.to_str().unwrap(), "--set", "log_denials=0"],
+    ));
+    ok(&cli(
+        &home,
+        &[
+            "maps",
+            "update",
+            "kernel_list",
+            "--key",
+            "vector_add_reloaded",
+            "--value",
+            "0",
+        ],
+    ));
+    for route in ["dlsym", "proc"] {
+        let out = mock.run_app(&home, route, &["reload", "2"]);
+        assert_eq!(
+            lines(&out)[..5],
+            [
+                "launch 0 0",
+                "launch 1 0",
+                "unload 0",
+                "launch 2 800",
+                "launch 3 800"
+            ],
+            "{route}"
+        );
+    }
+}

@@ -17,6 +17,9 @@
  *                       ("retry RC"), then frees everything
  *   count L A           L launches, A allocation+free pairs, one cuMemGetInfo
  *   launch N            N launches of function 0x1234, each printed ("launch I RC")
+ *   reload N            N launches of function 0x1234, cuModuleUnload (after which the mock
+ *                       names 0x1234 anew, as a driver reusing a freed function's address
+ *                       would), N more launches; not on the link route
  *   libkernels N        N launches of the mock's library kernel 0xab00 (a CUkernel, as CUDA
  *                       12+ cudart launches), then one of function 0x1234 ("launch I RC")
  *   threads T L         T threads doing L launches each
@@ -623,6 +626,18 @@ int main(int argc, char **argv)
 			printf("launch %ld %d\n", i,
 			       cu.launch((void *)0x1234, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
 		print_usage();
+	} else if (strcmp(scenario, "reload") == 0 && argc == 4) {
+		typedef CUresult (*unload_fn)(void *);
+		if (!lib)
+			die("reload needs a dlopen route");
+		unload_fn unload = (unload_fn)need(dlsym(lib, "cuModuleUnload"), "dlsym cuModuleUnload");
+		long n = atol(argv[3]);
+		for (long i = 0; i < 2 * n; i++) {
+			if (i == n)
+				printf("unload %d\n", unload(NULL));
+			printf("launch %ld %d\n", i,
+			       cu.launch((void *)0x1234, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+		}
 	} else if (strcmp(scenario, "libkernels") == 0 && argc == 4) {
 		long n = atol(argv[3]);
 		for (long i = 0; i <= n; i++)

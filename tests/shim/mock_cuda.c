@@ -479,6 +479,17 @@ static int launch_args_ok(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
 	       gy == 1 && gz == 1 && bx == 32 && by == 1 && bz == 1 && shmem == 0 && s == NULL;
 }
 
+/* Modules unloaded so far: after one, 0x1234 names another function (as a real driver may
+ * give a freed function's address to a function loaded later). */
+static atomic_int modules_unloaded;
+
+CUresult cuModuleUnload(void *module)
+{
+	(void)module;
+	atomic_fetch_add(&modules_unloaded, 1);
+	return CUDA_SUCCESS;
+}
+
 /* The name of the one function the test apps launch (gpubpf_get_kernel_name asks it). */
 CUresult cuFuncGetName(const char **name, CUfunction f)
 {
@@ -486,7 +497,7 @@ CUresult cuFuncGetName(const char **name, CUfunction f)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (f != (CUfunction)0x1234)
 		return CUDA_ERROR_INVALID_HANDLE;
-	*name = "vector_add";
+	*name = atomic_load(&modules_unloaded) ? "vector_add_reloaded" : "vector_add";
 	return CUDA_SUCCESS;
 }
 

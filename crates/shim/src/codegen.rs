@@ -37,6 +37,21 @@ const ROUTED: [(&str, &str); 2] = [
     ("cuGetProcAddress_v2", "crate::route::get_proc_address_v2"),
 ];
 
+/// Symbols whose call may free kernels (their module, library or context): the real call
+/// runs under `gpubpf_runtime::helpers::kernel::unloading()`, which keeps the kernel-name
+/// cache from answering or keeping names meanwhile and empties it afterwards
+/// (`helpers/kernel_cache.rs`).
+const UNLOADS_KERNELS: [&str; 8] = [
+    "cuModuleUnload",
+    "cuLibraryUnload",
+    "cuCtxDestroy",
+    "cuCtxDestroy_v2",
+    "cuDevicePrimaryCtxRelease",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuDevicePrimaryCtxReset",
+    "cuDevicePrimaryCtxReset_v2",
+];
+
 /// Launch fields (`abi::LAUNCH_FIELDS` order) and the `cuLaunchKernel` parameter each is
 /// copied from when the launch block comes from the arguments.
 const LAUNCH_FROM_ARGS: [(&str, &str); 9] = [
@@ -182,8 +197,17 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
         );
     }
     let routed = ROUTED.iter().find(|(s, _)| *s == v.symbol).map(|(_, f)| *f);
+    let unloads = UNLOADS_KERNELS.contains(&v.symbol);
     let real_call = |indent: &str| {
-        match routed {
+        let guard = if unloads {
+            format!(
+                "{indent}// Kernel names cached before this call die with it (helpers/kernel_cache.rs).\n\
+                 {indent}let _unloading = gpubpf_runtime::helpers::kernel::unloading();\n"
+            )
+        } else {
+            String::new()
+        };
+        guard + &match routed {
         Some(f) => format!(
             "{indent}// SAFETY: `real_fn` is the driver's `{sym}`, whose C signature is this \
              function's.\n{indent}unsafe {{ {f}(real_fn, {args}) }}",
@@ -541,5 +565,30 @@ mod tests {
         // (cuEGLStreamProducerPresentFrame). `float`: cuParamSetf, cuTexRefSetMipmapLevelBias
         // and cuTexRefSetMipmapLevelClamp (two), as CUDA 13.5 declares them.
         assert_eq!((by_value, floats), (7, 4));
+    }
+
+    /// Every symbol named as unloading kernels is a catalogued variant, whose wrapper holds
+    /// the guard (a misspelt name would silently leave the kernel-name cache stale).
+    #[test]
+    fn the_kernel_unloading_symbols_are_catalogued_and_guarded() {
+        let text = generate();
+        for sym in UNLOADS_KERNELS {
+            assert!(
+                attach::all()
+                    .iter()
+                    .any(|p| p.variants.iter().any(|v| v.symbol == sym)),
+                "{sym} is not a catalogued variant"
+            );
+            let start = text
+                .find(&format!("pub unsafe extern \"C\" fn {sym}("))
+                .expect("wrapper generated");
+            let end = text[start..].find("\n}\n").map_or(text.len(), |e| start + e);
+            assert_eq!(
+                text[start..end].matches("helpers::kernel::unloading()").count(),
+                3,
+                "{sym}: the guard around each of its three real calls"
+            );
+        }
+        assert_eq!(text.matches("helpers::kernel::unloading()").count(), 3 * UNLOADS_KERNELS.len());
     }
 }

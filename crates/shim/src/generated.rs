@@ -1500,6 +1500,8 @@ pub unsafe extern "C" fn cuCtxDestroy(ctx: *mut c_void) -> CUresult {
     if !hot::armed(25) {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuCtxDestroy`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(ctx) }
             }
@@ -1512,6 +1514,8 @@ pub unsafe extern "C" fn cuCtxDestroy(ctx: *mut c_void) -> CUresult {
     let Some((policed, verdict)) = hot::enter(25, &mut c, call, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuCtxDestroy`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(ctx) }
             }
@@ -1524,6 +1528,8 @@ pub unsafe extern "C" fn cuCtxDestroy(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
             Some(real_fn) => {
                 let r = {
+                    // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                    let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                     // SAFETY: `real_fn` is the driver's `cuCtxDestroy`, whose C signature is this function's.
                     unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(ctx) }
                 };
@@ -1545,6 +1551,8 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: *mut c_void) -> CUresult {
     if !hot::armed(25) {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuCtxDestroy_v2`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(ctx) }
             }
@@ -1557,6 +1565,8 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: *mut c_void) -> CUresult {
     let Some((policed, verdict)) = hot::enter(25, &mut c, call, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuCtxDestroy_v2`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(ctx) }
             }
@@ -1569,6 +1579,8 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
             Some(real_fn) => {
                 let r = {
+                    // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                    let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                     // SAFETY: `real_fn` is the driver's `cuCtxDestroy_v2`, whose C signature is this function's.
                     unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(ctx) }
                 };
@@ -4462,6 +4474,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CUresult {
     if !hot::armed(83) {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxRelease`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
             }
@@ -4474,6 +4488,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CUresult {
     let Some((policed, verdict)) = hot::enter(83, &mut c, call, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxRelease`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
             }
@@ -4486,6 +4502,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
             Some(real_fn) => {
                 let r = {
+                    // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                    let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                     // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxRelease`, whose C signature is this function's.
                     unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
                 };
@@ -4507,6 +4525,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CUresult {
     if !hot::armed(83) {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxRelease_v2`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
             }
@@ -4519,6 +4539,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CUresult {
     let Some((policed, verdict)) = hot::enter(83, &mut c, call, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxRelease_v2`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
             }
@@ -4531,6 +4553,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
             Some(real_fn) => {
                 let r = {
+                    // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                    let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                     // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxRelease_v2`, whose C signature is this function's.
                     unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
                 };
@@ -4552,6 +4576,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CUresult {
     if !hot::armed(84) {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxReset`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
             }
@@ -4564,6 +4590,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CUresult {
     let Some((policed, verdict)) = hot::enter(84, &mut c, call, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxReset`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
             }
@@ -4576,6 +4604,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
             Some(real_fn) => {
                 let r = {
+                    // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                    let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                     // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxReset`, whose C signature is this function's.
                     unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
                 };
@@ -4597,6 +4627,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CUresult {
     if !hot::armed(84) {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxReset_v2`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
             }
@@ -4609,6 +4641,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CUresult {
     let Some((policed, verdict)) = hot::enter(84, &mut c, call, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxReset_v2`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
             }
@@ -4621,6 +4655,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
             Some(real_fn) => {
                 let r = {
+                    // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                    let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                     // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxReset_v2`, whose C signature is this function's.
                     unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(dev) }
                 };
@@ -15445,6 +15481,8 @@ pub unsafe extern "C" fn cuLibraryUnload(library: *mut c_void) -> CUresult {
     if !hot::armed(276) {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuLibraryUnload`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(library) }
             }
@@ -15457,6 +15495,8 @@ pub unsafe extern "C" fn cuLibraryUnload(library: *mut c_void) -> CUresult {
     let Some((policed, verdict)) = hot::enter(276, &mut c, call, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuLibraryUnload`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(library) }
             }
@@ -15469,6 +15509,8 @@ pub unsafe extern "C" fn cuLibraryUnload(library: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
             Some(real_fn) => {
                 let r = {
+                    // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                    let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                     // SAFETY: `real_fn` is the driver's `cuLibraryUnload`, whose C signature is this function's.
                     unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(library) }
                 };
@@ -25807,6 +25849,8 @@ pub unsafe extern "C" fn cuModuleUnload(hmod: *mut c_void) -> CUresult {
     if !hot::armed(409) {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuModuleUnload`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(hmod) }
             }
@@ -25819,6 +25863,8 @@ pub unsafe extern "C" fn cuModuleUnload(hmod: *mut c_void) -> CUresult {
     let Some((policed, verdict)) = hot::enter(409, &mut c, call, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuModuleUnload`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(hmod) }
             }
@@ -25831,6 +25877,8 @@ pub unsafe extern "C" fn cuModuleUnload(hmod: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
             Some(real_fn) => {
                 let r = {
+                    // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                    let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                     // SAFETY: `real_fn` is the driver's `cuModuleUnload`, whose C signature is this function's.
                     unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(hmod) }
                 };

@@ -10,7 +10,10 @@
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::kernel_cache;
 use super::neg_errno;
+
+pub use super::kernel_cache::{unloading, Unloading};
 
 /// `CUresult cuFuncGetName(const char **name, CUfunction hfunc)`, and `cuKernelGetName`
 /// (the same with a `CUkernel`).
@@ -25,12 +28,14 @@ static KERNEL_RESOLVER: AtomicUsize = AtomicUsize::new(0);
 /// function is loaded, or a non-zero `CUresult`.
 pub fn set_kernel_name_resolver(f: Option<FuncGetNameFn>) {
     RESOLVER.store(f.map_or(0, |f| f as usize), Ordering::Release);
+    kernel_cache::invalidate();
 }
 
 /// Installs (or removes) the function that names a library's `CUkernel`, asked when the
 /// other one refuses a handle: it must behave as `cuKernelGetName`.
 pub fn set_library_kernel_name_resolver(f: Option<FuncGetNameFn>) {
     KERNEL_RESOLVER.store(f.map_or(0, |f| f as usize), Ordering::Release);
+    kernel_cache::invalidate();
 }
 
 /// A resolver from a symbol's address (what `dlsym` returns); `None` for null.
@@ -87,6 +92,11 @@ pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
     if f == 0 {
         return Err(libc::ENOENT);
     }
+    // Asked of the driver once per handle (kernel_cache.rs says why and when a copy dies).
+    let epoch = kernel_cache::usable_epoch();
+    if let Some(n) = epoch.and_then(|e| kernel_cache::get(f, e, out)) {
+        return Ok(n);
+    }
     let name = resolve(f)?;
     // The string is the driver's own and valid while the function is loaded
     // (`cuFuncGetName`'s contract; the call at hand names a function it just accepted), so
@@ -102,6 +112,10 @@ pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
     // SAFETY: the first `n <= max` bytes of `name` were just measured as readable, and
     // `out` has room for `max + 1` bytes; driver memory and our buffer do not overlap.
     unsafe { std::ptr::copy_nonoverlapping(name.cast::<u8>(), out.as_mut_ptr(), n) };
+    if let Some(e) = epoch.filter(|&e| kernel_cache::still(e)) {
+        // SAFETY: `name` is the NUL-terminated string the driver just gave (see above).
+        unsafe { kernel_cache::put(f, e, name) };
+    }
     // `out[n]` is the NUL (zeroed above): a name of `max` bytes or more is truncated.
     Ok(if n < max { n + 1 } else { out.len() })
 }
@@ -226,6 +240,134 @@ pub(super) mod tests {
         );
         set_library_kernel_name_resolver(None);
         assert_eq!(kernel_name(0xab00, &mut buf), Err(libc::ENOENT));
+    }
+}
+
+#[cfg(test)]
+mod cached {
+    use super::kernel_cache::NAME_BYTES;
+    use super::tests::RESOLVER_LOCK;
+    use super::*;
+
+    /// Calls of [`counting`].
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    /// A name longer than an entry keeps (200 bytes and the NUL).
+    static LONGER: [u8; 201] = {
+        let mut b = [b'k'; 201];
+        b[200] = 0;
+        b
+    };
+
+    /// A `cuFuncGetName` stand-in that counts its calls: 0x1234 is `vector_add`, 0x4321
+    /// the 200-byte name.
+    unsafe extern "C" fn counting(name: *mut *const c_char, f: u64) -> i32 {
+        static NAME: &[u8] = b"vector_add\0";
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        let s: Option<&'static [u8]> = match f {
+            0x1234 => Some(NAME),
+            0x4321 => Some(&LONGER),
+            _ => None,
+        };
+        let Some(s) = s else { return 400 };
+        // SAFETY: the caller passes a writable out-pointer.
+        unsafe { *name = s.as_ptr().cast() };
+        0
+    }
+
+    fn calls() -> usize {
+        CALLS.load(Ordering::Relaxed)
+    }
+
+    /// The driver is asked once per handle; the copy answers every buffer size exactly as
+    /// the driver's string would.
+    #[test]
+    fn a_handle_is_named_by_the_driver_once() {
+        let _serial = RESOLVER_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        set_library_kernel_name_resolver(None);
+        set_kernel_name_resolver(Some(counting));
+        let before = calls();
+        let mut buf = [0xffu8; 16];
+        assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+        assert_eq!(calls(), before + 1);
+        for _ in 0..3 {
+            buf.fill(0xff);
+            assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+            assert_eq!(&buf, b"vector_add\0\0\0\0\0\0", "zero-padded");
+        }
+        let mut small = [0xffu8; 4];
+        assert_eq!(kernel_name(0x1234, &mut small), Ok(4));
+        assert_eq!(&small, b"vec\0", "truncated from the copy");
+        let mut exact = [0xffu8; 11];
+        assert_eq!(kernel_name(0x1234, &mut exact), Ok(11));
+        assert_eq!(&exact, b"vector_add\0");
+        assert_eq!(calls(), before + 1, "every later call answered by the copy");
+        // A refused handle is asked again each time (nothing to copy).
+        assert_eq!(kernel_name(0x9999, &mut buf), Err(libc::ENOENT));
+        assert_eq!(kernel_name(0x9999, &mut buf), Err(libc::ENOENT));
+        assert_eq!(calls(), before + 3);
+        // Installing a resolver forgets every copy.
+        set_kernel_name_resolver(Some(counting));
+        assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+        assert_eq!(calls(), before + 4);
+        set_kernel_name_resolver(None);
+        assert_eq!(kernel_name(0x1234, &mut buf), Err(libc::ENOENT), "no stale copy");
+    }
+
+    /// While an unload is in progress the driver is asked every time and nothing is
+    /// copied; after it every earlier copy is dead.
+    #[test]
+    fn an_unload_kills_every_copy() {
+        let _serial = RESOLVER_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        set_library_kernel_name_resolver(None);
+        set_kernel_name_resolver(Some(counting));
+        let mut buf = [0u8; 64];
+        assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+        let before = calls();
+        assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+        assert_eq!(calls(), before, "copied");
+        let guard = unloading();
+        assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+        assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+        assert_eq!(calls(), before + 2, "bypassed during the unload");
+        drop(guard);
+        assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+        assert_eq!(calls(), before + 3, "the copy died with the unload");
+        assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
+        assert_eq!(calls(), before + 3, "copied again");
+        set_kernel_name_resolver(None);
+    }
+
+    /// A name longer than an entry keeps: a buffer that truncates it within the copy is
+    /// answered from it, a larger one by the driver.
+    #[test]
+    fn a_long_name_is_copied_only_as_far_as_it_is_kept() {
+        let _serial = RESOLVER_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        set_library_kernel_name_resolver(None);
+        set_kernel_name_resolver(Some(counting));
+        let mut trace_buf = [0xffu8; 64];
+        assert_eq!(kernel_name(0x4321, &mut trace_buf), Ok(64));
+        let before = calls();
+        trace_buf.fill(0xff);
+        assert_eq!(kernel_name(0x4321, &mut trace_buf), Ok(64));
+        assert_eq!(&trace_buf[..63], &LONGER[..63]);
+        assert_eq!(trace_buf[63], 0);
+        assert_eq!(calls(), before, "64 bytes come from the copy");
+        let mut kept = [0xffu8; NAME_BYTES + 1];
+        assert_eq!(kernel_name(0x4321, &mut kept), Ok(NAME_BYTES + 1));
+        assert_eq!(&kept[..NAME_BYTES], &LONGER[..NAME_BYTES]);
+        assert_eq!(calls(), before, "as much as the copy keeps");
+        let mut whole = [0xffu8; 256];
+        assert_eq!(kernel_name(0x4321, &mut whole), Ok(201));
+        assert_eq!(&whole[..201], &LONGER[..]);
+        assert_eq!(whole[201..], [0u8; 55]);
+        assert_eq!(calls(), before + 1, "the whole name from the driver");
+        set_kernel_name_resolver(None);
     }
 }
 

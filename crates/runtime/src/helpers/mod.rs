@@ -11,6 +11,7 @@
 
 pub mod caller;
 pub mod kernel;
+mod kernel_cache;
 pub(crate) mod map_ops;
 mod misc;
 mod probe;
