@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The step goal's instrument against the machine's noise (issue #13 point 5): step_toggle.py
 # with nothing toggled (every block alike: the toggle's zero and its spread), unpinned and
-# pinned to four cores; quota + trace toggled, pinned, in blocks of 300 and of 75 steps; and
+# pinned to four cores; quota + trace toggled, pinned, in blocks of 300 and of 75 steps, and
+# with trace's events off in blocks of 75; and
 # quota alone (its points are not called in a step: a control that must read zero). Each
-# run's per-step durations go to OUTDIR/noise-NAME.csv (STEP_DUMP) for offline analysis
+# run's output is appended to OUTDIR/noise.log and its per-step durations go to
+# OUTDIR/noise-NAME.csv (STEP_DUMP; seven files in all, within what a device call returns) for offline analysis
 # (step_noise.py: how the paired figure's spread changes with the block length); prints each
 # TOGGLE line, then step_noise.py's table for the runs where nothing was toggled.
 #   tests/gpu/workloads/step_noise.sh DIST OUTDIR [CORES=8-11]
@@ -17,15 +19,24 @@ mkdir -p "$OUTDIR"
 run() { # NAME PIN(0|1) POLICIES BLOCKS STEPS
 	local name=$1 pin=$2 pol=$3 blocks=$4 steps=$5 pre=()
 	[ "$pin" = 1 ] && pre=(taskset -c "$CORES")
-	GPUBPF_HOME=$(mktemp -d) STEP_POLICIES=$pol STEP_DUMP="$OUTDIR/noise-$name.csv" \
+	# A registry must exist when the process starts, or the shim leaves it unpoliced
+	# (run.sh's sections make theirs the same way): a load and an unload create it.
+	export GPUBPF_HOME
+	GPUBPF_HOME=$(mktemp -d)
+	"$DIST/gpubpf" load "$DIST/trace.o" --name scratch >/dev/null &&
+		"$DIST/gpubpf" prog unload scratch >/dev/null || return
+	STEP_POLICIES=$pol STEP_DUMP="$OUTDIR/noise-$name.csv" \
 		LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "${pre[@]}" python3 "$HERE/step_toggle.py" \
-		"$DIST" "$blocks" "$steps" >"$OUTDIR/noise-$name.txt" 2>&1
-	echo "$name (pinned=$pin): $(grep -h '^TOGGLE\|^policed' "$OUTDIR/noise-$name.txt" | tr '\n' ' ')"
+		"$DIST" "$blocks" "$steps" >"$OUTDIR/run.txt" 2>&1
+	{ echo "== $name (pinned=$pin)"; cat "$OUTDIR/run.txt"; } >>"$OUTDIR/noise.log"
+	echo "$name (pinned=$pin): $(grep -h '^TOGGLE\|^policed' "$OUTDIR/run.txt" | tr '\n' ' ')"
+	rm -f "$OUTDIR/run.txt"
 }
 run aa-free 0 none 40 300
 run aa-pinned 1 none 40 300
 run qt-pinned 1 "quota trace" 40 300
 run qt-pinned-short 1 "quota trace" 160 75
+STEP_TRACE_SET="emit_events=false" run qt-noevents-pinned-short 1 "quota trace" 160 75
 run quota-pinned 1 quota 40 300
 for f in "$OUTDIR"/noise-aa-*.csv; do
 	python3 "$HERE/step_noise.py" "$f"
