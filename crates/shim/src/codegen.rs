@@ -582,13 +582,20 @@ mod tests {
             let start = text
                 .find(&format!("pub unsafe extern \"C\" fn {sym}("))
                 .expect("wrapper generated");
-            let end = text[start..].find("\n}\n").map_or(text.len(), |e| start + e);
+            let end = text[start..]
+                .find("\n}\n")
+                .map_or(text.len(), |e| start + e);
             assert_eq!(
-                text[start..end].matches("helpers::kernel::unloading()").count(),
+                text[start..end]
+                    .matches("helpers::kernel::unloading()")
+                    .count(),
                 3,
                 "{sym}: the guard around each of its three real calls"
             );
         }
-        assert_eq!(text.matches("helpers::kernel::unloading()").count(), 3 * UNLOADS_KERNELS.len());
+        assert_eq!(
+            text.matches("helpers::kernel::unloading()").count(),
+            3 * UNLOADS_KERNELS.len()
+        );
     }
 }

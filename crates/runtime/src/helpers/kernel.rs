@@ -312,7 +312,11 @@ mod cached {
         assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
         assert_eq!(calls(), before + 4);
         set_kernel_name_resolver(None);
-        assert_eq!(kernel_name(0x1234, &mut buf), Err(libc::ENOENT), "no stale copy");
+        assert_eq!(
+            kernel_name(0x1234, &mut buf),
+            Err(libc::ENOENT),
+            "no stale copy"
+        );
     }
 
     /// While an unload is in progress the driver is asked every time and nothing is
@@ -367,6 +371,91 @@ mod cached {
         assert_eq!(&whole[..201], &LONGER[..]);
         assert_eq!(whole[201..], [0u8; 55]);
         assert_eq!(calls(), before + 1, "the whole name from the driver");
+        set_kernel_name_resolver(None);
+    }
+}
+
+#[cfg(test)]
+mod cached_threads {
+    use super::tests::RESOLVER_LOCK;
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+
+    /// Unloads so far: the stand-in names 0x77 `alpha` after an even count, a 100-byte name
+    /// after an odd one, and changes its answer only inside an [`unloading`] guard, as a
+    /// driver reuses a freed handle only after the unload that freed it began.
+    static GEN: AtomicU64 = AtomicU64::new(0);
+    static BETA: [u8; 101] = {
+        let mut b = [b'b'; 101];
+        b[100] = 0;
+        b
+    };
+
+    unsafe extern "C" fn by_generation(name: *mut *const c_char, f: u64) -> i32 {
+        if f != 0x77 {
+            return 400;
+        }
+        let s: &'static [u8] = if GEN.load(Ordering::SeqCst) % 2 == 0 {
+            b"alpha\0"
+        } else {
+            &BETA
+        };
+        // SAFETY: the caller passes a writable out-pointer.
+        unsafe { *name = s.as_ptr().cast() };
+        0
+    }
+
+    fn expected(generation: u64) -> Vec<u8> {
+        let name: &[u8] = if generation % 2 == 0 {
+            b"alpha"
+        } else {
+            &BETA[..100]
+        };
+        let mut v = name[..name.len().min(63)].to_vec();
+        v.resize(64, 0);
+        v
+    }
+
+    /// Readers racing an unloader never get a torn name, nor one older than the
+    /// generation they saw before asking.
+    #[test]
+    fn readers_racing_unloads_get_whole_and_current_names() {
+        let _serial = RESOLVER_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        set_library_kernel_name_resolver(None);
+        set_kernel_name_resolver(Some(by_generation));
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..2_000 {
+                    let guard = unloading();
+                    GEN.fetch_add(1, Ordering::SeqCst);
+                    drop(guard);
+                    std::thread::yield_now();
+                }
+                stop.store(true, Ordering::SeqCst);
+            });
+            for _ in 0..4 {
+                s.spawn(|| {
+                    let mut buf = [0u8; 64];
+                    let mut checked = 0u64;
+                    while !stop.load(Ordering::SeqCst) || checked < 1_000 {
+                        let g1 = GEN.load(Ordering::SeqCst);
+                        let r = kernel_name(0x77, &mut buf);
+                        let g2 = GEN.load(Ordering::SeqCst);
+                        assert!(r.is_ok(), "{r:?}");
+                        let ok = (g1..=g2).any(|g| buf[..] == expected(g)[..]);
+                        assert!(
+                            ok,
+                            "generations {g1}..={g2}: got {:?}",
+                            String::from_utf8_lossy(&buf)
+                        );
+                        checked += 1;
+                    }
+                });
+            }
+        });
         set_kernel_name_resolver(None);
     }
 }

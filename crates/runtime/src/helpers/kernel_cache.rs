@@ -94,10 +94,14 @@ pub(super) fn invalidate() {
     EPOCH.fetch_add(1, Ordering::SeqCst);
 }
 
-/// The epoch a lookup may use, or `None` while an unload is in progress.
+/// The epoch a lookup may use, or `None` while an unload is in progress. `UNLOADING` is
+/// read first: an unload that ended between the two reads has advanced `EPOCH` before its
+/// count went back to 0, so the epoch read second is the new one.
 pub(super) fn usable_epoch() -> Option<u64> {
-    let epoch = EPOCH.load(Ordering::SeqCst);
-    (UNLOADING.load(Ordering::SeqCst) == 0).then_some(epoch)
+    if UNLOADING.load(Ordering::SeqCst) != 0 {
+        return None;
+    }
+    Some(EPOCH.load(Ordering::SeqCst))
 }
 
 /// The cached name of `handle` made in `epoch` into `out` (NUL-terminated, truncated,
@@ -109,14 +113,17 @@ pub(super) fn get(handle: u64, epoch: u64, out: &mut [u8]) -> Option<usize> {
         return None;
     }
     let mut bytes = [0u8; NAME_BYTES];
-    let found = e.handle.load(Ordering::Relaxed) == handle
-        && e.epoch.load(Ordering::Relaxed) == epoch;
+    let found =
+        e.handle.load(Ordering::Relaxed) == handle && e.epoch.load(Ordering::Relaxed) == epoch;
     let len = e.len.load(Ordering::Relaxed) as usize;
     for (chunk, w) in bytes.chunks_exact_mut(8).zip(&e.words) {
         chunk.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
     }
     fence(Ordering::Acquire);
-    if !found || e.seq.load(Ordering::Relaxed) != s1 {
+    // The entry is whole, and no unload began (or began and ended) while it was read: one
+    // that began before the handle's launch could have freed it, and the address could
+    // name a kernel loaded since.
+    if !found || e.seq.load(Ordering::Relaxed) != s1 || !still(epoch) {
         return None;
     }
     let max = out.len().checked_sub(1)?;
@@ -143,8 +150,7 @@ pub(super) unsafe fn put(handle: u64, epoch: u64, name: *const c_char) {
     let e = entry(handle);
     let s = e.seq.load(Ordering::Relaxed);
     if s & 1 != 0
-        || e
-            .seq
+        || e.seq
             .compare_exchange(s, s.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
     {
