@@ -21,6 +21,22 @@ fn object() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
     Some((d, home, o))
 }
 
+/// A mock-stack session and kernel_guard's object (its temporary directory kept alive).
+fn mock_session() -> Option<(Session, tempfile::TempDir, PathBuf)> {
+    let session = session()?;
+    let (d, _, kg) = object()?;
+    Some((session, d, kg))
+}
+
+/// Loads kernel_guard with `--set log_denials=0` and `sets`.
+fn load_guard(home: &Path, kg: &Path, sets: &[&str]) {
+    let mut a = vec!["-j", "load", kg.to_str().unwrap(), "--set", "log_denials=0"];
+    for s in sets {
+        a.extend(["--set", s]);
+    }
+    ok_json(&cli(home, &a));
+}
+
 /// The only run of `gpubpf -j test-run OBJ ARGS…`.
 fn run1(home: &Path, obj: &Path, args: &[&str]) -> Value {
     let mut a = vec!["-j", "test-run", obj.to_str().unwrap()];
@@ -151,20 +167,11 @@ fn lines(out: &std::process::Output) -> Vec<String> {
 
 #[test]
 fn mock_stack_refuses_a_denied_kernel_and_runs_an_allowed_one() {
-    let Some(Session { mock, tmp, home }) = session() else {
+    let Some((Session { mock, tmp, home }, _d, kg)) = mock_session() else {
         return;
     };
     let _ = tmp;
-    let Some((_d, _, kg)) = object() else {
-        return;
-    };
-    let load = |sets: &[&str]| {
-        let mut a = vec!["-j", "load", kg.to_str().unwrap(), "--set", "log_denials=0"];
-        for s in sets {
-            a.extend(["--set", s]);
-        }
-        ok_json(&cli(&home, &a));
-    };
+    let load = |sets: &[&str]| load_guard(&home, &kg, sets);
     let refused = [
         "launch 0 800",
         "launch 1 800",
@@ -220,17 +227,11 @@ fn mock_stack_refuses_a_denied_kernel_and_runs_an_allowed_one() {
 /// `cuModuleUnload` (the mock names 0x1234 anew) is judged by its new name.
 #[test]
 fn a_name_kept_before_an_unload_is_not_used_after_it() {
-    let Some(Session { mock, tmp, home }) = session() else {
+    let Some((Session { mock, tmp, home }, _d, kg)) = mock_session() else {
         return;
     };
     let _ = tmp;
-    let Some((_d, _, kg)) = object() else {
-        return;
-    };
-    ok_json(&cli(
-        &home,
-        &["-j", "load", kg.to_str().unwrap(), "--set", "log_denials=0"],
-    ));
+    load_guard(&home, &kg, &[]);
     ok(&cli(
         &home,
         &[

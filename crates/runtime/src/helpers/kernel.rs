@@ -140,6 +140,23 @@ pub(super) mod tests {
     /// Serialises the tests that install a resolver (one per process).
     pub(crate) static RESOLVER_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    /// `N - 1` bytes `b` and a NUL: a name of a chosen length.
+    pub(crate) const fn filled<const N: usize>(b: u8) -> [u8; N] {
+        let mut a = [b; N];
+        a[N - 1] = 0;
+        a
+    }
+
+    /// Takes [`RESOLVER_LOCK`] and installs `f` as the only resolver.
+    pub(crate) fn only_resolver(f: FuncGetNameFn) -> std::sync::MutexGuard<'static, ()> {
+        let serial = RESOLVER_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        set_library_kernel_name_resolver(None);
+        set_kernel_name_resolver(Some(f));
+        serial
+    }
+
     /// A mangled name as long as PyTorch's (96 bytes): longer than trace's buffer.
     static LONG: &[u8] =
         b"_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_\0";
@@ -246,17 +263,13 @@ pub(super) mod tests {
 #[cfg(test)]
 mod cached {
     use super::kernel_cache::NAME_BYTES;
-    use super::tests::RESOLVER_LOCK;
+    use super::tests::{filled, only_resolver};
     use super::*;
 
     /// Calls of [`counting`].
     static CALLS: AtomicUsize = AtomicUsize::new(0);
     /// A name longer than an entry keeps (200 bytes and the NUL).
-    static LONGER: [u8; 201] = {
-        let mut b = [b'k'; 201];
-        b[200] = 0;
-        b
-    };
+    static LONGER: [u8; 201] = filled(b'k');
 
     /// A `cuFuncGetName` stand-in that counts its calls: 0x1234 is `vector_add`, 0x4321
     /// the 200-byte name.
@@ -282,11 +295,7 @@ mod cached {
     /// the driver's string would.
     #[test]
     fn a_handle_is_named_by_the_driver_once() {
-        let _serial = RESOLVER_LOCK
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        set_library_kernel_name_resolver(None);
-        set_kernel_name_resolver(Some(counting));
+        let _serial = only_resolver(counting);
         let before = calls();
         let mut buf = [0xffu8; 16];
         assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
@@ -323,11 +332,7 @@ mod cached {
     /// copied; after it every earlier copy is dead.
     #[test]
     fn an_unload_kills_every_copy() {
-        let _serial = RESOLVER_LOCK
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        set_library_kernel_name_resolver(None);
-        set_kernel_name_resolver(Some(counting));
+        let _serial = only_resolver(counting);
         let mut buf = [0u8; 64];
         assert_eq!(kernel_name(0x1234, &mut buf), Ok(11));
         let before = calls();
@@ -349,11 +354,7 @@ mod cached {
     /// answered from it, a larger one by the driver.
     #[test]
     fn a_long_name_is_copied_only_as_far_as_it_is_kept() {
-        let _serial = RESOLVER_LOCK
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        set_library_kernel_name_resolver(None);
-        set_kernel_name_resolver(Some(counting));
+        let _serial = only_resolver(counting);
         let mut trace_buf = [0xffu8; 64];
         assert_eq!(kernel_name(0x4321, &mut trace_buf), Ok(64));
         let before = calls();
@@ -377,7 +378,7 @@ mod cached {
 
 #[cfg(test)]
 mod cached_threads {
-    use super::tests::RESOLVER_LOCK;
+    use super::tests::{filled, only_resolver};
     use super::*;
     use std::sync::atomic::{AtomicBool, AtomicU64};
 
@@ -385,11 +386,7 @@ mod cached_threads {
     /// after an odd one, and changes its answer only inside an [`unloading`] guard, as a
     /// driver reuses a freed handle only after the unload that freed it began.
     static GEN: AtomicU64 = AtomicU64::new(0);
-    static BETA: [u8; 101] = {
-        let mut b = [b'b'; 101];
-        b[100] = 0;
-        b
-    };
+    static BETA: [u8; 101] = filled(b'b');
 
     unsafe extern "C" fn by_generation(name: *mut *const c_char, f: u64) -> i32 {
         if f != 0x77 {
@@ -420,11 +417,7 @@ mod cached_threads {
     /// generation they saw before asking.
     #[test]
     fn readers_racing_unloads_get_whole_and_current_names() {
-        let _serial = RESOLVER_LOCK
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        set_library_kernel_name_resolver(None);
-        set_kernel_name_resolver(Some(by_generation));
+        let _serial = only_resolver(by_generation);
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
