@@ -37,6 +37,22 @@ fn load_guard(home: &Path, kg: &Path, sets: &[&str]) {
     ok_json(&cli(home, &a));
 }
 
+/// Puts `name` on kernel_guard's list (`maps update kernel_list --key NAME --value 0`).
+fn list(home: &Path, name: &str) {
+    ok(&cli(
+        home,
+        &[
+            "maps",
+            "update",
+            "kernel_list",
+            "--key",
+            name,
+            "--value",
+            "0",
+        ],
+    ));
+}
+
 /// The only run of `gpubpf -j test-run OBJ ARGS…`.
 fn run1(home: &Path, obj: &Path, args: &[&str]) -> Value {
     let mut a = vec!["-j", "test-run", obj.to_str().unwrap()];
@@ -182,18 +198,7 @@ fn mock_stack_refuses_a_denied_kernel_and_runs_an_allowed_one() {
     // Empty deny-list: vector_add runs.
     let out = mock.run_app(&home, "dlsym", &["launch", "2"]);
     assert_eq!(lines(&out)[..2], ["launch 0 0", "launch 1 0"]);
-    ok(&cli(
-        &home,
-        &[
-            "maps",
-            "update",
-            "kernel_list",
-            "--key",
-            "vector_add",
-            "--value",
-            "0",
-        ],
-    ));
+    list(&home, "vector_add");
     for route in ["proc", "link", "dlsym"] {
         let out = mock.run_app(&home, route, &["launch", "2"]);
         assert_eq!(lines(&out), refused, "{route}");
@@ -232,18 +237,7 @@ fn a_name_kept_before_an_unload_is_not_used_after_it() {
     };
     let _ = tmp;
     load_guard(&home, &kg, &[]);
-    ok(&cli(
-        &home,
-        &[
-            "maps",
-            "update",
-            "kernel_list",
-            "--key",
-            "vector_add_reloaded",
-            "--value",
-            "0",
-        ],
-    ));
+    list(&home, "vector_add_reloaded");
     for route in ["dlsym", "proc"] {
         let out = mock.run_app(&home, route, &["reload", "2"]);
         assert_eq!(
