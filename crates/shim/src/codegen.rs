@@ -41,11 +41,12 @@ const ROUTED: [(&str, &str); 2] = [
 /// runs under `gpubpf_runtime::helpers::kernel::unloading()`, which keeps the kernel-name
 /// cache from answering or keeping names meanwhile and empties it afterwards
 /// (`helpers/kernel_cache.rs`).
-const UNLOADS_KERNELS: [&str; 8] = [
+const UNLOADS_KERNELS: [&str; 9] = [
     "cuModuleUnload",
     "cuLibraryUnload",
     "cuCtxDestroy",
     "cuCtxDestroy_v2",
+    "cuGreenCtxDestroy",
     "cuDevicePrimaryCtxRelease",
     "cuDevicePrimaryCtxRelease_v2",
     "cuDevicePrimaryCtxReset",

@@ -13350,6 +13350,8 @@ pub unsafe extern "C" fn cuGreenCtxDestroy(hCtx: *mut c_void) -> CUresult {
     if !hot::armed(237) {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxDestroy`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(hCtx) }
             }
@@ -13362,6 +13364,8 @@ pub unsafe extern "C" fn cuGreenCtxDestroy(hCtx: *mut c_void) -> CUresult {
     let Some((policed, verdict)) = hot::enter(237, &mut c, call, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
+                // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxDestroy`, whose C signature is this function's.
                 unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(hCtx) }
             }
@@ -13374,6 +13378,8 @@ pub unsafe extern "C" fn cuGreenCtxDestroy(hCtx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
             Some(real_fn) => {
                 let r = {
+                    // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
+                    let _unloading = gpubpf_runtime::helpers::kernel::unloading();
                     // SAFETY: `real_fn` is the driver's `cuGreenCtxDestroy`, whose C signature is this function's.
                     unsafe { core::mem::transmute::<*mut c_void, Real>(real_fn)(hCtx) }
                 };

@@ -8,8 +8,8 @@
 //! here, and later launches of that handle read the copy.
 //!
 //! A handle names its kernel until its module, library or context goes
-//! (`cuModuleUnload`, `cuLibraryUnload`, `cuCtxDestroy`, `cuDevicePrimaryCtxRelease`/
-//! `Reset`); then the driver may give its address to another kernel. The shim's wrappers of
+//! (`cuModuleUnload`, `cuLibraryUnload`, `cuCtxDestroy`, `cuGreenCtxDestroy`,
+//! `cuDevicePrimaryCtxRelease`/`Reset`); then the driver may give its address to another kernel. The shim's wrappers of
 //! those calls hold an [`Unloading`] guard across the real call: while one is held nothing is
 //! read from or written to the cache, and when it ends every entry made before is dead (the
 //! entries carry the epoch they were made in, which the guard's end advances). A name made
