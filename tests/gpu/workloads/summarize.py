@@ -138,7 +138,8 @@ def derived_step(toggle, interleave):
     step_ms = float(base.group(1))
     figure("torch-step-derived",
            f"quota+trace by their per-call cost: {n:.2f} policed cuLaunchKernel per step x "
-           f"{float(ns.group(1)):+.1f} ns per traced launch (launch_interleave.sh, trace.o) = "
+           f"{float(ns.group(1)):+.1f} ns per traced launch (launch_interleave.sh, trace.o with "
+           f"its ring full: no event written) = "
            f"{added_us:+.2f} us, {100 * added_us / 1000 / step_ms:+.2f} % of a {step_ms:.4f} ms "
            f"step (quota's points: no call in a step)")
 
