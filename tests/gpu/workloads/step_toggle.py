@@ -112,6 +112,13 @@ for b in range(blocks):
         step()
     torch.cuda.synchronize()
     before = ps_entry() if b == 1 else None
+    if b == 1 and policies and before is None:
+        # A process that found no registry when it started stays unpoliced (the shim does
+        # not wait for one): its toggle would time nothing. step_noise.sh's first version
+        # did that.
+        sys.exit("step_toggle: this process is not in `gpubpf ps`: it runs unpoliced. Make "
+                 "the registry before starting it (load and unload a scratch object in "
+                 "GPUBPF_HOME, as run.sh does)")
     t0, c0 = time.perf_counter(), time.thread_time()
     marks = [t0]
     for _ in range(steps):
