@@ -3,16 +3,17 @@
 //! Naming a PyTorch launch takes two driver calls: `cuFuncGetName`, which refuses the
 //! library's `CUkernel` that CUDA 12+ cudart launches, then `cuKernelGetName`. On the H100
 //! of 2026-12-07 a trace that emits events (a kernel name each) added ~4 µs per launch to a
-//! PyTorch training step, and ~0 with events off (docs/gpu-runs.md); the same events on the
+//! PyTorch training step (~4–6 µs), and ~0 with events off (docs/gpu-runs.md); the same events on the
 //! mock driver cost ~150 ns. So a name is asked of the driver once per handle and copied
 //! here, and later launches of that handle read the copy.
 //!
 //! A handle names its kernel until its module, library or context goes
 //! (`cuModuleUnload`, `cuLibraryUnload`, `cuCtxDestroy`, `cuGreenCtxDestroy`,
-//! `cuDevicePrimaryCtxRelease`/`Reset`); then the driver may give its address to another kernel. The shim's wrappers of
-//! those calls hold an [`Unloading`] guard across the real call: while one is held nothing is
-//! read from or written to the cache, and when it ends every entry made before is dead (the
-//! entries carry the epoch they were made in, which the guard's end advances). A name made
+//! `cuDevicePrimaryCtxRelease`/`Reset`); then the driver may give its address to another
+//! kernel. The shim's wrappers of those calls hold an [`Unloading`] guard across the real
+//! call: while one is held nothing is read from or written to the cache, and when it ends
+//! every entry made before is dead (the entries carry the epoch they were made in, which the
+//! guard's end advances). A name made
 //! stale by an unload the shim does not see (a driver-internal route) is the one cost: the
 //! copy is ours, so a stale entry gives an old name, never a read of freed memory.
 //!
