@@ -2,10 +2,11 @@
 //!
 //! Naming a PyTorch launch takes two driver calls: `cuFuncGetName`, which refuses the
 //! library's `CUkernel` that CUDA 12+ cudart launches, then `cuKernelGetName`. On the H100
-//! of 2026-12-07 a trace that emits events (a kernel name each) added ~4 µs per launch to a
-//! PyTorch training step (~4–6 µs), and ~0 with events off (docs/gpu-runs.md); the same events on the
-//! mock driver cost ~150 ns. So a name is asked of the driver once per handle and copied
-//! here, and later launches of that handle read the copy.
+//! of 2026-12-07 a trace that emits events (a kernel name each) added ~4–6 µs per launch to
+//! a PyTorch training step, and ~0 with events off (docs/gpu-runs.md); the same events on
+//! the mock driver cost ~150 ns. The two driver calls are the likely difference, not a
+//! measured one. So a name is asked of the driver once per handle and copied here, and
+//! later launches of that handle read the copy.
 //!
 //! A handle names its kernel until its module, library or context goes
 //! (`cuModuleUnload`, `cuLibraryUnload`, `cuCtxDestroy`, `cuGreenCtxDestroy`,
