@@ -166,7 +166,7 @@ pub(super) mod tests {
     ///
     /// # Safety
     /// `name` must be writable (the resolver's caller passes one).
-    unsafe fn answer(name: *mut *const c_char, s: Option<&'static [u8]>) -> i32 {
+    pub(crate) unsafe fn answer(name: *mut *const c_char, s: Option<&'static [u8]>) -> i32 {
         let Some(s) = s else {
             return 400; // CUDA_ERROR_INVALID_HANDLE
         };
@@ -263,7 +263,7 @@ pub(super) mod tests {
 #[cfg(test)]
 mod cached {
     use super::kernel_cache::NAME_BYTES;
-    use super::tests::{filled, only_resolver};
+    use super::tests::{answer, filled, only_resolver};
     use super::*;
 
     /// Calls of [`counting`].
@@ -281,10 +281,8 @@ mod cached {
             0x4321 => Some(&LONGER),
             _ => None,
         };
-        let Some(s) = s else { return 400 };
         // SAFETY: the caller passes a writable out-pointer.
-        unsafe { *name = s.as_ptr().cast() };
-        0
+        unsafe { answer(name, s) }
     }
 
     fn calls() -> usize {
@@ -378,7 +376,7 @@ mod cached {
 
 #[cfg(test)]
 mod cached_threads {
-    use super::tests::{filled, only_resolver};
+    use super::tests::{answer, filled, only_resolver};
     use super::*;
     use std::sync::atomic::{AtomicBool, AtomicU64};
 
@@ -389,17 +387,13 @@ mod cached_threads {
     static BETA: [u8; 101] = filled(b'b');
 
     unsafe extern "C" fn by_generation(name: *mut *const c_char, f: u64) -> i32 {
-        if f != 0x77 {
-            return 400;
-        }
         let s: &'static [u8] = if GEN.load(Ordering::SeqCst) % 2 == 0 {
             b"alpha\0"
         } else {
             &BETA
         };
         // SAFETY: the caller passes a writable out-pointer.
-        unsafe { *name = s.as_ptr().cast() };
-        0
+        unsafe { answer(name, (f == 0x77).then_some(s)) }
     }
 
     fn expected(generation: u64) -> Vec<u8> {

@@ -14,9 +14,9 @@
 //! kernel. The shim's wrappers of those calls hold an [`Unloading`] guard across the real
 //! call: while one is held nothing is read from or written to the cache, and when it ends
 //! every entry made before is dead (the entries carry the epoch they were made in, which the
-//! guard's end advances). A name made
-//! stale by an unload the shim does not see (a driver-internal route) is the one cost: the
-//! copy is ours, so a stale entry gives an old name, never a read of freed memory.
+//! guard's end advances). A name made stale by an unload the shim does not see (a
+//! driver-internal route) is the one cost: the copy is ours, so a stale entry gives an old
+//! name, never a read of freed memory.
 //!
 //! Entries are direct-mapped by handle and written under a per-entry sequence lock: a
 //! reader that meets a write in progress misses and asks the driver; a writer that meets
@@ -170,8 +170,9 @@ pub(super) unsafe fn put(handle: u64, epoch: u64, name: *const c_char) {
     e.seq.store(s.wrapping_add(2), Ordering::Release);
 }
 
-/// Whether a lookup made in `epoch` may still write what it resolved: no unload began or
-/// ended since.
+/// Whether what a lookup made in `epoch` read or resolved still holds: no unload began or
+/// ended since (`get` checks it after copying an entry, `kernel_name` before keeping a
+/// name).
 pub(super) fn still(epoch: u64) -> bool {
     usable_epoch() == Some(epoch)
 }
