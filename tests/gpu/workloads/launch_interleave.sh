@@ -5,7 +5,11 @@
 # nothing attached, and under the shim with count_launch.o loaded, REPS times in turn;
 # prints each INTERLEAVE line and one GOAL line per configuration (median of its runs).
 # INTERLEAVE_POLICIES="count_launch pass_launch" measures more objects of DIST the same way
-# (pass_launch: an entry program that does nothing — the shim's policed path alone).
+# (pass_launch: an entry program that does nothing — the shim's policed path alone;
+# trace+reader: trace.o while `gpubpf maps consume count.events -f` drains its ring, so that
+# its launches write their events, as when someone reads them; trace alone fills its ring
+# within ~2 200 launches and then writes none. Its line ends with the events written and
+# dropped, from `gpubpf maps show`).
 #   tests/gpu/workloads/launch_interleave.sh DIST [REPS=2] [PAIRS=1000] [B=2000]
 set -u
 DIST=$(realpath "$1")
@@ -21,8 +25,19 @@ for r in $(seq "$REPS"); do
 	echo "shim-nothing rep=$r $(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"
 	for p in ${INTERLEAVE_POLICIES:-count_launch}; do
 		"$DIST/gpubpf" prog unload count >/dev/null 2>&1
-		"$DIST/gpubpf" load "$DIST/$p.o" --name count >/dev/null || exit 1
-		echo "shim-$p rep=$r $(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"
+		"$DIST/gpubpf" load "$DIST/${p%+reader}.o" --name count >/dev/null || exit 1
+		reader= ring=
+		if [ "$p" != "${p%+reader}" ]; then
+			"$DIST/gpubpf" maps consume count.events -f >/dev/null 2>&1 &
+			reader=$!
+		fi
+		line=$(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B")
+		if [ -n "$reader" ]; then
+			kill "$reader"
+			wait "$reader" 2>/dev/null
+			ring=" ring: $("$DIST/gpubpf" maps show count.events 2>&1 | tr -s ' \n' ' ')"
+		fi
+		echo "shim-$p rep=$r $line$ring" | tee -a "$LOG"
 	done
 done
 python3 - "$LOG" <<'PY'

@@ -303,9 +303,9 @@ if section "$N_LO" 180 count_launch.o trace.o work/launch_bench; then
 	GPUBPF_HOME=$H_COUNT timeout 30 "$G" -j maps dump count_launch.launches >"$WORK/launch-count.json" 2>>"$out"
 	# The goal's measurement: one process, batches through the driver's own cuLaunchKernel
 	# and through the shim's alternating (launch_interleave.sh: without the shim, under it
-	# with nothing attached, under it with count_launch.o; with trace.o too, for the step's
-	# figure derived from its policed calls).
-	INTERLEAVE_POLICIES="count_launch trace" timeout 200 "$HERE/launch_interleave.sh" "$DIST" \
+	# with nothing attached, under it with count_launch.o; with trace.o too, its ring full and
+	# drained by a reader, for the step's figure derived from its policed calls).
+	INTERLEAVE_POLICIES="count_launch trace trace+reader" timeout 200 "$HERE/launch_interleave.sh" "$DIST" \
 		"${WL_INTERLEAVE_REPS:-1}" 1000 2000 \
 		>"$WORK/launch-interleave.txt" 2>&1
 	cat "$WORK"/launch-[ABC]-*.txt "$WORK/launch-count.json" "$WORK/launch-interleave.txt" >>"$out"

@@ -107,7 +107,10 @@ def derived_step(toggle, interleave):
     """What quota + trace should add to a step by their per-call cost: the step's policed
     calls (step_toggle.py's `policed calls per step`, counted by the shim) times what a
     traced launch adds in launch_interleave.sh (one process, batches alternating: steady
-    where the step's toggle is not), over the step without policies. Only cuLaunchKernel
+    where the step's toggle is not), over the step without policies: with a reader draining
+    trace's ring (`trace+reader`: every launch writes its event, as in the toggle's blocks,
+    whose fresh ring never fills) where the run has it, else with the ring full (no event
+    written: a lower bound). Only cuLaunchKernel
     has a per-call figure; another point called at least once per 20 steps leaves the
     figure out."""
     try:
@@ -119,7 +122,11 @@ def derived_step(toggle, interleave):
         return
     calls = re.search(r"^policed calls per step: (.*)$", text, re.M)
     base = re.search(r"none_ms=([0-9.]+)", text)
-    ns = re.search(r"^GOAL shim-trace: added ([-+0-9.]+) ns", goals, re.M)
+    ns = re.search(r"^GOAL shim-trace\+reader: added ([-+0-9.]+) ns", goals, re.M)
+    how = "its ring drained by a reader: every launch writes its event"
+    if not ns:
+        ns = re.search(r"^GOAL shim-trace: added ([-+0-9.]+) ns", goals, re.M)
+        how = "its ring full: no event written"
     if not (calls and base and ns):
         return
     per_point = {}
@@ -139,7 +146,7 @@ def derived_step(toggle, interleave):
     figure("torch-step-derived",
            f"quota+trace by their per-call cost: {n:.2f} policed cuLaunchKernel per step x "
            f"{float(ns.group(1)):+.1f} ns per traced launch (launch_interleave.sh, trace.o with "
-           f"its ring full: no event written) = "
+           f"{how}) = "
            f"{added_us:+.2f} us, {100 * added_us / 1000 / step_ms:+.2f} % of a {step_ms:.4f} ms "
            f"step (quota's points: no call in a step)")
 

@@ -624,10 +624,12 @@ fn consume(reg: &Registry, name: &str, follow: bool, out: &Output) -> anyhow::Re
         );
     }
     let mut records = Vec::new();
+    let mut poll = super::ring_reader::Poll::new();
     loop {
         let mut batch = Vec::new();
         map.ringbuf_consume(|r| batch.push(record_text(r)))
             .with_context(|| format!("consume from `{name}`"))?;
+        let n = batch.len();
         if out.json() {
             records.extend(batch);
         } else {
@@ -638,7 +640,7 @@ fn consume(reg: &Registry, name: &str, follow: bool, out: &Output) -> anyhow::Re
         if !follow {
             break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(poll.next(n));
     }
     if out.json() {
         out.print_json(&records)?;
