@@ -10,6 +10,7 @@
 # its launches write their events, as when someone reads them; trace alone fills its ring
 # within ~2 200 launches and then writes none. Its line ends with the events written and
 # dropped, from `gpubpf maps show`).
+# The registry goes under LI_REG_ROOT (default /dev/shm, gpubpf's default place: tmpfs).
 #   tests/gpu/workloads/launch_interleave.sh DIST [REPS=2] [PAIRS=1000] [B=2000]
 set -u
 DIST=$(realpath "$1")
@@ -17,7 +18,12 @@ REPS=${2:-2} PAIRS=${3:-1000} B=${4:-2000}
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(mktemp -d)
 nvcc -O2 -arch=sm_90 -o "$WORK/li" "$HERE/launch_interleave.cu" -lcuda || exit 1
-export GPUBPF_HOME="$WORK/registry"
+REG_ROOT=${LI_REG_ROOT:-/dev/shm}
+[ -d "$REG_ROOT" ] || REG_ROOT=$WORK
+GPUBPF_HOME=$(mktemp -d -p "$REG_ROOT")
+export GPUBPF_HOME
+trap 'rm -rf "$GPUBPF_HOME"' EXIT
+echo "registry $GPUBPF_HOME: $(stat -f -c %T "$GPUBPF_HOME")"
 LOG="$WORK/log"
 for r in $(seq "$REPS"); do
 	echo "no-shim rep=$r $(timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"

@@ -11,6 +11,9 @@
 # NOISE_RUNS="NAME…" runs only those (e.g. the blocks of 30 steps: "aa-pinned-30
 # qt-pinned-30": each load makes trace a fresh ring, which 50 steps never fill, so every
 # timed launch writes its event, as when someone reads them).
+# Registries go under NOISE_REG_ROOT (default /dev/shm, where gpubpf puts a user's registry
+# by default: tmpfs; /tmp may be a disk filesystem, whose mapped pages fault through the
+# filesystem when first written and again after each writeback).
 #   tests/gpu/workloads/step_noise.sh DIST OUTDIR [CORES=8-11]
 set -u
 unset LD_PRELOAD
@@ -19,6 +22,9 @@ OUTDIR=$2
 CORES=${3:-8-11}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUTDIR"
+REG_ROOT=${NOISE_REG_ROOT:-/dev/shm}
+[ -d "$REG_ROOT" ] || REG_ROOT=${TMPDIR:-/tmp}
+echo "registries under $REG_ROOT: $(stat -f -c %T "$REG_ROOT")" | tee -a "$OUTDIR/noise.log"
 run() { # NAME PIN(0|1) POLICIES BLOCKS STEPS
 	local name=$1 pin=$2 pol=$3 blocks=$4 steps=$5 pre=()
 	if [ -n "${NOISE_RUNS:-}" ] && [[ " $NOISE_RUNS " != *" $name "* ]]; then
@@ -28,7 +34,7 @@ run() { # NAME PIN(0|1) POLICIES BLOCKS STEPS
 	# A registry must exist when the process starts, or the shim leaves it unpoliced
 	# (run.sh's sections make theirs the same way): a load and an unload create it.
 	export GPUBPF_HOME
-	GPUBPF_HOME=$(mktemp -d)
+	GPUBPF_HOME=$(mktemp -d -p "$REG_ROOT")
 	"$DIST/gpubpf" load "$DIST/trace.o" --name scratch >/dev/null &&
 		"$DIST/gpubpf" prog unload scratch >/dev/null || return
 	STEP_POLICIES=$pol STEP_DUMP="$OUTDIR/noise-$name.csv" \
@@ -37,6 +43,7 @@ run() { # NAME PIN(0|1) POLICIES BLOCKS STEPS
 	{ echo "== $name (pinned=$pin)"; cat "$OUTDIR/run.txt"; } >>"$OUTDIR/noise.log"
 	echo "$name (pinned=$pin): $(grep -h '^TOGGLE\|^policed' "$OUTDIR/run.txt" | tr '\n' ' ')"
 	rm -f "$OUTDIR/run.txt"
+	rm -rf "$GPUBPF_HOME"
 }
 run aa-free 0 none 40 300
 run aa-pinned 1 none 40 300
