@@ -12,11 +12,19 @@
 #
 # Each section uses a registry of its own (GPUBPF_HOME under a scratch directory): quota's
 # pinned maps outlive the processes that charged them, so sections must not share one.
+# The registries live in /dev/shm (WL_REG_ROOT), where gpubpf puts a user's registry by
+# default: tmpfs. Until 2026-12-07 they lived in /tmp, which may be a disk filesystem (ext4 on
+# the development VM; not checked on the GPU machine), whose mapped pages fault through the
+# filesystem when first written and again after each writeback.
 set -u
 unset LD_PRELOAD
 DIST=$(realpath "${1:-target/gpu-dist}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(mktemp -d /tmp/gpubpf-workloads.XXXXXX)
+REG_ROOT=${WL_REG_ROOT:-/dev/shm}
+[ -d "$REG_ROOT" ] || REG_ROOT=$WORK
+REGS=$(mktemp -d -p "$REG_ROOT" gpubpf-workloads-reg.XXXXXX)
+trap 'rm -rf "$REGS"' EXIT
 G="$DIST/gpubpf"
 SHIM="$DIST/libgpubpf.so"
 export GPUBPF="$G"
@@ -109,7 +117,7 @@ section() { # "NAME…" SECONDS NEED…: whether a section can run (NEED: DIST f
 	return 0
 }
 
-reg() { export GPUBPF_HOME="$WORK/reg-$1"; }
+reg() { export GPUBPF_HOME="$REGS/reg-$1"; }
 
 gload() { # OUTFILE gpubpf-load-args…: load into $GPUBPF_HOME, output appended to OUTFILE
 	local out=$1

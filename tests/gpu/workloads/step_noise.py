@@ -8,7 +8,13 @@ the standard errors say how far a toggle with blocks of LEN steps can be trusted
 toggled dump only LEN = the block length (and its divisors that keep whole blocks'
 alternation: none) is a real toggle, the rest mixes both kinds of step.
 
-  step_noise.py DUMP [LEN…]   (default LEN: 300 150 75 30 10)"""
+`--profile` reads a toggled dump by position instead: for each step of a block, the median
+over the blocks with policies and over those without, and their difference; a cost that
+decays through the block (a transient after each load: compilation, first touches) shows
+as a falling difference, a steady cost per call as a flat one.
+
+  step_noise.py DUMP [LEN…]   (default LEN: 300 150 75 30 10)
+  step_noise.py --profile DUMP [EVERY=3]"""
 import os
 import statistics
 import sys
@@ -24,7 +30,29 @@ def sub_blocks(blocks, n):
     return out
 
 
+def profile(path, every):
+    with open(path) as f:
+        blocks = [[float(v) for v in line.split(",")] for line in f if line.strip()]
+    none, pol = blocks[0::2], blocks[1::2]
+    n = min(len(b) for b in blocks)
+    diff = []
+    print(f"{os.path.basename(path)}: by position in {len(blocks)} alternating blocks "
+          f"(medians over {len(pol)} with policies, {len(none)} without)")
+    for i in range(n):
+        a = statistics.median(b[i] for b in none)
+        p = statistics.median(b[i] for b in pol)
+        diff.append(100 * (p / a - 1))
+        if i % every == 0:
+            print(f"  step {i:3d}: without {a:.4f} ms, with {p:.4f} ms, {diff[-1]:+.2f} %")
+    k = max(1, n // 3)
+    print(f"  first {k} steps {statistics.fmean(diff[:k]):+.2f} %, last {k} "
+          f"{statistics.fmean(diff[-k:]):+.2f} %")
+
+
 def main():
+    if sys.argv[1] == "--profile":
+        profile(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3)
+        return
     path = sys.argv[1]
     lens = [int(x) for x in sys.argv[2:]] or [300, 150, 75, 30, 10]
     with open(path) as f:
