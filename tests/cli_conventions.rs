@@ -196,3 +196,30 @@ fn mutating_commands_confirm_what_they_did() {
         serde_json::json!({"status": "cleared"})
     );
 }
+
+/// `gpubpf registry show` names the filesystem the registry is on and says when it is not
+/// memory (policies' maps are shared file mappings: on a disk they are written back and
+/// fault again): tmpfs in /dev/shm, the default place; the test's own directory elsewhere.
+#[test]
+fn registry_show_names_the_filesystem_and_flags_a_disk() {
+    let shm = std::path::Path::new("/dev/shm");
+    let mut homes = vec![tempfile::tempdir().expect("tempdir")];
+    if shm.is_dir() {
+        homes.push(tempfile::tempdir_in(shm).expect("tempdir in /dev/shm"));
+    }
+    for dir in &homes {
+        let home = dir.path().join("reg");
+        common::cli::ok(&run(&home, &["registry", "init"]));
+        let v = j(&run(&home, &["-j", "registry", "show"]));
+        let fs = gpubpf_runtime::registry::filesystem(&home).expect("statfs");
+        assert_eq!(v["filesystem"], fs.name.as_str(), "{v}");
+        assert_eq!(v["in_memory"], fs.in_memory, "{v}");
+        let text = common::cli::ok(&run(&home, &["registry", "show"]));
+        let line = format!("  filesystem: {}", fs.name);
+        assert!(text.contains(&line), "{text}");
+        assert_eq!(text.contains("not memory"), !fs.in_memory, "{text}");
+        if dir.path().starts_with(shm) {
+            assert_eq!(v["filesystem"], "tmpfs", "{v}");
+        }
+    }
+}

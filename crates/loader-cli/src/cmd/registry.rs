@@ -8,7 +8,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use gpubpf_runtime::registry::system::{init_system, SYSTEM_HOME};
-use gpubpf_runtime::registry::{default_home, Mode, Registry};
+use gpubpf_runtime::registry::{default_home, filesystem, Mode, Registry};
 
 use crate::output::Output;
 
@@ -27,7 +27,8 @@ pub enum Command {
         home: Option<PathBuf>,
     },
     /// Which registry the commands use (GPUBPF_HOME, else the system registry when the
-    /// node has one, else your own), its mode, owner and whether you may change it.
+    /// node has one, else your own), its mode, owner, whether you may change it and the
+    /// filesystem it is on (a note when that is not memory: tmpfs or ramfs).
     Show,
 }
 
@@ -69,6 +70,7 @@ fn show(home: &std::path::Path, out: &Output) -> anyhow::Result<()> {
         Mode::User => ("user", None),
         Mode::System { owner } => ("system", Some(owner)),
     };
+    let fs = filesystem(home).context("cannot tell the registry's filesystem")?;
     if out.json() {
         return out.print_json(&json!({
             "home": home,
@@ -77,6 +79,8 @@ fn show(home: &std::path::Path, out: &Output) -> anyhow::Result<()> {
             "owner": owner,
             "may_change": reg.is_owner(),
             "generation": reg.generation(),
+            "filesystem": fs.name,
+            "in_memory": fs.in_memory,
         }));
     }
     match owner {
@@ -95,6 +99,15 @@ fn show(home: &std::path::Path, out: &Output) -> anyhow::Result<()> {
                 "may read it; your processes under the shim run its policies"
             }
         ),
+    }
+    if fs.in_memory {
+        println!("  filesystem: {}", fs.name);
+    } else {
+        println!(
+            "  filesystem: {} (not memory: the kernel writes policies' map pages back to disk \
+             and the next write to each faults; /dev/shm, gpubpf's default, or /run is tmpfs)",
+            fs.name
+        );
     }
     Ok(())
 }

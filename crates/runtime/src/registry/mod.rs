@@ -42,7 +42,10 @@ use std::sync::Arc;
 pub use control::{
     monotonic_ns, process_start_time, Control, ProcessInfo, CONTROL_SIZE, PROC_SLOTS, TABLE_SIZE,
 };
-pub use home::{check_private_dir, default_home, ensure_private_dir, read_nofollow, HOME_ENV};
+pub use home::{
+    check_private_dir, default_home, ensure_private_dir, filesystem, read_nofollow, Filesystem,
+    HOME_ENV,
+};
 pub use record::{
     sha256_hex, LinkRecord, MapBinding, ObjectRecord, Phase, ProgramRecord, Replaced, RECORD_FORMAT,
 };
