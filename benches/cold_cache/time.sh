@@ -9,6 +9,7 @@
 # script runs on the GPU machine, which has `cc` but no Rust toolchain: there POLICY must
 # be a built object). POLLUTE_KB (default 96) and POLLUTE_STMTS (default 6000, about
 # 130 KB of code) size what `pollute()` touches; larger values evict the L2 cache too.
+# COLD_SET="--set VAR=VALUE…" is passed to the policy's load (e.g. trace's emit_events=false).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -47,7 +48,8 @@ build_probe "$W" "$G" "$SRC"
 "$G" load "$W/policy.o" --name probe >/dev/null
 "$G" prog unload probe >/dev/null
 once() { # LOADED
-	if [ "$1" = 1 ]; then "$G" load "$W/policy.o" --name probe >/dev/null; fi
+	# shellcheck disable=SC2086 # COLD_SET is a list of words
+	if [ "$1" = 1 ]; then "$G" load "$W/policy.o" --name probe ${COLD_SET:-} >/dev/null; fi
 	LD_PRELOAD="$SHIM_DIR/libgpubpf.so" "$W/app" "$N" 1 1 1 | sed -n 's/^launch_ns //p'
 	if [ "$1" = 1 ]; then "$G" prog unload probe >/dev/null; fi
 }

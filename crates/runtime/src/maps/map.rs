@@ -1,6 +1,7 @@
 //! [`Map`]: one opened map file, the process-local handle programs and helpers use.
 
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use super::array::ArrayMap;
@@ -112,6 +113,22 @@ impl Map {
         };
         let mut file = mapping::create_new(tmp)?;
         file.set_len(lay.file_size as u64).map_err(io("resize"))?;
+        if spec.map_type == MapType::RingBuf {
+            // Allocated now rather than by the policed calls that first write each page
+            // (on tmpfs a first write to a hole allocates and zeroes a page: ~2.4 µs here,
+            // against ~1 µs to map a page that exists; the mappings then populate them,
+            // mapping.rs). A filesystem without fallocate keeps the file sparse.
+            // SAFETY: `file` is an open descriptor we own; fallocate takes no pointers.
+            let rc = unsafe {
+                libc::fallocate(file.as_raw_fd(), 0, 0, lay.file_size as libc::off_t)
+            };
+            if rc != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                    return Err(io("allocate")(e));
+                }
+            }
+        }
         let header = layout::new_header(spec, lay, random_seed());
         // SAFETY: FileHeader is repr(C) plain data; viewing it as bytes is sound.
         let hb = unsafe {
