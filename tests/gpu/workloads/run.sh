@@ -339,15 +339,16 @@ if section "$N_SO" 150 torch quota.o trace.o; then
 		GPUBPF_HOME=$H_POL LD_PRELOAD="$SHIM" timeout 90 python3 "$HERE/torch_step_bench.py" >"$WORK/step-C-$r.txt" 2>&1
 	done
 	# The goal's measurement: one process, quota + trace loaded and unloaded between blocks.
-	# Blocks of 75 steps: the machine's speed drifts over seconds, and with nothing toggled
-	# blocks of 300 read +3.95 ± 2.4 % once, of 75 steps ±0.4–0.6 % (step_noise.sh,
-	# docs/gpu-runs.md 2026-12-07 13:01). Every timed step of a block then runs with trace's
-	# ring still filling (a new ring per load), so nearly every launch emits its event: the cost a
-	# user with a consumer pays.
+	# 400 blocks of 30 steps: the machine's speed drifts over seconds, and with nothing
+	# toggled blocks of 300 read +3.95 ± 2.4 % once, 160 blocks of 75 ±1.5–2 % on a noisy
+	# day, 400 of 30 −0.53 % ± 0.39 that day (step_noise.sh, docs/gpu-runs.md 2026-12-07).
+	# Every timed step of a block runs with trace's ring still filling (a new ring per
+	# load, which 50 steps never fill), so every launch writes its event: the cost a user
+	# with a consumer pays.
 	reg step-toggle
 	gload "$out" "$DIST/trace.o" --name scratch && timeout 30 "$G" prog unload scratch >>"$out" 2>&1
-	LD_PRELOAD="$SHIM" timeout 150 python3 "$HERE/step_toggle.py" "$DIST" "${WL_TOGGLE_BLOCKS:-160}" \
-		"${WL_TOGGLE_STEPS:-75}" \
+	LD_PRELOAD="$SHIM" timeout 150 python3 "$HERE/step_toggle.py" "$DIST" "${WL_TOGGLE_BLOCKS:-400}" \
+		"${WL_TOGGLE_STEPS:-30}" \
 		>"$WORK/step-toggle.txt" 2>&1
 	cat "$WORK"/step-[ABC]-*.txt "$WORK/step-toggle.txt" >>"$out"
 	timeout 30 python3 "$HERE/summarize.py" step "$WORK" >"$WORK/step-summary.txt" 2>&1
