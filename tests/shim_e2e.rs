@@ -279,6 +279,55 @@ fn a_policy_loaded_while_the_application_runs_takes_effect() {
     assert_eq!(usage[&u64::from(pid)]["denied"], 1);
 }
 
+/// A process started under the shim before its registry existed is policed once the first
+/// `gpubpf load` makes the registry: meanwhile it runs unpoliced and looks for the registry
+/// every half second (a `--wait` cannot count it: it is not in the process table yet).
+#[test]
+fn a_process_started_before_its_registry_is_policed_once_it_appears() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    assert!(!home.exists(), "no registry when the application starts");
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
+    let child = mock
+        .command(&mock.app_dyn, &home)
+        .arg("proc")
+        .args(["live"])
+        .arg(&ready)
+        .arg(&go)
+        .arg("1000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    wait_for_files(&[&ready], "application never got ready");
+    let generation = load(&home, &quota, &["limit_bytes=500", "log_denials=0"]);
+    wait_acked(
+        &home,
+        pid,
+        generation,
+        Instant::now() + Duration::from_secs(60),
+    );
+    std::fs::write(&go, b"").expect("create go");
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout_lines(&out),
+        [
+            "before 0",
+            "after 2",
+            "mock alloc=1 free=0 launch=0 launch_ptsz=0 getinfo=0"
+        ]
+    );
+    assert_eq!(dump(&home, "proc_usage")[&u64::from(pid)]["denied"], 1);
+}
+
 /// The `n`th line (from 1) of the log file `log` that contains `needle`, waited for.
 fn nth_log_line(log: &Path, needle: &str, n: usize) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);

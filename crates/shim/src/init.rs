@@ -5,8 +5,12 @@
 //!    directive such as `info` or `gpubpf=debug`); nothing otherwise.
 //! 2. The registry at `GPUBPF_HOME` (default: `registry::default_home()`: the node's system
 //!    registry `/run/gpubpf` when there is one, else the user's own). A registry that
-//!    does not exist or cannot be opened leaves the process unpoliced (logged once); the
-//!    shim never creates one in an application's name.
+//!    cannot be opened leaves the process unpoliced (logged once); the shim never creates
+//!    one in an application's name. One that does not exist yet leaves the process
+//!    unpoliced until it does: a thread (`gpubpf-wait`) looks for it every
+//!    [`REGISTRY_POLL`] and then starts the process as below, so that the first
+//!    `gpubpf load` also reaches processes started before it (it cannot `--wait` for
+//!    them: they are not in its process table yet).
 //! 3. The process registers in the registry's process table, builds a `PolicySet` with
 //!    every object re-verified (an object that fails is left out on its own, logged; in a
 //!    user registry, an input this verifier accepted before in a process of the user is
@@ -55,6 +59,9 @@ use crate::native::Compiler;
 pub const LOG_ENV: &str = "GPUBPF_LOG";
 /// Environment variable choosing what happens when a policy cannot be enforced.
 pub const FAIL_ENV: &str = "GPUBPF_FAIL";
+
+/// How often a process started before its registry existed looks for it.
+pub const REGISTRY_POLL: Duration = Duration::from_millis(500);
 
 /// `GPUBPF_FAIL=closed` (or any value but `open`): read once at initialisation.
 static FAIL_CLOSED: AtomicBool = AtomicBool::new(false);
@@ -106,6 +113,10 @@ fn publish_unreadable() {
 
 static INIT: Once = Once::new();
 static REGISTRY: OnceLock<Registry> = OnceLock::new();
+/// Where the registry is looked for (set by the first initialisation).
+static HOME: OnceLock<std::path::PathBuf> = OnceLock::new();
+/// Set while the process waits for its registry to appear ([`wait_for_registry`]).
+static WAITING: AtomicBool = AtomicBool::new(false);
 static ATFORK: AtomicBool = AtomicBool::new(false);
 /// Set in a forked child until its first driver call has re-initialised it.
 static FORKED: AtomicBool = AtomicBool::new(false);
@@ -161,11 +172,48 @@ extern "C" fn after_fork_in_child() {
 fn reinit_after_fork() {
     crate::record::start(true);
     let Some(reg) = REGISTRY.get() else {
-        // The parent ran unpoliced: so does the child.
+        // The parent ran unpoliced: so does the child. A parent waiting for its registry
+        // to appear gives the child a waiter of its own (the parent's did not survive the
+        // fork); one that could not open its registry gave up, and so does the child.
         hot::publish_nothing();
+        if let Some(home) = HOME.get().filter(|_| WAITING.load(Ordering::Acquire)) {
+            wait_for_registry(home.clone());
+        }
         return;
     };
     start(reg);
+}
+
+/// No registry at `home` yet: looks for it every [`REGISTRY_POLL`] on a thread of its own
+/// and starts the process (registration, chains, watcher) once it can be opened.
+fn wait_for_registry(home: std::path::PathBuf) {
+    WAITING.store(true, Ordering::Release);
+    let spawned = std::thread::Builder::new()
+        .name("gpubpf-wait".into())
+        .spawn(move || loop {
+            std::thread::sleep(REGISTRY_POLL);
+            if !home.join("control").is_file() {
+                continue;
+            }
+            match Registry::open(&home) {
+                Ok(r) => {
+                    tracing::info!(home = %home.display(), "the gpubpf registry appeared; policing the process");
+                    let reg = REGISTRY.get_or_init(|| r);
+                    WAITING.store(false, Ordering::Release);
+                    if hot::as_busy(|| start(reg)).is_none() {
+                        hot::publish_nothing();
+                    }
+                    return;
+                }
+                // Being created, or broken: looked at again, said once.
+                Err(e) => warn_once(format!("wait\0{}", home.display()), || {
+                    tracing::warn!(home = %home.display(), error = %error_chain(&e), "cannot open the gpubpf registry yet; still unpoliced, looking again");
+                }),
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start a thread to wait for the registry; the process stays unpoliced");
+    }
 }
 
 /// Registers the process, publishes the chains and starts the watcher.
@@ -261,9 +309,11 @@ fn init() {
     let home = std::env::var_os(registry::HOME_ENV)
         .map(std::path::PathBuf::from)
         .unwrap_or_else(registry::default_home);
+    let _ = HOME.set(home.clone());
     if !home.join("control").is_file() {
-        tracing::info!(home = %home.display(), "no gpubpf registry; the process runs unpoliced");
+        tracing::info!(home = %home.display(), "no gpubpf registry yet; the process runs unpoliced until one appears");
         hot::publish_nothing();
+        wait_for_registry(home);
         return;
     }
     let reg = match Registry::open(&home) {

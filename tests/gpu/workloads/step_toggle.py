@@ -113,9 +113,10 @@ for b in range(blocks):
     torch.cuda.synchronize()
     before = ps_entry() if b == 1 else None
     if b == 1 and policies and before is None:
-        # A process that found no registry when it started stays unpoliced (the shim does
-        # not wait for one): its toggle would time nothing. step_noise.sh's first version
-        # did that.
+        # A process that found no registry when it started is policed only once its shim
+        # has seen the registry appear (every 500 ms since 2026-12-07; never before), and
+        # `load --wait` cannot wait for it: its first blocks would time nothing.
+        # step_noise.sh's first version did that.
         sys.exit("step_toggle: this process is not in `gpubpf ps`: it runs unpoliced. Make "
                  "the registry before starting it (load and unload a scratch object in "
                  "GPUBPF_HOME, as run.sh does)")
