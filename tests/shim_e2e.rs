@@ -328,6 +328,56 @@ fn a_process_started_before_its_registry_is_policed_once_it_appears() {
     assert_eq!(dump(&home, "proc_usage")[&u64::from(pid)]["denied"], 1);
 }
 
+/// The forked child of a process that waits for its registry waits too (the parent's
+/// waiting thread does not survive `fork`), and is policed as its own process once the
+/// registry appears.
+#[test]
+fn the_forked_child_of_a_process_waiting_for_its_registry_is_policed_once_it_appears() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
+    let parent = mock
+        .command(&mock.app_link, &home)
+        .arg("link")
+        .args(["forklive"])
+        .arg(&ready)
+        .arg(&go)
+        .arg("1000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for_files(&[&ready], "the child never got ready");
+    let child: u32 = std::fs::read_to_string(&ready)
+        .expect("read READY")
+        .trim()
+        .parse()
+        .expect("child pid");
+    let generation = load(&home, &quota, &["limit_bytes=500", "log_denials=0"]);
+    wait_acked(
+        &home,
+        child,
+        generation,
+        Instant::now() + Duration::from_secs(60),
+    );
+    std::fs::write(&go, b"").expect("create go");
+    let out = parent.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = stdout_lines(&out);
+    assert_eq!(
+        lines[..4],
+        ["parent alloc 0", "child before 0", "child after 2", "child exit 0"],
+        "{lines:?}"
+    );
+    assert_eq!(dump(&home, "proc_usage")[&u64::from(child)]["denied"], 1);
+}
+
 /// The `n`th line (from 1) of the log file `log` that contains `needle`, waited for.
 fn nth_log_line(log: &Path, needle: &str, n: usize) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);

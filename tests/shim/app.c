@@ -25,6 +25,10 @@
  *   threads T L         T threads doing L launches each
  *   live READY GO SIZE  one allocation ("before RC"), creates file READY, waits for file GO,
  *                       another allocation ("after RC")
+ *   forklive READY GO SIZE  one allocation in the parent ("parent alloc RC"), then a forked
+ *                       child makes one ("child before RC"), writes its pid to file READY,
+ *                       waits for file GO and makes another ("child after RC"); the parent
+ *                       waits ("child exit STATUS")
  *   fork N SIZE         one allocation in the parent ("parent alloc RC"), then a forked child
  *                       does N allocations ("child alloc I RC") and exits; the parent waits
  *                       ("child exit STATUS")
@@ -182,6 +186,16 @@ static void *need(void *p, const char *what)
 	if (!p)
 		die(what);
 	return p;
+}
+
+/* Waits up to a minute for file `go` to exist. */
+static void wait_for_go(const char *go)
+{
+	for (int i = 0; access(go, F_OK) != 0; i++) {
+		if (i > 6000)
+			die("timed out waiting for GO");
+		usleep(10000);
+	}
 }
 
 static void setup(const char *route)
@@ -691,12 +705,31 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		FILE *f = need(fopen(argv[3], "w"), "create READY");
 		fclose(f);
-		for (int i = 0; access(argv[4], F_OK) != 0; i++) {
-			if (i > 6000)
-				die("timed out waiting for GO");
-			usleep(10000);
-		}
+		wait_for_go(argv[4]);
 		printf("after %d\n", cu.alloc(&d2, size));
+	} else if (strcmp(scenario, "forklive") == 0 && argc == 6) {
+		size_t size = (size_t)atoll(argv[5]);
+		CUdeviceptr d = 0;
+		printf("parent alloc %d\n", cu.alloc(&d, size));
+		fflush(stdout);
+		pid_t child = fork();
+		if (child < 0)
+			die("fork");
+		if (child == 0) {
+			CUdeviceptr c1 = 0, c2 = 0;
+			printf("child before %d\n", cu.alloc(&c1, size));
+			fflush(stdout);
+			FILE *f = need(fopen(argv[3], "w"), "create READY");
+			fprintf(f, "%d\n", (int)getpid());
+			fclose(f);
+			wait_for_go(argv[4]);
+			printf("child after %d\n", cu.alloc(&c2, size));
+			fflush(stdout);
+			_exit(0);
+		}
+		int status = 0;
+		waitpid(child, &status, 0);
+		printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	} else if (strcmp(scenario, "fork") == 0 && argc == 5) {
 		long n = atol(argv[3]);
 		size_t size = (size_t)atoll(argv[4]);
