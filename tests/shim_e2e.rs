@@ -372,7 +372,12 @@ fn the_forked_child_of_a_process_waiting_for_its_registry_is_policed_once_it_app
     let lines = stdout_lines(&out);
     assert_eq!(
         lines[..4],
-        ["parent alloc 0", "child before 0", "child after 2", "child exit 0"],
+        [
+            "parent alloc 0",
+            "child before 0",
+            "child after 2",
+            "child exit 0"
+        ],
         "{lines:?}"
     );
     assert_eq!(dump(&home, "proc_usage")[&u64::from(child)]["denied"], 1);

@@ -160,6 +160,10 @@ mod tests {
         assert_eq!(p.next(5), Poll::BUSY);
         let waits: Vec<_> = (0..9).map(|_| p.next(0).as_millis()).collect();
         assert_eq!(waits, [2, 4, 8, 16, 32, 64, 100, 100, 100]);
-        assert_eq!(p.next(1), Poll::BUSY, "one record brings the quick polling back");
+        assert_eq!(
+            p.next(1),
+            Poll::BUSY,
+            "one record brings the quick polling back"
+        );
     }
 }

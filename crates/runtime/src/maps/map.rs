@@ -119,9 +119,8 @@ impl Map {
             // against ~1 µs to map a page that exists; the mappings then populate them,
             // mapping.rs). A filesystem without fallocate keeps the file sparse.
             // SAFETY: `file` is an open descriptor we own; fallocate takes no pointers.
-            let rc = unsafe {
-                libc::fallocate(file.as_raw_fd(), 0, 0, lay.file_size as libc::off_t)
-            };
+            let rc =
+                unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, lay.file_size as libc::off_t) };
             if rc != 0 {
                 let e = std::io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EOPNOTSUPP) {

@@ -415,8 +415,8 @@ fn faults() -> i64 {
 #[test]
 fn fault_free_ring() {
     let shm = std::path::Path::new("/dev/shm");
-    let on_tmpfs = shm.is_dir()
-        && crate::registry::filesystem(shm).is_ok_and(|f| f.name == "tmpfs");
+    let on_tmpfs =
+        shm.is_dir() && crate::registry::filesystem(shm).is_ok_and(|f| f.name == "tmpfs");
     if !on_tmpfs {
         eprintln!("skipped: no tmpfs at /dev/shm");
         return;

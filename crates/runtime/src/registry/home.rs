@@ -215,7 +215,10 @@ mod filesystem_tests {
         assert!(!filesystem_of(0xef53).in_memory);
         let unknown = filesystem_of(0x1234_5678);
         assert_eq!(unknown.name, "0x12345678");
-        assert!(!unknown.in_memory, "an unknown filesystem is not assumed to be memory");
+        assert!(
+            !unknown.in_memory,
+            "an unknown filesystem is not assumed to be memory"
+        );
     }
 
     #[test]
