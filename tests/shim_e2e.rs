@@ -58,6 +58,19 @@ fn dump(home: &Path, map: &str) -> BTreeMap<u64, Value> {
         .collect()
 }
 
+/// Creates file `go` for a `live`/`forklive` application waiting on it, waits for the
+/// application's end (successful) and returns its stdout lines.
+fn release(app: std::process::Child, go: &Path) -> Vec<String> {
+    std::fs::write(go, b"").expect("create go");
+    let out = app.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout_lines(&out)
+}
+
 fn api(name: &str) -> u64 {
     u64::from(attach::resolve(name).expect("catalogued").id)
 }
@@ -258,17 +271,10 @@ fn a_policy_loaded_while_the_application_runs_takes_effect() {
         .map(|p| p.acked_generation)
         .collect();
     assert_eq!(acked, [j["generation"].as_u64().expect("generation")]);
-    std::fs::write(&go, b"").expect("create go");
-    let out = child.wait_with_output().expect("wait");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     // Before the load the allocation went through; after it, the same size is over the
     // new limit and refused without reaching the driver.
     assert_eq!(
-        stdout_lines(&out),
+        release(child, &go),
         [
             "before 0",
             "after 2",
@@ -291,12 +297,7 @@ fn a_process_started_before_its_registry_is_policed_once_it_appears() {
     let quota = policy(tmp.path(), "policies/quota.bpf.c");
     let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
     let child = mock
-        .command(&mock.app_dyn, &home)
-        .arg("proc")
-        .args(["live"])
-        .arg(&ready)
-        .arg(&go)
-        .arg("1000")
+        .live(&home, &ready, &go, "1000")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -310,15 +311,8 @@ fn a_process_started_before_its_registry_is_policed_once_it_appears() {
         generation,
         Instant::now() + Duration::from_secs(60),
     );
-    std::fs::write(&go, b"").expect("create go");
-    let out = child.wait_with_output().expect("wait");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
-        stdout_lines(&out),
+        release(child, &go),
         [
             "before 0",
             "after 2",
@@ -362,14 +356,7 @@ fn the_forked_child_of_a_process_waiting_for_its_registry_is_policed_once_it_app
         generation,
         Instant::now() + Duration::from_secs(60),
     );
-    std::fs::write(&go, b"").expect("create go");
-    let out = parent.wait_with_output().expect("wait");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines = stdout_lines(&out);
+    let lines = release(parent, &go);
     assert_eq!(
         lines[..4],
         [

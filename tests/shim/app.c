@@ -26,7 +26,7 @@
  *   live READY GO SIZE  one allocation ("before RC"), creates file READY, waits for file GO,
  *                       another allocation ("after RC")
  *   forklive READY GO SIZE  one allocation in the parent ("parent alloc RC"), then a forked
- *                       child makes one ("child before RC"), writes its pid to file READY,
+ *                       child makes one ("child before RC"), creates file READY holding its pid,
  *                       waits for file GO and makes another ("child after RC"); the parent
  *                       waits ("child exit STATUS")
  *   fork N SIZE         one allocation in the parent ("parent alloc RC"), then a forked child
@@ -186,6 +186,26 @@ static void *need(void *p, const char *what)
 	if (!p)
 		die(what);
 	return p;
+}
+
+/* One allocation in the parent ("parent alloc RC"), then fork: 0 in the child. */
+static pid_t alloc_then_fork(size_t size)
+{
+	CUdeviceptr d = 0;
+	printf("parent alloc %d\n", cu.alloc(&d, size));
+	fflush(stdout);
+	pid_t child = fork();
+	if (child < 0)
+		die("fork");
+	return child;
+}
+
+/* Waits for `child` and says how it ended ("child exit STATUS"). */
+static void wait_child(pid_t child)
+{
+	int status = 0;
+	waitpid(child, &status, 0);
+	printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
 /* Waits up to a minute for file `go` to exist. */
@@ -709,36 +729,29 @@ int main(int argc, char **argv)
 		printf("after %d\n", cu.alloc(&d2, size));
 	} else if (strcmp(scenario, "forklive") == 0 && argc == 6) {
 		size_t size = (size_t)atoll(argv[5]);
-		CUdeviceptr d = 0;
-		printf("parent alloc %d\n", cu.alloc(&d, size));
-		fflush(stdout);
-		pid_t child = fork();
-		if (child < 0)
-			die("fork");
+		pid_t child = alloc_then_fork(size);
 		if (child == 0) {
 			CUdeviceptr c1 = 0, c2 = 0;
 			printf("child before %d\n", cu.alloc(&c1, size));
 			fflush(stdout);
-			FILE *f = need(fopen(argv[3], "w"), "create READY");
+			/* Written aside and renamed: READY appears with its pid in it. */
+			char tmp[4096];
+			snprintf(tmp, sizeof(tmp), "%s.tmp", argv[3]);
+			FILE *f = need(fopen(tmp, "w"), "create READY");
 			fprintf(f, "%d\n", (int)getpid());
 			fclose(f);
+			if (rename(tmp, argv[3]) != 0)
+				die("rename READY");
 			wait_for_go(argv[4]);
 			printf("child after %d\n", cu.alloc(&c2, size));
 			fflush(stdout);
 			_exit(0);
 		}
-		int status = 0;
-		waitpid(child, &status, 0);
-		printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		wait_child(child);
 	} else if (strcmp(scenario, "fork") == 0 && argc == 5) {
 		long n = atol(argv[3]);
 		size_t size = (size_t)atoll(argv[4]);
-		CUdeviceptr d = 0;
-		printf("parent alloc %d\n", cu.alloc(&d, size));
-		fflush(stdout);
-		pid_t child = fork();
-		if (child < 0)
-			die("fork");
+		pid_t child = alloc_then_fork(size);
 		if (child == 0) {
 			printf("child pid %d\n", (int)getpid());
 			for (long i = 0; i < n; i++) {
@@ -748,9 +761,7 @@ int main(int argc, char **argv)
 			fflush(stdout);
 			_exit(0);
 		}
-		int status = 0;
-		waitpid(child, &status, 0);
-		printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		wait_child(child);
 	} else if (strcmp(scenario, "bench") == 0 && argc == 4) {
 		long n = atol(argv[3]);
 		printf("launch_ns %.1f\n", bench(0, n));
