@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use common::cli::{ok, ok_json, run_with_registry as cli};
 use common::process::wait_for_files;
-use common::shim::{have_cc, mock_stack, session, shim_library, wait_acked, Session};
+use common::shim::{have_cc, mock_stack, session, shim_library, spawn_piped, wait_acked, Session};
 
 const ROUTES: [&str; 4] = ["link", "dlsym", "proc", "rt"];
 
@@ -296,12 +296,7 @@ fn a_process_started_before_its_registry_is_policed_once_it_appears() {
     assert!(!home.exists(), "no registry when the application starts");
     let quota = policy(tmp.path(), "policies/quota.bpf.c");
     let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
-    let child = mock
-        .live(&home, &ready, &go, "1000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = spawn_piped(&mut mock.live(&home, &ready, &go, "1000"));
     let pid = child.id();
     wait_for_files(&[&ready], "application never got ready");
     let generation = load(&home, &quota, &["limit_bytes=500", "log_denials=0"]);
@@ -332,17 +327,13 @@ fn the_forked_child_of_a_process_waiting_for_its_registry_is_policed_once_it_app
     };
     let quota = policy(tmp.path(), "policies/quota.bpf.c");
     let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
-    let parent = mock
-        .command(&mock.app_link, &home)
-        .arg("link")
-        .args(["forklive"])
-        .arg(&ready)
-        .arg(&go)
-        .arg("1000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let parent = spawn_piped(
+        mock.command(&mock.app_link, &home)
+            .args(["link", "forklive"])
+            .arg(&ready)
+            .arg(&go)
+            .arg("1000"),
+    );
     wait_for_files(&[&ready], "the child never got ready");
     let child: u32 = std::fs::read_to_string(&ready)
         .expect("read READY")

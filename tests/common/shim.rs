@@ -268,6 +268,14 @@ impl MockStack {
     }
 }
 
+/// Starts `cmd` with its stdout and stderr captured (read them with `wait_with_output`).
+pub fn spawn_piped(cmd: &mut Command) -> std::process::Child {
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
 /// Waits until process `pid` has acknowledged registry generation `generation` or later
 /// in the registry at `home` (its watcher republished), failing at `deadline`.
 pub fn wait_acked(home: &Path, pid: u32, generation: u64, deadline: std::time::Instant) {
