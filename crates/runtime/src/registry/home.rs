@@ -131,7 +131,7 @@ const FILESYSTEMS: &[(i64, &str, bool)] = &[
     (0x794c_7630, "overlayfs", false),
     (0x6969, "nfs", false),
     (0x0102_1997, "9p", false),
-    (0x6a65_6a62, "virtiofs", false),
+    (0x6573_5546, "fuse", false), // virtiofs too
 ];
 
 /// The filesystem `dir` is on.
