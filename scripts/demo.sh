@@ -32,6 +32,9 @@ cc=${CC:-cc}
 command -v "$cc" >/dev/null 2>&1 || cc=clang
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpubpf-demo.XXXXXX")
+# The registry on tmpfs, where gpubpf keeps one by default (maps are shared file mappings).
+regs=$work
+[ -d /dev/shm ] && regs=$(mktemp -d /dev/shm/gpubpf-demo.XXXXXX)
 app_pid=
 cleanup() {
     rm -f "$work/go"
@@ -40,14 +43,14 @@ cleanup() {
         wait "$app_pid" 2>/dev/null || true
     fi
     if [ "${GPUBPF_DEMO_KEEP:-}" = 1 ]; then
-        echo "kept $work"
+        echo "kept $work (registry $regs/registry)"
     else
-        rm -rf "$work"
+        rm -rf "$work" "$regs"
     fi
 }
 trap cleanup EXIT
 
-export GPUBPF_HOME=$work/registry
+export GPUBPF_HOME=$regs/registry
 export PATH=$bin:$PATH
 # The mock driver stands in for libcuda.so.1: the shim loads it from here, and the
 # application finds it through its DT_RPATH (--disable-new-dtags: read before an

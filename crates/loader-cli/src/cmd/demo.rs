@@ -265,8 +265,13 @@ fn step(n: u32, text: &str) {
 pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
     let (home, temporary) = match &args.home {
         Some(h) => (h.clone(), false),
+        // On tmpfs when there is one, as gpubpf's default registry (maps are shared file
+        // mappings).
         None => (
-            std::env::temp_dir().join(format!("gpubpf-demo-{}", std::process::id())),
+            Some(std::path::PathBuf::from("/dev/shm"))
+                .filter(|d| d.is_dir())
+                .unwrap_or_else(std::env::temp_dir)
+                .join(format!("gpubpf-demo-{}", std::process::id())),
             true,
         ),
     };
