@@ -223,3 +223,42 @@ fn registry_show_names_the_filesystem_and_flags_a_disk() {
         }
     }
 }
+
+/// The `gpubpf load` that creates a registry says on stderr when the registry is not on
+/// tmpfs, once: later loads into it, and loads into /dev/shm, say nothing of it.
+#[test]
+fn the_load_that_creates_a_disk_registry_says_so_once() {
+    let Some((dir, disk_home, [obj])) = with_policies(["tests/shim/count_launch.bpf.c"]) else {
+        return;
+    };
+    let o = obj.to_str().expect("utf-8 path");
+    let shm = std::path::Path::new("/dev/shm");
+    let shm_dir = shm
+        .is_dir()
+        .then(|| tempfile::tempdir_in(shm).expect("tempdir"));
+    let mut homes = vec![disk_home];
+    homes.extend(shm_dir.as_ref().map(|d| d.path().join("reg")));
+    for home in &homes {
+        std::fs::create_dir_all(home.parent().expect("parent")).expect("parent dir");
+        let in_memory = {
+            let parent = home.parent().expect("parent");
+            gpubpf_runtime::registry::filesystem(parent)
+                .expect("statfs")
+                .in_memory
+        };
+        let first = run(home, &["load", o, "--name", "a"]);
+        common::cli::ok(&first);
+        let err = String::from_utf8_lossy(&first.stderr);
+        assert_eq!(
+            err.contains("not tmpfs"),
+            !in_memory,
+            "{}: {err}",
+            home.display()
+        );
+        let again = run(home, &["load", o, "--name", "b"]);
+        common::cli::ok(&again);
+        let err = String::from_utf8_lossy(&again.stderr);
+        assert!(!err.contains("not tmpfs"), "said again: {err}");
+    }
+    drop(dir);
+}

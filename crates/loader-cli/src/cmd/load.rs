@@ -549,6 +549,23 @@ fn forget_new_maps(writer: &mut Writer<'_>, bound: &[BoundMap]) {
     }
 }
 
+/// Says on stderr, when this load made the registry at `home`, that it is not on a memory
+/// filesystem (`gpubpf registry show` says it again): its maps' pages are written back to
+/// disk and fault again after each writeback (docs/design-decisions.md).
+fn disk_note(home: &std::path::Path) {
+    if let Ok(fs) = gpubpf_runtime::registry::filesystem(home) {
+        if !fs.in_memory {
+            eprintln!(
+                "gpubpf: note: the new registry {} is on {}, not tmpfs: the kernel writes \
+                 policies' map pages back to disk and the next write to each faults; \
+                 /dev/shm (the default) or /run is tmpfs",
+                home.display(),
+                fs.name
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,22 +590,5 @@ mod tests {
         assert_eq!(default_name(std::path::Path::new("/")), "policy");
         assert_eq!(default_name(std::path::Path::new("...")), "policy");
         assert_eq!(default_name(std::path::Path::new("a/..b.o")), "b");
-    }
-}
-
-/// Says on stderr, when this load made the registry at `home`, that it is not on a memory
-/// filesystem (`gpubpf registry show` says it again): its maps' pages are written back to
-/// disk and fault again after each writeback (docs/design-decisions.md).
-fn disk_note(home: &std::path::Path) {
-    if let Ok(fs) = gpubpf_runtime::registry::filesystem(home) {
-        if !fs.in_memory {
-            eprintln!(
-                "gpubpf: note: the new registry {} is on {}, not tmpfs: the kernel writes \
-                 policies' map pages back to disk and the next write to each faults; \
-                 /dev/shm (the default) or /run is tmpfs",
-                home.display(),
-                fs.name
-            );
-        }
     }
 }
