@@ -389,9 +389,9 @@ pub fn load_report(args: &Args) -> anyhow::Result<Report> {
 
     let home = gpubpf_runtime::registry::default_home();
     let created = !home.join("control").exists();
-    let reg = Registry::open_default().context("cannot open the registry")?;
+    let reg = Registry::open(&home).context("cannot open the registry")?;
     if created {
-        disk_note(&home);
+        super::registry::note_if_on_disk(&home);
     }
     let accesses = parse_map_access(&args.map_access)?;
     let mut writer = reg.writer().context("cannot lock the registry")?;
@@ -546,23 +546,6 @@ fn forget_new_maps(writer: &mut Writer<'_>, bound: &[BoundMap]) {
         .collect();
     if let Err(e) = writer.remove_unused_maps(&new) {
         tracing::warn!(error = %e, "cannot remove the maps of a failed load");
-    }
-}
-
-/// Says on stderr, when this load made the registry at `home`, that it is not on a memory
-/// filesystem (`gpubpf registry show` says it again): its maps' pages are written back to
-/// disk and fault again after each writeback (docs/design-decisions.md).
-fn disk_note(home: &std::path::Path) {
-    if let Ok(fs) = gpubpf_runtime::registry::filesystem(home) {
-        if !fs.in_memory {
-            eprintln!(
-                "gpubpf: note: the new registry {} is on {}, not tmpfs: the kernel writes \
-                 policies' map pages back to disk and the next write to each faults; \
-                 /dev/shm (the default) or /run is tmpfs",
-                home.display(),
-                fs.name
-            );
-        }
     }
 }
 

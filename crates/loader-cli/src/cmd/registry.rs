@@ -103,11 +103,26 @@ fn show(home: &std::path::Path, out: &Output) -> anyhow::Result<()> {
     if fs.in_memory {
         println!("  filesystem: {}", fs.name);
     } else {
-        println!(
-            "  filesystem: {} (not memory: the kernel writes policies' map pages back to disk \
-             and the next write to each faults; /dev/shm, gpubpf's default, or /run is tmpfs)",
-            fs.name
-        );
+        println!("  filesystem: {} (not memory: {ON_DISK})", fs.name);
     }
     Ok(())
+}
+
+/// What a registry that is not on a memory filesystem costs (`registry show`, and the
+/// `gpubpf load` that creates one: docs/design-decisions.md).
+const ON_DISK: &str = "the kernel writes policies' map pages back to disk and the next \
+                       write to each faults; /dev/shm (gpubpf's default) or /run is tmpfs";
+
+/// Says on stderr that the registry just made at `home` is not on a memory filesystem
+/// (`gpubpf registry show` says it again).
+pub fn note_if_on_disk(home: &std::path::Path) {
+    if let Ok(fs) = filesystem(home) {
+        if !fs.in_memory {
+            eprintln!(
+                "gpubpf: note: the new registry {} is on {}, not tmpfs: {ON_DISK}",
+                home.display(),
+                fs.name
+            );
+        }
+    }
 }
