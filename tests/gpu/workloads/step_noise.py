@@ -30,9 +30,14 @@ def sub_blocks(blocks, n):
     return out
 
 
-def profile(path, every):
+def read_dump(path):
+    """A STEP_DUMP file: one list of step durations (ms) per block."""
     with open(path) as f:
-        blocks = [[float(v) for v in line.split(",")] for line in f if line.strip()]
+        return [[float(v) for v in line.split(",")] for line in f if line.strip()]
+
+
+def profile(path, every):
+    blocks = read_dump(path)
     none, pol = blocks[0::2], blocks[1::2]
     n = min(len(b) for b in blocks)
     diff = []
@@ -55,8 +60,7 @@ def main():
         return
     path = sys.argv[1]
     lens = [int(x) for x in sys.argv[2:]] or [300, 150, 75, 30, 10]
-    with open(path) as f:
-        blocks = [[float(v) for v in line.split(",")] for line in f if line.strip()]
+    blocks = read_dump(path)
     step = statistics.median(v for b in blocks for v in b)
     print(f"{os.path.basename(path)}: {len(blocks)} blocks of {len(blocks[0])} steps, "
           f"median step {step:.4f} ms")
