@@ -19,7 +19,9 @@ use serde_json::Value;
 
 use common::cli::{ok, ok_json, run_with_registry as cli};
 use common::process::wait_for_files;
-use common::shim::{have_cc, mock_stack, session, shim_library, spawn_piped, wait_acked, Session};
+use common::shim::{
+    have_cc, mock_stack, release, session, shim_library, spawn_piped, wait_acked, Session,
+};
 
 const ROUTES: [&str; 4] = ["link", "dlsym", "proc", "rt"];
 
@@ -56,19 +58,6 @@ fn dump(home: &Path, map: &str) -> BTreeMap<u64, Value> {
             (f["key"].as_u64().expect("integer key"), f["value"].clone())
         })
         .collect()
-}
-
-/// Creates file `go` for a `live`/`forklive` application waiting on it, waits for the
-/// application's end (successful) and returns its stdout lines.
-fn release(app: std::process::Child, go: &Path) -> Vec<String> {
-    std::fs::write(go, b"").expect("create go");
-    let out = app.wait_with_output().expect("wait");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout_lines(&out)
 }
 
 fn api(name: &str) -> u64 {

@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 use serde_json::Value;
 
@@ -15,7 +15,7 @@ use common::cli::{
     ok_json, ps_entry as entry, ps_json as ps, run_with_registry as cli,
     wait_for_process as wait_for,
 };
-use common::shim::{session, Session};
+use common::shim::{release, session, Session};
 
 fn policy(dir: &Path, src: &str) -> PathBuf {
     common::cli::build_policy(dir, src).expect("clang present: policy built")
@@ -44,20 +44,6 @@ fn point<'a>(p: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|a| a["attach_point"] == name)
         .unwrap_or_else(|| panic!("no {name} in {p}"))
-}
-
-fn finish(child: Child, go: &Path) -> Vec<String> {
-    std::fs::write(go, b"").expect("create go file");
-    let out = child.wait_with_output().expect("wait");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
 }
 
 /// A live process is listed with its command, user and applied generation, its calls and
@@ -131,7 +117,7 @@ fn ps_lists_a_live_process_with_exact_counts_and_its_failed_object() {
     assert!(text.contains(&pid.to_string()), "{text}");
     assert!(text.contains("failed object count_launch"), "{text}");
     assert!(text.contains("denied 1"), "{text}");
-    assert_eq!(finish(child, &go)[..2], ["before 2", "after 2"]);
+    assert_eq!(release(child, &go)[..2], ["before 2", "after 2"]);
     assert!(
         entry(&ps(&home, &[]), pid).is_none(),
         "exited process still listed"
@@ -189,7 +175,7 @@ fn ps_stats_collects_run_counts_and_time_only_while_asked() {
     assert!(q["run_time_ns"].as_u64() > Some(0), "{q}");
     let text = String::from_utf8_lossy(&cli(&home, &["prog", "list"]).stdout).into_owned();
     assert!(text.contains("run_cnt "), "{text}");
-    let lines = finish(child, &stop);
+    let lines = release(child, &stop);
     let made: u64 = lines[0]
         .strip_prefix("launches ")
         .and_then(|n| n.parse().ok())
@@ -306,7 +292,7 @@ fn ps_shows_shadow_programs_and_what_they_would_have_denied() {
         text.contains("quota/quota_alloc  shadow, would deny 1"),
         "{text}"
     );
-    assert_eq!(finish(child, &go)[..2], ["before 0", "after 0"]);
+    assert_eq!(release(child, &go)[..2], ["before 0", "after 0"]);
 }
 
 #[test]
@@ -342,5 +328,5 @@ fn a_shims_watcher_removes_the_stats_files_short_lived_processes_left_behind() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert!(live.exists(), "a live process's kept file is left to it");
-    finish(child, &go);
+    release(child, &go);
 }

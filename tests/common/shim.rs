@@ -268,6 +268,22 @@ impl MockStack {
     }
 }
 
+/// Creates file `go` for an application waiting on it (`live`, `forklive`, `hammer`'s STOP),
+/// waits for the application's end, which must be a success, and returns its stdout lines.
+pub fn release(app: std::process::Child, go: &Path) -> Vec<String> {
+    std::fs::write(go, b"").expect("create go file");
+    let out = app.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Starts `cmd` with its stdout and stderr captured (read them with `wait_with_output`).
 pub fn spawn_piped(cmd: &mut Command) -> std::process::Child {
     cmd.stdout(std::process::Stdio::piped())
