@@ -42,29 +42,51 @@ def ab_summary(log, a, b, unit):
         print(f"AB {k}: paired median {value:+.{digits}f} {unit} ({pc:+.2f}%; runs {each})")
 
 
-def paired(values):
-    """The in-process toggles' figure (launch_toggle.sh, step_toggle.py): `values` alternate
-    nothing attached (even indices) and the policy (odd); the median over the policy's
-    entries of each one's difference from the mean of its neighbours, which cancels the
-    machine's slow drift. NaN without a policy entry."""
-    diffs = paired_diffs(values)
+def block_kinds(n, order="abab"):
+    """Which of `n` blocks run the policy: "abab" alternates (nothing, policy, nothing, …);
+    "abba" pairs them (nothing, policy, policy, nothing, nothing, policy, …), so that an
+    effect with the period of two blocks (the aa runs of 2026-12-07 read the blocks at odd
+    positions 0.5–1 % faster with nothing toggled) falls on both kinds alike, and a linear
+    drift cancels within each group of four."""
+    if order == "abba":
+        return [((b + 1) // 2) % 2 == 1 for b in range(n)]
+    if order == "abab":
+        return [b % 2 == 1 for b in range(n)]
+    raise ValueError(f"block order: abab or abba, not {order!r}")
+
+
+def paired(values, kinds=None):
+    """The in-process toggles' figure (launch_toggle.sh, step_toggle.py): the median over
+    the policy's entries of each one's difference from the mean of its nearest entries
+    without it on either side (`kinds`, default alternating: nothing attached at even
+    indices, the policy at odd ones), which cancels the machine's slow drift. NaN without
+    a policy entry."""
+    diffs = paired_diffs(values, kinds)
     return statistics.median(diffs) if diffs else float("nan")
 
 
-def paired_diffs(values):
-    """Each policy entry's (odd index) difference from the mean of its neighbours."""
+def paired_diffs(values, kinds=None):
+    """Each policy entry's difference from the mean of the nearest entries without the
+    policy before and after it (`kinds`: as in `paired`)."""
+    if kinds is None:
+        kinds = block_kinds(len(values))
     diffs = []
-    for i in range(1, len(values), 2):
-        around = values[i - 1:i] + values[i + 1:i + 2]
-        diffs.append(values[i] - sum(around) / len(around))
+    for i, policy in enumerate(kinds):
+        if not policy:
+            continue
+        before = next((j for j in range(i - 1, -1, -1) if not kinds[j]), None)
+        after = next((j for j in range(i + 1, len(values)) if not kinds[j]), None)
+        around = [values[j] for j in (before, after) if j is not None]
+        if around:
+            diffs.append(values[i] - sum(around) / len(around))
     return diffs
 
 
-def paired_se(values, rounds=2000):
-    """The standard error of `paired(values)`: the spread of the median over bootstrap
-    resamples of the policy entries' differences from their neighbours (seeded, so a
-    printed figure can be recomputed). NaN with fewer than two policy entries."""
-    diffs = paired_diffs(values)
+def paired_se(values, rounds=2000, kinds=None):
+    """The standard error of `paired(values, kinds)`: the spread of the median over
+    bootstrap resamples of the policy entries' differences from their neighbours (seeded,
+    so a printed figure can be recomputed). NaN with fewer than two policy entries."""
+    diffs = paired_diffs(values, kinds)
     if len(diffs) < 2:
         return float("nan")
     rng = random.Random(0)

@@ -341,7 +341,9 @@ if section "$N_SO" 150 torch quota.o trace.o; then
 	# The goal's measurement: one process, quota + trace loaded and unloaded between blocks.
 	# 400 blocks of 30 steps: the machine's speed drifts over seconds, and with nothing
 	# toggled blocks of 300 read +3.95 ± 2.4 % once, 160 blocks of 75 ±1.5–2 % on a noisy
-	# day, 400 of 30 −0.53 % ± 0.39 that day (step_noise.sh, docs/gpu-runs.md 2026-12-07).
+	# day, 400 of 30 −0.53 % ± 0.39 that day (step_noise.sh, docs/gpu-runs.md 2026-12-07),
+	# and −0.96 % ± 0.39 on a later call: alternated, the odd blocks ran faster with nothing
+	# toggled, so the blocks now come in ABBA order (step_toggle.py's default).
 	# Every timed step of a block runs with trace's ring still filling (a new ring per
 	# load, which 50 steps never fill), so every launch writes its event: the cost a user
 	# with a consumer pays.

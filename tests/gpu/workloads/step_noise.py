@@ -1,12 +1,14 @@
 """The step toggle's spread by block length, from step_toggle.py's STEP_DUMP files (one
-block per line, every timed step's duration in ms): splits each block into sub-blocks of
-LEN steps (keeping their order), treats the resulting sequence as alternating blocks as
-step_toggle.py does, and prints, per LEN, the paired figure and its standard error (over
+block per line, every timed step's duration in ms, after the block's kind since
+2026-12-07: `P` policies, `N` nothing; a dump without kinds alternates them): splits each
+block into sub-blocks of LEN steps (keeping their order), and prints, per LEN, the paired figure and its standard error (over
 the sub-blocks' means and over their medians) in % of the median step. On a dump where
 nothing was toggled (STEP_POLICIES=none) every paired figure is the instrument's zero, and
-the standard errors say how far a toggle with blocks of LEN steps can be trusted; on a
-toggled dump only LEN = the block length (and its divisors that keep whole blocks'
-alternation: none) is a real toggle, the rest mixes both kinds of step.
+the standard errors say how far a toggle with blocks of LEN steps can be trusted. For LEN
+equal to the block length the blocks keep their kinds (ABBA or alternating, as run); for a
+shorter LEN the sub-blocks are taken as alternating, a toggle that never ran. So on a
+toggled dump only LEN = the block length is a real toggle, the rest mixes both kinds of
+step.
 
 `--profile` reads a toggled dump by position instead: for each step of a block, the median
 over the blocks with policies and over those without, and their difference; a cost that
@@ -20,7 +22,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import paired, paired_se  # noqa: E402
+from common import block_kinds, paired, paired_se  # noqa: E402
 
 
 def sub_blocks(blocks, n):
@@ -31,17 +33,30 @@ def sub_blocks(blocks, n):
 
 
 def read_dump(path):
-    """A STEP_DUMP file: one list of step durations (ms) per block."""
+    """A STEP_DUMP file: one list of step durations (ms) per block, and whether each block
+    ran the policies (from its `P`/`N` field; alternating in a dump without them)."""
+    blocks, kinds = [], []
     with open(path) as f:
-        return [[float(v) for v in line.split(",")] for line in f if line.strip()]
+        for line in f:
+            fields = line.strip().split(",")
+            if fields == [""]:
+                continue
+            if fields[0] in ("P", "N"):
+                kinds.append(fields[0] == "P")
+                fields = fields[1:]
+            blocks.append([float(v) for v in fields])
+    if len(kinds) != len(blocks):
+        kinds = block_kinds(len(blocks))
+    return blocks, kinds
 
 
 def profile(path, every):
-    blocks = read_dump(path)
-    none, pol = blocks[0::2], blocks[1::2]
+    blocks, kinds = read_dump(path)
+    none = [b for b, k in zip(blocks, kinds) if not k]
+    pol = [b for b, k in zip(blocks, kinds) if k]
     n = min(len(b) for b in blocks)
     diff = []
-    print(f"{os.path.basename(path)}: by position in {len(blocks)} alternating blocks "
+    print(f"{os.path.basename(path)}: by position in {len(blocks)} blocks "
           f"(medians over {len(pol)} with policies, {len(none)} without)")
     for i in range(n):
         a = statistics.median(b[i] for b in none)
@@ -60,7 +75,7 @@ def main():
         return
     path = sys.argv[1]
     lens = [int(x) for x in sys.argv[2:]] or [300, 150, 75, 30, 10]
-    blocks = read_dump(path)
+    blocks, kinds = read_dump(path)
     step = statistics.median(v for b in blocks for v in b)
     print(f"{os.path.basename(path)}: {len(blocks)} blocks of {len(blocks[0])} steps, "
           f"median step {step:.4f} ms")
@@ -70,9 +85,10 @@ def main():
             continue
         means = [statistics.fmean(s) for s in subs]
         meds = [statistics.median(s) for s in subs]
-        print(f"  blocks of {n:4d} ({len(subs):5d}): means {100 * paired(means) / step:+.2f} % "
-              f"±{100 * paired_se(means) / step:.2f}, medians "
-              f"{100 * paired(meds) / step:+.2f} % ±{100 * paired_se(meds) / step:.2f}")
+        k = kinds if len(subs) == len(blocks) else None
+        print(f"  blocks of {n:4d} ({len(subs):5d}): means {100 * paired(means, k) / step:+.2f} % "
+              f"±{100 * paired_se(means, kinds=k) / step:.2f}, medians "
+              f"{100 * paired(meds, k) / step:+.2f} % ±{100 * paired_se(meds, kinds=k) / step:.2f}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@
 # NOISE_RUNS="NAME…" runs only those (e.g. the blocks of 30 steps: "aa-pinned-30
 # qt-pinned-30": each load makes trace a fresh ring, which 50 steps never fill, so every
 # timed launch writes its event, as when someone reads them).
+# The blocks come in step_toggle.py's order: ABBA since 2026-12-07 (STEP_ORDER=abab
+# alternates them, as before, e.g. to see the parity effect an aa run showed that day).
 # Registries go under NOISE_REG_ROOT (default /dev/shm, where gpubpf puts a user's registry
 # by default: tmpfs; /tmp may be a disk filesystem, whose mapped pages fault through the
 # filesystem when first written and again after each writeback).

@@ -1,11 +1,15 @@
 """The training-step overhead of quota + trace inside ONE process (issue #13 point 5, same
 process, interleaved): the MLP of torch_step_bench.py runs BLOCKS blocks of STEPS steps
-under the shim; before each odd block quota.o and trace.o are loaded (`gpubpf load --wait`:
-applied in this process before the block starts), before each even block unloaded, so the
-blocks alternate between nothing attached and the two policies. Prints the blocks and
-`TOGGLE step policies_ms=… none_ms=… added=…% paired=…ms (…%)`: `added` compares the
-medians of the two kinds of block, `paired` is the median over the policy blocks of each
-one's difference from the mean of its two neighbours, which cancels the machine's drifts.
+under the shim; quota.o and trace.o are loaded (`gpubpf load --wait`: applied in this
+process before the block starts) before each block with policies and unloaded before each
+block without that follows one with. The blocks come in ABBA order (nothing, policies,
+policies, nothing, nothing, policies, …; STEP_ORDER=abab alternates them, as every run
+before 2026-12-07 16:00 UTC did: with nothing toggled the odd blocks read 0.5–1 % faster
+twice that day, an effect of the block's parity that alternation charges to the
+policies). Prints the blocks and `TOGGLE step policies_ms=… none_ms=… added=…% paired=…ms
+(…%)`: `added` compares the medians of the two kinds of block, `paired` is the median over
+the policy blocks of each one's difference from the mean of its nearest blocks without
+policies on either side, which cancels the machine's drifts.
 `cpu=…` is the same paired figure over the main thread's CPU time per step
 (`time.thread_time`: time the thread spent descheduled is not in it), a diagnostic only: the
 forward pass and the optimizer launch from this thread, the backward pass from autograd's
@@ -29,8 +33,8 @@ STEP_TRACE_SET="emit_events=false" passes a `--set` to trace (both default to th
 own setting: quota and trace, trace as built). STEP_BATCH and STEP_WIDTH size the MLP
 (default 256 and 1024: a step bound by its launches' CPU cost, the check's worst case);
 step_sizes.sh runs the toggle over larger models, where the GPU's work bounds the step.
-STEP_DUMP=FILE writes every timed step's duration (ms), one block per line, for offline
-analysis of the machine's noise (step_noise.sh).
+STEP_DUMP=FILE writes every timed step's duration (ms), one block per line after its kind
+(`P` policies, `N` nothing), for offline analysis of the machine's noise (step_noise.sh).
 
   step_toggle.py DIST [BLOCKS=16] [STEPS=300]   (GPUBPF_HOME: a scratch registry)"""
 import os
@@ -43,7 +47,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
-from common import paired, paired_se, point, ps_entry  # noqa: E402
+from common import block_kinds, paired, paired_se, point, ps_entry  # noqa: E402
 
 dist = sys.argv[1]
 blocks = int(sys.argv[2]) if len(sys.argv) > 2 else 16
@@ -57,6 +61,10 @@ if policies == ["none"]:
 elif not policies or set(policies) - {"quota", "trace"}:
     sys.exit(f"STEP_POLICIES: quota and/or trace, or none, not {policies}")
 dump = os.environ.get("STEP_DUMP")
+order = os.environ.get("STEP_ORDER", "abba")
+if order not in ("abab", "abba"):
+    sys.exit(f"STEP_ORDER: abab or abba, not {order}")
+kinds = block_kinds(blocks, order)
 trace_set = [a for kv in os.environ.get("STEP_TRACE_SET", "").split() for a in ("--set", kv)]
 
 
@@ -95,14 +103,15 @@ med = []
 per_step = {}
 durations = []
 for b in range(blocks):
-    if b % 2 == 1:
+    was = b > 0 and kinds[b - 1]
+    if kinds[b] and not was:
         if "quota" in policies:
             gpubpf("load", os.path.join(dist, "quota.o"), "--name", "quota",
                    "--set", "limit_bytes=8GiB", "--wait=30s")
         if "trace" in policies:
             gpubpf("load", os.path.join(dist, "trace.o"), "--name", "trace", *trace_set,
                    "--wait=30s")
-    elif b > 0:
+    elif was and not kinds[b]:
         for name in policies:
             gpubpf("prog", "unload", name, "--wait=30s")
     # Untimed steps after a change: a changed chain starts on the interpreter and the
@@ -139,12 +148,14 @@ for b in range(blocks):
 if dump:
     with open(dump, "w") as f:
         for d in durations:
-            f.write(",".join(f"{v:.4f}" for v in d) + "\n")
-none, pol = ms[0::2], ms[1::2]
+            f.write(("P," if k else "N,") + ",".join(f"{v:.4f}" for v in d) + "\n")
+none = [v for v, k in zip(ms, kinds) if not k]
+pol = [v for v, k in zip(ms, kinds) if k]
 a, p = statistics.median(none), statistics.median(pol)
-d, sd = paired(ms), paired_se(ms)
-dc, ac = paired(cpu), statistics.median(cpu[0::2])
-dm, am, sm = paired(med), statistics.median(med[0::2]), paired_se(med)
+d, sd = paired(ms, kinds), paired_se(ms, kinds=kinds)
+dc, ac = paired(cpu, kinds), statistics.median(v for v, k in zip(cpu, kinds) if not k)
+dm, sm = paired(med, kinds), paired_se(med, kinds=kinds)
+am = statistics.median(v for v, k in zip(med, kinds) if not k)
 print("blocks " + ",".join(f"{v:.4f}" for v in ms) + f" loss={loss.item():.6f}")
 print("cpu " + ",".join(f"{v:.4f}" for v in cpu))
 print("median_steps " + ",".join(f"{v:.4f}" for v in med))
@@ -154,5 +165,5 @@ print(f"TOGGLE step policies_ms={p:.4f} none_ms={a:.4f} added={100 * (p / a - 1)
       f"paired={d:+.4f}ms ({100 * d / a:+.2f}% ±{100 * sd / a:.2f}) "
       f"cpu={dc:+.4f}ms ({100 * dc / ac:+.2f}% of {ac:.4f}) "
       f"median_steps={dm:+.4f}ms ({100 * dm / am:+.2f}% ±{100 * sm / am:.2f} of {am:.4f}) "
-      f"(one process, {blocks} blocks of {steps} steps alternating; MLP batch {batch} "
+      f"(one process, {blocks} blocks of {steps} steps {'in ABBA order' if order == 'abba' else 'alternating'}; MLP batch {batch} "
       f"width {width}; toggling {'+'.join(policies) or 'nothing'})")
