@@ -623,6 +623,10 @@ fn lean_path_matches_the_general_path() {
     ] {
         let s = native(set).summary();
         assert_eq!((s.has_lean_entry(), s.has_lean_exit()), (entry, exit));
+        assert!(
+            !s.interpreted(),
+            "a native chain's summary says it is native"
+        );
     }
     assert!(
         !shadow
@@ -633,6 +637,11 @@ fn lean_path_matches_the_general_path() {
         "shadow"
     );
     let interpreted = one_each.chain(alloc).expect("chain");
+    assert_eq!(
+        interpreted.summary().interpreted(),
+        interpreted.interpreted(),
+        "the summary says whether the chain is interpreted"
+    );
     if interpreted.interpreted() {
         assert!(!interpreted.summary().has_lean_entry(), "interpreted");
     }

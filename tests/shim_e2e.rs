@@ -492,6 +492,86 @@ fn a_point_called_later_is_compiled_when_it_is_first_called() {
     assert_eq!(usage[&pid]["frees"], 1, "{usage:?}");
 }
 
+/// The voluntary context switches of `pid`'s thread named `name` (`/proc/PID/task/*/comm`).
+fn thread_switches(pid: u32, name: &str) -> Option<u64> {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+            return status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse().ok());
+        }
+    }
+    None
+}
+
+/// While chains of points the process has not called stay interpreted, the watcher sleeps
+/// until a call of one nudges it (on a kernel with `futex_waitv`): it used to look every
+/// 250 ms for good. The point called later is still compiled right after its first call.
+#[test]
+fn the_watcher_sleeps_until_an_interpreted_point_is_called() {
+    let Some(Session { mock, tmp, home }) = session() else {
+        return;
+    };
+    let quota = policy(tmp.path(), "policies/quota.bpf.c");
+    load(&home, &quota, &["limit_bytes=1MiB", "log_denials=0"]);
+    let dir = tmp.path();
+    let files: Vec<PathBuf> = ["ready1", "go1", "ready2", "go2"]
+        .iter()
+        .map(|f| dir.join(f))
+        .collect();
+    let log = dir.join("stderr");
+    let child = mock
+        .command(&mock.app_link, &home)
+        .args(["link", "stages", "alloc", "4096"])
+        .args(&files)
+        .env("GPUBPF_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("create log"))
+        .spawn()
+        .expect("spawn");
+    wait_for_files(&[&files[0]], "application never allocated");
+    let first = nth_log_line(&log, "policies compiled to native code", 1);
+    assert!(first.contains("programs=2 waiting=15"), "{first}");
+    let err = std::fs::read_to_string(&log).expect("read log");
+    if err.contains("no futex_waitv") {
+        eprintln!("skipped the sleep check: this kernel has no futex_waitv (the watcher polls)");
+    } else {
+        let before = thread_switches(child.id(), "gpubpf-watch").expect("watcher thread");
+        std::thread::sleep(Duration::from_millis(1500));
+        let after = thread_switches(child.id(), "gpubpf-watch").expect("watcher thread");
+        // Polling: the doubling sleeps reach 250 ms and stay there, six wake-ups or more in
+        // 1.5 s. A nudged watcher: none.
+        assert!(
+            after - before <= 1,
+            "the watcher woke {} times",
+            after - before
+        );
+    }
+    let nudged = Instant::now();
+    std::fs::write(&files[1], b"").expect("create go1");
+    wait_for_files(&[&files[2]], "application never freed");
+    let second = nth_log_line(&log, "policies compiled to native code", 2);
+    assert!(second.contains("programs=1 waiting=14"), "{second}");
+    assert!(
+        nudged.elapsed() < Duration::from_secs(5),
+        "compiled {:?} after the call",
+        nudged.elapsed()
+    );
+    std::fs::write(&files[3], b"").expect("create go2");
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
 #[test]
 fn a_corrupt_registry_leaves_the_process_unpoliced_and_says_why_once() {
     let Some(Session {

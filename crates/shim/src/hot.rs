@@ -705,6 +705,10 @@ impl Policed {
         }
         let mut rec = Recorder::new(self.thread);
         rec.add(Counter::calls, s.stats_slot);
+        if s.interpreted() {
+            // After the call is counted: the watcher compiles the chains of called points.
+            crate::native::nudge_once(self.published());
+        }
         if s.entry_is_idle() {
             return None;
         }

@@ -20,8 +20,9 @@
 //! 4. A watcher thread sleeps on the generation word (`Control::wait_change`); on a change
 //!    it rebuilds and republishes off the hot path (on the interpreter too), then
 //!    acknowledges. It swaps the chain of each point the process has called for its native
-//!    twin (same programs, same decisions, faster; `native::Compiler`), looking every few
-//!    milliseconds while some published chain is still interpreted.
+//!    twin (same programs, same decisions, faster; `native::Compiler`) once a call of an
+//!    interpreted chain nudges it (where the kernel has `futex_waitv`; it polls every few
+//!    milliseconds, up to 250, otherwise).
 //! 5. `GPUBPF_FAIL` (read once): `open` (default) — an object that cannot be built is
 //!    skipped, a registry that cannot be read leaves the process unpoliced, a program that
 //!    faults counts as verdict 0; `closed` — the attach points a failed object names refuse
@@ -332,12 +333,29 @@ fn init() {
 }
 
 /// The watcher: sleeps on the registry's generation word and rebuilds on a change; while
-/// some published chain is still interpreted it wakes every few milliseconds to compile the
-/// chains whose points have been called since ([`native::Compiler`]).
+/// some published chain is still interpreted it also wakes when a call nudges it (or, on a
+/// kernel without `futex_waitv`, every few milliseconds) to compile the chains whose points
+/// have been called since ([`native::Compiler`]).
 fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64, mut native: Compiler) {
+    // The kernel has `futex_waitv`: the watcher sleeps until a call nudges it (or the
+    // registry changes) instead of polling (`native`'s notes).
+    let mut waitv = true;
     loop {
         let sleep = native.next_look().unwrap_or(Duration::from_secs(3600));
-        let g = reg.control().wait_change(seen, sleep);
+        let nudged = (waitv && native.next_look().is_some()).then(|| {
+            let (nudge, idle) = (&crate::native::NUDGE, crate::native::IDLE_LOOK);
+            reg.control()
+                .wait_change_or_nudge(seen, nudge, native.nudged(), idle)
+        });
+        let g = match nudged {
+            Some(Some(g)) => g,
+            Some(None) => {
+                waitv = false;
+                tracing::debug!("no futex_waitv: the watcher polls for called points");
+                reg.control().wait_change(seen, sleep)
+            }
+            None => reg.control().wait_change(seen, sleep),
+        };
         if g != seen {
             let _ = hot::as_busy(|| reload(reg, slot, false));
             let _ = hot::as_busy(|| native.rebuilt());

@@ -50,6 +50,7 @@ const BROKEN: u8 = 1 << 2;
 const READS_DEVICE: u8 = 1 << 3;
 const READS_FLAGS: u8 = 1 << 4;
 const WANTS_CALLER: u8 = 1 << 5;
+const INTERPRETED: u8 = 1 << 6;
 
 impl ChainSummary {
     #[inline(always)]
@@ -73,6 +74,13 @@ impl ChainSummary {
     #[inline(always)]
     pub fn wants_caller(&self) -> bool {
         self.has(WANTS_CALLER)
+    }
+
+    /// [`Chain::interpreted`]: some program of the chain runs on the interpreter (a host
+    /// that compiles chains as they are called asks for this one).
+    #[inline(always)]
+    pub fn interpreted(&self) -> bool {
+        self.has(INTERPRETED)
     }
 
     /// Whether [`Chain::entry_words`] has nothing to run: no entry program, and the chain
@@ -126,7 +134,8 @@ impl Chain {
                 | bit(self.broken, BROKEN)
                 | bit(self.reads_device, READS_DEVICE)
                 | bit(self.reads_flags, READS_FLAGS)
-                | bit(self.wants_caller, WANTS_CALLER),
+                | bit(self.wants_caller, WANTS_CALLER)
+                | bit(self.interpreted(), INTERPRETED),
         }
     }
 }

@@ -332,6 +332,69 @@ impl Control {
         }
     }
 
+    /// [`Control::wait_change`] that also returns once `nudge` (a word of this process)
+    /// no longer holds `nudged`: one `futex_waitv` (Linux 5.16+) on the registry's wake
+    /// word and on `nudge`, so that a thread of the process can wake its watcher with a
+    /// private `FUTEX_WAKE` on `nudge` without waking every process that watches the
+    /// registry. Returns the current generation, or `None` when the kernel has no
+    /// `futex_waitv` (or refuses it): the caller then polls with [`Control::wait_change`].
+    pub fn wait_change_or_nudge(
+        &self,
+        seen: u64,
+        nudge: &AtomicU32,
+        nudged: u32,
+        timeout: std::time::Duration,
+    ) -> Option<u64> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let w = self.word32(WAKE).load(Ordering::Acquire);
+            let g = self.generation();
+            if g != seen || nudge.load(Ordering::Acquire) != nudged {
+                return Some(g);
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Some(g);
+            }
+            let at = monotonic_after(deadline - now);
+            let size = libc::FUTEX2_SIZE_U32 as u32;
+            let waiters = [
+                FutexWaitv {
+                    val: u64::from(w),
+                    uaddr: self.word32(WAKE).as_ptr() as u64,
+                    flags: size,
+                    reserved: 0,
+                },
+                FutexWaitv {
+                    val: u64::from(nudged),
+                    uaddr: nudge.as_ptr() as u64,
+                    flags: size | libc::FUTEX2_PRIVATE as u32,
+                    reserved: 0,
+                },
+            ];
+            // SAFETY: `futex_waitv` reads the two descriptors (on our stack, laid out as
+            // the kernel's `struct futex_waitv`) and the absolute timeout; both words are
+            // valid, 4-aligned and mapped (the wake word in the control block, shared; the
+            // nudge word in this process).
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_futex_waitv,
+                    waiters.as_ptr(),
+                    waiters.len() as libc::c_uint,
+                    0 as libc::c_uint,
+                    &raw const at,
+                    libc::CLOCK_MONOTONIC,
+                )
+            };
+            if rc < 0 {
+                match std::io::Error::last_os_error().raw_os_error() {
+                    Some(libc::EAGAIN | libc::ETIMEDOUT | libc::EINTR) => {}
+                    _ => return None,
+                }
+            }
+        }
+    }
+
     fn slot(&self, i: usize) -> (&AtomicU32, &AtomicU64, &AtomicU64) {
         let (base, off) = self.slot_base(i);
         // SAFETY: `off` is a slot offset inside the table mapping (i < PROC_SLOTS); the
@@ -430,5 +493,33 @@ impl Control {
                 }
             })
             .collect()
+    }
+}
+
+/// The kernel's `struct futex_waitv` (`include/uapi/linux/futex.h`).
+#[repr(C)]
+struct FutexWaitv {
+    val: u64,
+    uaddr: u64,
+    flags: u32,
+    reserved: u32,
+}
+
+/// `CLOCK_MONOTONIC` now plus `d`, as an absolute timeout.
+fn monotonic_after(d: std::time::Duration) -> libc::timespec {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes one timespec to a valid pointer; CLOCK_MONOTONIC
+    // always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let nanos = now.tv_nsec as u64 + u64::from(d.subsec_nanos());
+    libc::timespec {
+        tv_sec: now
+            .tv_sec
+            .saturating_add(d.as_secs().min(i64::MAX as u64 / 2) as libc::time_t)
+            .saturating_add((nanos / 1_000_000_000) as libc::time_t),
+        tv_nsec: (nanos % 1_000_000_000) as libc::c_long,
     }
 }

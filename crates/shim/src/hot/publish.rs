@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::ptr::null_mut;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use gpubpf_runtime::dispatch::{Chain, ChainSummary};
@@ -23,6 +23,8 @@ pub struct Published {
     /// First: a published chain's address is its chain's.
     chain: Chain,
     summary: ChainSummary,
+    /// A call has nudged the watcher to compile this chain (`crate::native::nudge_once`).
+    nudged: AtomicBool,
 }
 
 impl Published {
@@ -30,7 +32,13 @@ impl Published {
         Published {
             summary: chain.summary(),
             chain,
+            nudged: AtomicBool::new(false),
         }
+    }
+
+    /// Whether a call has already nudged the watcher for this chain; marks it nudged.
+    pub(crate) fn nudged(&self) -> bool {
+        self.nudged.load(Ordering::Relaxed) || self.nudged.swap(true, Ordering::Relaxed)
     }
 
     /// The chain's summary ([`Chain::summary`], taken at publication).
