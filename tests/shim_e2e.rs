@@ -419,16 +419,21 @@ fn the_first_calls_are_interpreted_then_the_watcher_compiles_to_native_code() {
     assert!(published < compiled, "{err}");
 }
 
-/// A point first called after the watcher's first compilation runs on the interpreter
-/// until the watcher looks again (within `native::LAST_LOOK`, 250 ms), then natively; the
-/// points never called are never compiled, also in a later build.
-#[test]
-fn a_point_called_later_is_compiled_when_it_is_first_called() {
-    let Some(Session { mock, tmp, home }) = session() else {
-        return;
-    };
+/// quota.o (1 MiB) loaded, and the mock application's `stages` scenario running in it: one
+/// allocation made (cuMemAlloc's chain compiled, quota's 15 other points waiting), then
+/// stopped until `files[1]` appears.
+struct Stages {
+    child: std::process::Child,
+    /// READY1, GO1, READY2, GO2.
+    files: Vec<PathBuf>,
+    /// The application's stderr (its shim's log at `level`).
+    log: PathBuf,
+}
+
+fn stages_after_first_compilation(session: &Session, level: &str) -> Stages {
+    let Session { mock, tmp, home } = session;
     let quota = policy(tmp.path(), "policies/quota.bpf.c");
-    load(&home, &quota, &["limit_bytes=1MiB", "log_denials=0"]);
+    load(home, &quota, &["limit_bytes=1MiB", "log_denials=0"]);
     let dir = tmp.path();
     let files: Vec<PathBuf> = ["ready1", "go1", "ready2", "go2"]
         .iter()
@@ -436,10 +441,10 @@ fn a_point_called_later_is_compiled_when_it_is_first_called() {
         .collect();
     let log = dir.join("stderr");
     let child = mock
-        .command(&mock.app_link, &home)
+        .command(&mock.app_link, home)
         .args(["link", "stages", "alloc", "4096"])
         .args(&files)
-        .env("GPUBPF_LOG", "info")
+        .env("GPUBPF_LOG", level)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).expect("create log"))
         .spawn()
@@ -447,6 +452,21 @@ fn a_point_called_later_is_compiled_when_it_is_first_called() {
     wait_for_files(&[&files[0]], "application never allocated");
     let first = nth_log_line(&log, "policies compiled to native code", 1);
     assert!(first.contains("programs=2 waiting=15"), "{first}");
+    Stages { child, files, log }
+}
+
+/// A point first called after the watcher's first compilation runs on the interpreter
+/// until the watcher is nudged by that call (or, polling, looks again within
+/// `native::LAST_LOOK`, 250 ms), then natively; the
+/// points never called are never compiled, also in a later build.
+#[test]
+fn a_point_called_later_is_compiled_when_it_is_first_called() {
+    let Some(session) = session() else {
+        return;
+    };
+    let Stages { child, files, log } = stages_after_first_compilation(&session, "info");
+    let (tmp, home) = (&session.tmp, &session.home);
+    let dir = tmp.path();
     std::fs::write(&files[1], b"").expect("create go1");
     wait_for_files(&[&files[2]], "application never freed");
     // cuMemFree: quota's one exit program there.
@@ -457,7 +477,7 @@ fn a_point_called_later_is_compiled_when_it_is_first_called() {
     // (cuLaunchKernel) waits with quota's 14 others.
     let count = policy(dir, "tests/shim/count_launch.bpf.c");
     let j = ok_json(&cli(
-        &home,
+        home,
         &[
             "-j",
             "load",
@@ -487,7 +507,7 @@ fn a_point_called_later_is_compiled_when_it_is_first_called() {
         "{err}"
     );
     // Charged on the interpreter and credited on it: nothing held, one free.
-    let usage = dump(&home, "proc_usage");
+    let usage = dump(home, "proc_usage");
     assert_eq!(usage[&pid]["bytes"], 0, "{usage:?}");
     assert_eq!(usage[&pid]["frees"], 1, "{usage:?}");
 }
@@ -515,29 +535,10 @@ fn thread_switches(pid: u32, name: &str) -> Option<u64> {
 /// 250 ms for good. The point called later is still compiled right after its first call.
 #[test]
 fn the_watcher_sleeps_until_an_interpreted_point_is_called() {
-    let Some(Session { mock, tmp, home }) = session() else {
+    let Some(session) = session() else {
         return;
     };
-    let quota = policy(tmp.path(), "policies/quota.bpf.c");
-    load(&home, &quota, &["limit_bytes=1MiB", "log_denials=0"]);
-    let dir = tmp.path();
-    let files: Vec<PathBuf> = ["ready1", "go1", "ready2", "go2"]
-        .iter()
-        .map(|f| dir.join(f))
-        .collect();
-    let log = dir.join("stderr");
-    let child = mock
-        .command(&mock.app_link, &home)
-        .args(["link", "stages", "alloc", "4096"])
-        .args(&files)
-        .env("GPUBPF_LOG", "debug")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("create log"))
-        .spawn()
-        .expect("spawn");
-    wait_for_files(&[&files[0]], "application never allocated");
-    let first = nth_log_line(&log, "policies compiled to native code", 1);
-    assert!(first.contains("programs=2 waiting=15"), "{first}");
+    let Stages { child, files, log } = stages_after_first_compilation(&session, "debug");
     let err = std::fs::read_to_string(&log).expect("read log");
     if err.contains("no futex_waitv") {
         eprintln!("skipped the sleep check: this kernel has no futex_waitv (the watcher polls)");
