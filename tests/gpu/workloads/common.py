@@ -55,6 +55,12 @@ def block_kinds(n, order="abab"):
     raise ValueError(f"block order: abab or abba, not {order!r}")
 
 
+def dump_line(policy, durations):
+    """One block of a STEP_DUMP file (step_toggle.py; read by step_noise.py's `read_dump`):
+    its kind (`P` policies, `N` nothing), then its steps' durations in ms."""
+    return ("P," if policy else "N,") + ",".join(f"{v:.4f}" for v in durations) + "\n"
+
+
 def paired(values, kinds=None):
     """The in-process toggles' figure (launch_toggle.sh, step_toggle.py): the median over
     the policy's entries of each one's difference from the mean of its nearest entries

@@ -47,7 +47,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
-from common import block_kinds, paired, paired_se, point, ps_entry  # noqa: E402
+from common import block_kinds, dump_line, paired, paired_se, point, ps_entry  # noqa: E402
 
 dist = sys.argv[1]
 blocks = int(sys.argv[2]) if len(sys.argv) > 2 else 16
@@ -147,8 +147,8 @@ for b in range(blocks):
         per_step = {a: n for a, n in sorted(per_step.items()) if n > 0}
 if dump:
     with open(dump, "w") as f:
-        for d in durations:
-            f.write(("P," if k else "N,") + ",".join(f"{v:.4f}" for v in d) + "\n")
+        for d, k in zip(durations, kinds):
+            f.write(dump_line(k, d))
 none = [v for v, k in zip(ms, kinds) if not k]
 pol = [v for v, k in zip(ms, kinds) if k]
 a, p = statistics.median(none), statistics.median(pol)

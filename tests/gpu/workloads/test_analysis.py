@@ -6,7 +6,7 @@ import random
 import tempfile
 import unittest
 
-from common import block_kinds, paired, paired_diffs
+from common import block_kinds, dump_line, paired, paired_diffs
 from step_noise import read_dump
 
 
@@ -58,6 +58,12 @@ class Dumps(unittest.TestCase):
         blocks, kinds = self.read("N,1.0,1.1\nP,2.0,2.1\nP,3.0,3.1\nN,4.0,4.1\n")
         self.assertEqual(blocks, [[1.0, 1.1], [2.0, 2.1], [3.0, 3.1], [4.0, 4.1]])
         self.assertEqual(kinds, [False, True, True, False])
+
+    def test_what_step_toggle_writes_is_read_back(self):
+        kinds = block_kinds(4, "abba")
+        durations = [[1.0, 1.25], [2.0, 2.5], [3.0, 3.125], [4.0, 4.0625]]
+        text = "".join(dump_line(k, d) for k, d in zip(kinds, durations))
+        self.assertEqual(self.read(text), (durations, kinds))
 
     def test_a_dump_without_kinds_alternates(self):
         blocks, kinds = self.read("1.0,1.1\n2.0,2.1\n\n3.0\n")
