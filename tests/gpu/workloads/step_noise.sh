@@ -58,6 +58,9 @@ run quota-pinned 1 quota 40 300
 [ -n "${NOISE_RUNS:-}" ] || NOISE_RUNS=none
 run aa-pinned-30 1 none 400 30
 run qt-pinned-30 1 "quota trace" 400 30
+# count_launch alone: 25 launches × its per-call cost predict ~0.1 % of a step; more is the
+# policies' indirect cost (what the step's own work then misses in the caches).
+run cl-pinned-30 1 count_launch 400 30
 for f in "$OUTDIR"/noise-aa-*.csv; do
 	python3 "$HERE/step_noise.py" "$f"
 done

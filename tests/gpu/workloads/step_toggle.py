@@ -28,7 +28,10 @@ block: what the policies' cost per call is multiplied by.
 differences): the spread a repetition of the toggle would show.
 
 Diagnostics: STEP_POLICIES="quota" or "trace" toggles one of the two alone, "none" loads
-nothing at all (every block alike: the instrument's zero and spread), and
+nothing at all (every block alike: the instrument's zero and spread), "count_launch" or
+"pass_launch" (DIST's launch objects, on cuLaunchKernel) toggles a policy whose per-call
+cost the launch interleave measures: what the step adds beyond 25 × that cost is the
+policies' indirect cost (caches and TLB the step's own work then misses), and
 STEP_TRACE_SET="emit_events=false" passes a `--set` to trace (both default to the check's
 own setting: quota and trace, trace as built). STEP_BATCH and STEP_WIDTH size the MLP
 (default 256 and 1024: a step bound by its launches' CPU cost, the check's worst case);
@@ -58,8 +61,8 @@ env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 policies = os.environ.get("STEP_POLICIES", "quota trace").split()
 if policies == ["none"]:
     policies = []
-elif not policies or set(policies) - {"quota", "trace"}:
-    sys.exit(f"STEP_POLICIES: quota and/or trace, or none, not {policies}")
+elif not policies or set(policies) - {"quota", "trace", "count_launch", "pass_launch"}:
+    sys.exit(f"STEP_POLICIES: quota, trace, count_launch or pass_launch, or none, not {policies}")
 dump = os.environ.get("STEP_DUMP")
 order = os.environ.get("STEP_ORDER", "abba")
 if order not in ("abab", "abba"):
@@ -111,6 +114,8 @@ for b in range(blocks):
         if "trace" in policies:
             gpubpf("load", os.path.join(dist, "trace.o"), "--name", "trace", *trace_set,
                    "--wait=30s")
+        for name in {"count_launch", "pass_launch"} & set(policies):
+            gpubpf("load", os.path.join(dist, f"{name}.o"), "--name", name, "--wait=30s")
     elif was and not kinds[b]:
         for name in policies:
             gpubpf("prog", "unload", name, "--wait=30s")
