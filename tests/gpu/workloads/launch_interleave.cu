@@ -8,8 +8,13 @@
 // of the per-pair differences cancels the drifts (±10 % over seconds on the H200 host)
 // that separate loops of a toggle see.
 //
-//   launch_interleave [PAIRS=500] [B=2000]
-//   -> INTERLEAVE hooked_ns=… direct_ns=… added=…ns (…%) pairs=… launches=… errors=0
+//   launch_interleave [PAIRS=500] [B=2000] [WORK_KB=0]
+//   -> INTERLEAVE hooked_ns=… direct_ns=… added=…ns (…%) pairs=… launches=… errors=0 … work_kb=…
+//
+// WORK_KB > 0 writes one word per cache line of a WORK_KB buffer after every launch, as an
+// application's own work between launches (PyTorch's is far larger than an empty loop's):
+// what the policy then adds beyond its cost without that work is its indirect cost, the
+// lines of the work that the policy's lines evicted, and its own lines the work evicted.
 //
 // Run it under the shim with a policy loaded (the goal: policy vs no shim) and with
 // nothing attached (the shim's own cost); without the shim both sides are the driver's.
@@ -31,12 +36,23 @@ typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned
 typedef CUresult (*sync_fn)(void);
 typedef void *(*dlsym_fn)(void *, const char *);
 
+// The application's work between launches (WORK_KB): one word per line of the buffer.
+static std::vector<unsigned long long> work;
+
+static void do_work(unsigned long long seed)
+{
+	for (size_t i = 0; i < work.size(); i += 8)
+		work[i] += seed;
+}
+
 static double batch(launch_fn launch, sync_fn sync, CUfunction f, int b, int *errors)
 {
 	auto t0 = std::chrono::steady_clock::now();
-	for (int i = 0; i < b; i++)
+	for (int i = 0; i < b; i++) {
 		if (launch(f, 1, 1, 1, 1, 1, 1, 0, 0, nullptr, nullptr) != CUDA_SUCCESS)
 			++*errors;
+		do_work((unsigned long long)i);
+	}
 	sync();
 	auto t1 = std::chrono::steady_clock::now();
 	return std::chrono::duration<double, std::nano>(t1 - t0).count() / b;
@@ -52,10 +68,12 @@ int main(int argc, char **argv)
 {
 	int pairs = argc > 1 ? atoi(argv[1]) : 500;
 	int b = argc > 2 ? atoi(argv[2]) : 2000;
-	if (pairs <= 0 || b <= 0) {
-		fprintf(stderr, "usage: launch_interleave [PAIRS] [B]\n");
+	int work_kb = argc > 3 ? atoi(argv[3]) : 0;
+	if (pairs <= 0 || b <= 0 || work_kb < 0) {
+		fprintf(stderr, "usage: launch_interleave [PAIRS] [B] [WORK_KB]\n");
 		return 2;
 	}
+	work.assign((size_t)work_kb * 1024 / sizeof(unsigned long long), 0);
 	if (cudaFree(0) != cudaSuccess) {
 		printf("error init\n");
 		return 1;
@@ -104,8 +122,8 @@ int main(int argc, char **argv)
 	}
 	double md = median(d), mk = median(k), mdiff = median(diff);
 	printf("INTERLEAVE hooked_ns=%.1f direct_ns=%.1f added=%+.1fns (%+.2f%%) pairs=%d launches=%lld "
-	       "errors=%d hooked_is_wrapper=%d\n",
+	       "errors=%d hooked_is_wrapper=%d work_kb=%d\n",
 	       mk, md, mdiff, 100.0 * mdiff / md, pairs, 2LL * (pairs + 10) * b, errors,
-	       direct != hooked);
+	       direct != hooked, work_kb);
 	return errors != 0;
 }

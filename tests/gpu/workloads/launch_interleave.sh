@@ -10,6 +10,8 @@
 # its launches write their events, as when someone reads them; trace alone fills its ring
 # within ~2 200 launches and then writes none. Its line ends with the events written and
 # dropped, from `gpubpf maps show`).
+# LI_WORK_KB=N writes N KB of the program's own data between launches (launch_interleave.cu:
+# the policy's indirect cost, e.g. 0 against 256 with count_launch).
 # The registry goes under LI_REG_ROOT (default /dev/shm, gpubpf's default place: tmpfs).
 #   tests/gpu/workloads/launch_interleave.sh DIST [REPS=2] [PAIRS=1000] [B=2000]
 set -u
@@ -26,9 +28,9 @@ trap 'rm -rf "$GPUBPF_HOME"' EXIT
 echo "registry $GPUBPF_HOME: $(stat -f -c %T "$GPUBPF_HOME")"
 LOG="$WORK/log"
 for r in $(seq "$REPS"); do
-	echo "no-shim rep=$r $(timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"
+	echo "no-shim rep=$r $(timeout 120 "$WORK/li" "$PAIRS" "$B" "${LI_WORK_KB:-0}")" | tee -a "$LOG"
 	"$DIST/gpubpf" prog unload count >/dev/null 2>&1
-	echo "shim-nothing rep=$r $(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B")" | tee -a "$LOG"
+	echo "shim-nothing rep=$r $(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B" "${LI_WORK_KB:-0}")" | tee -a "$LOG"
 	for p in ${INTERLEAVE_POLICIES:-count_launch}; do
 		"$DIST/gpubpf" prog unload count >/dev/null 2>&1
 		"$DIST/gpubpf" load "$DIST/${p%+reader}.o" --name count >/dev/null || exit 1
@@ -37,7 +39,7 @@ for r in $(seq "$REPS"); do
 			"$DIST/gpubpf" maps consume count.events -f >/dev/null 2>&1 &
 			reader=$!
 		fi
-		line=$(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B")
+		line=$(LD_PRELOAD="$DIST/libgpubpf.so" timeout 120 "$WORK/li" "$PAIRS" "$B" "${LI_WORK_KB:-0}")
 		if [ -n "$reader" ]; then
 			kill "$reader"
 			wait "$reader" 2>/dev/null
