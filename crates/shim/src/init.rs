@@ -341,8 +341,9 @@ fn watch(reg: &'static Registry, slot: Option<usize>, mut seen: u64, mut native:
     // registry changes) instead of polling (`native`'s notes).
     let mut waitv = true;
     loop {
-        let sleep = native.next_look().unwrap_or(Duration::from_secs(3600));
-        let nudged = (waitv && native.next_look().is_some()).then(|| {
+        let look = native.next_look();
+        let sleep = look.unwrap_or(Duration::from_secs(3600));
+        let nudged = (waitv && look.is_some()).then(|| {
             let (nudge, idle) = (&crate::native::NUDGE, crate::native::IDLE_LOOK);
             reg.control()
                 .wait_change_or_nudge(seen, nudge, native.nudged(), idle)

@@ -300,36 +300,9 @@ impl Control {
     /// Waits until the generation differs from `seen` or `timeout` passes; returns the
     /// current generation.
     pub fn wait_change(&self, seen: u64, timeout: std::time::Duration) -> u64 {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let w = self.word32(WAKE).load(Ordering::Acquire);
-            let g = self.generation();
-            if g != seen {
-                return g;
-            }
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                return g;
-            }
-            let left = deadline - now;
-            let ts = libc::timespec {
-                tv_sec: left.as_secs() as libc::time_t,
-                tv_nsec: left.subsec_nanos() as libc::c_long,
-            };
-            // SAFETY: FUTEX_WAIT on a valid, mapped, 4-aligned shared word; `ts` lives on
-            // our stack for the call.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.word32(WAKE).as_ptr(),
-                    libc::FUTEX_WAIT,
-                    w,
-                    &ts as *const libc::timespec,
-                    std::ptr::null::<u32>(),
-                    0u32,
-                );
-            }
-        }
+        // Without a nudge word the wait is a plain FUTEX_WAIT, which every kernel has.
+        self.wait(seen, None, timeout)
+            .unwrap_or_else(|| self.generation())
     }
 
     /// [`Control::wait_change`] that also returns once `nudge` (a word of this process)
@@ -345,51 +318,35 @@ impl Control {
         nudged: u32,
         timeout: std::time::Duration,
     ) -> Option<u64> {
+        self.wait(seen, Some((nudge, nudged)), timeout)
+    }
+
+    /// The two waits: until the generation differs from `seen`, `nudge` (when given) no
+    /// longer holds its value, or `timeout` passes. `None` when `futex_waitv` failed.
+    fn wait(
+        &self,
+        seen: u64,
+        nudge: Option<(&AtomicU32, u32)>,
+        timeout: std::time::Duration,
+    ) -> Option<u64> {
         let deadline = std::time::Instant::now() + timeout;
+        let wake = self.word32(WAKE);
         loop {
-            let w = self.word32(WAKE).load(Ordering::Acquire);
+            let w = wake.load(Ordering::Acquire);
             let g = self.generation();
-            if g != seen || nudge.load(Ordering::Acquire) != nudged {
+            if g != seen || nudge.is_some_and(|(n, v)| n.load(Ordering::Acquire) != v) {
                 return Some(g);
             }
             let now = std::time::Instant::now();
             if now >= deadline {
                 return Some(g);
             }
-            let at = monotonic_after(deadline - now);
-            let size = libc::FUTEX2_SIZE_U32 as u32;
-            let waiters = [
-                FutexWaitv {
-                    val: u64::from(w),
-                    uaddr: self.word32(WAKE).as_ptr() as u64,
-                    flags: size,
-                    reserved: 0,
-                },
-                FutexWaitv {
-                    val: u64::from(nudged),
-                    uaddr: nudge.as_ptr() as u64,
-                    flags: size | libc::FUTEX2_PRIVATE as u32,
-                    reserved: 0,
-                },
-            ];
-            // SAFETY: `futex_waitv` reads the two descriptors (on our stack, laid out as
-            // the kernel's `struct futex_waitv`) and the absolute timeout; both words are
-            // valid, 4-aligned and mapped (the wake word in the control block, shared; the
-            // nudge word in this process).
-            let rc = unsafe {
-                libc::syscall(
-                    libc::SYS_futex_waitv,
-                    waiters.as_ptr(),
-                    waiters.len() as libc::c_uint,
-                    0 as libc::c_uint,
-                    &raw const at,
-                    libc::CLOCK_MONOTONIC,
-                )
-            };
-            if rc < 0 {
-                match std::io::Error::last_os_error().raw_os_error() {
-                    Some(libc::EAGAIN | libc::ETIMEDOUT | libc::EINTR) => {}
-                    _ => return None,
+            match nudge {
+                None => futex_wait(wake, w, deadline - now),
+                Some((n, v)) => {
+                    if !futex_waitv(wake, w, n, v, deadline - now) {
+                        return None;
+                    }
                 }
             }
         }
@@ -494,6 +451,74 @@ impl Control {
             })
             .collect()
     }
+}
+
+/// `FUTEX_WAIT` on the shared `word` while it holds `w`, for at most `left`.
+fn futex_wait(word: &AtomicU32, w: u32, left: std::time::Duration) {
+    let ts = libc::timespec {
+        tv_sec: left.as_secs() as libc::time_t,
+        tv_nsec: left.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT on a valid, mapped, 4-aligned shared word; `ts` lives on our
+    // stack for the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            w,
+            &ts as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            0u32,
+        );
+    }
+}
+
+/// One `futex_waitv` on the shared `word` (while it holds `w`) and this process's `nudge`
+/// (while it holds `nudged`), for at most `left`. False when the kernel has no
+/// `futex_waitv` or refuses it; a wake-up, a changed word, a signal or the timeout are true.
+fn futex_waitv(
+    word: &AtomicU32,
+    w: u32,
+    nudge: &AtomicU32,
+    nudged: u32,
+    left: std::time::Duration,
+) -> bool {
+    let at = monotonic_after(left);
+    let size = libc::FUTEX2_SIZE_U32 as u32;
+    let waiters = [
+        FutexWaitv {
+            val: u64::from(w),
+            uaddr: word.as_ptr() as u64,
+            flags: size,
+            reserved: 0,
+        },
+        FutexWaitv {
+            val: u64::from(nudged),
+            uaddr: nudge.as_ptr() as u64,
+            flags: size | libc::FUTEX2_PRIVATE as u32,
+            reserved: 0,
+        },
+    ];
+    // SAFETY: `futex_waitv` reads the two descriptors (on our stack, laid out as the
+    // kernel's `struct futex_waitv`) and the absolute timeout; both words are valid,
+    // 4-aligned and mapped (the wake word in the control block, shared; the nudge word in
+    // this process).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_futex_waitv,
+            waiters.as_ptr(),
+            waiters.len() as libc::c_uint,
+            0 as libc::c_uint,
+            &raw const at,
+            libc::CLOCK_MONOTONIC,
+        )
+    };
+    rc >= 0
+        || matches!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EAGAIN | libc::ETIMEDOUT | libc::EINTR)
+        )
 }
 
 /// The kernel's `struct futex_waitv` (`include/uapi/linux/futex.h`).
