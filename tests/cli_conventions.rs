@@ -202,11 +202,9 @@ fn mutating_commands_confirm_what_they_did() {
 /// fault again): tmpfs in /dev/shm, the default place; the test's own directory elsewhere.
 #[test]
 fn registry_show_names_the_filesystem_and_flags_a_disk() {
-    let shm = std::path::Path::new("/dev/shm");
+    let shm = gpubpf_runtime::registry::shared_memory_dir();
     let mut homes = vec![tempfile::tempdir().expect("tempdir")];
-    if shm.is_dir() {
-        homes.push(tempfile::tempdir_in(shm).expect("tempdir in /dev/shm"));
-    }
+    homes.extend(shm.map(|d| tempfile::tempdir_in(d).expect("tempdir in /dev/shm")));
     for dir in &homes {
         let home = dir.path().join("reg");
         common::cli::ok(&run(&home, &["registry", "init"]));
@@ -218,7 +216,7 @@ fn registry_show_names_the_filesystem_and_flags_a_disk() {
         let line = format!("  filesystem: {}", fs.name);
         assert!(text.contains(&line), "{text}");
         assert_eq!(text.contains("not memory"), !fs.in_memory, "{text}");
-        if dir.path().starts_with(shm) {
+        if shm.is_some_and(|d| dir.path().starts_with(d)) {
             assert_eq!(v["filesystem"], "tmpfs", "{v}");
         }
     }
@@ -232,10 +230,8 @@ fn the_load_that_creates_a_disk_registry_says_so_once() {
         return;
     };
     let o = obj.to_str().expect("utf-8 path");
-    let shm = std::path::Path::new("/dev/shm");
-    let shm_dir = shm
-        .is_dir()
-        .then(|| tempfile::tempdir_in(shm).expect("tempdir"));
+    let shm_dir = gpubpf_runtime::registry::shared_memory_dir()
+        .map(|d| tempfile::tempdir_in(d).expect("tempdir"));
     let mut homes = vec![disk_home];
     homes.extend(shm_dir.as_ref().map(|d| d.path().join("reg")));
     for home in &homes {

@@ -268,9 +268,8 @@ pub fn run(args: Args, out: &Output) -> anyhow::Result<()> {
         // On tmpfs when there is one, as gpubpf's default registry (maps are shared file
         // mappings).
         None => (
-            Some(std::path::PathBuf::from("/dev/shm"))
-                .filter(|d| d.is_dir())
-                .unwrap_or_else(std::env::temp_dir)
+            gpubpf_runtime::registry::shared_memory_dir()
+                .map_or_else(std::env::temp_dir, std::path::Path::to_path_buf)
                 .join(format!("gpubpf-demo-{}", std::process::id())),
             true,
         ),

@@ -414,13 +414,12 @@ fn faults() -> i64 {
 /// write-protects mapped pages for its dirty tracking, populated or not.
 #[test]
 fn fault_free_ring() {
-    let shm = std::path::Path::new("/dev/shm");
-    let on_tmpfs =
-        shm.is_dir() && crate::registry::filesystem(shm).is_ok_and(|f| f.name == "tmpfs");
-    if !on_tmpfs {
+    let Some(shm) = crate::registry::shared_memory_dir()
+        .filter(|d| crate::registry::filesystem(d).is_ok_and(|f| f.name == "tmpfs"))
+    else {
         eprintln!("skipped: no tmpfs at /dev/shm");
         return;
-    }
+    };
     let d = tempfile::tempdir_in(shm).unwrap();
     let size = 64 * mapping::page_size() as u32;
     let path = d.path().join("events");

@@ -31,13 +31,19 @@ pub(super) fn choose_home(env: Option<std::ffi::OsString>, system: &Path) -> Pat
     }
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
-    if Path::new("/dev/shm").is_dir() {
-        return PathBuf::from(format!("/dev/shm/gpubpf-{uid}"));
+    if let Some(shm) = shared_memory_dir() {
+        return shm.join(format!("gpubpf-{uid}"));
     }
     if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|h| !h.is_empty()) {
         return PathBuf::from(x).join("gpubpf");
     }
     PathBuf::from(format!("/tmp/gpubpf-{uid}"))
+}
+
+/// `/dev/shm` when this machine has it: tmpfs, where registries belong (their maps are
+/// shared file mappings; [`Filesystem::in_memory`] says what a disk costs them).
+pub fn shared_memory_dir() -> Option<&'static Path> {
+    Some(Path::new("/dev/shm")).filter(|d| d.is_dir())
 }
 
 /// Creates `dir` (mode 0700) when missing, then checks that it is a directory owned by us
@@ -204,7 +210,7 @@ pub fn is_real_dir(path: &Path) -> bool {
 
 #[cfg(test)]
 mod filesystem_tests {
-    use super::{filesystem, filesystem_of};
+    use super::{filesystem, filesystem_of, shared_memory_dir};
     use std::path::Path;
 
     #[test]
@@ -223,8 +229,8 @@ mod filesystem_tests {
 
     #[test]
     fn dev_shm_is_memory_and_a_missing_directory_is_an_error() {
-        if Path::new("/dev/shm").is_dir() {
-            let fs = filesystem(Path::new("/dev/shm")).unwrap();
+        if let Some(shm) = shared_memory_dir() {
+            let fs = filesystem(shm).unwrap();
             assert_eq!(fs.name, "tmpfs");
             assert!(fs.in_memory);
         } else {

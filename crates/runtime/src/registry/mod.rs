@@ -43,8 +43,8 @@ pub use control::{
     monotonic_ns, process_start_time, Control, ProcessInfo, CONTROL_SIZE, PROC_SLOTS, TABLE_SIZE,
 };
 pub use home::{
-    check_private_dir, default_home, ensure_private_dir, filesystem, read_nofollow, Filesystem,
-    HOME_ENV,
+    check_private_dir, default_home, ensure_private_dir, filesystem, read_nofollow,
+    shared_memory_dir, Filesystem, HOME_ENV,
 };
 pub use record::{
     sha256_hex, LinkRecord, MapBinding, ObjectRecord, Phase, ProgramRecord, Replaced, RECORD_FORMAT,
