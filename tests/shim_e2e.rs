@@ -223,17 +223,13 @@ fn a_policy_loaded_while_the_application_runs_takes_effect() {
     drop(Registry::open(&home).expect("create registry"));
     let quota = policy(tmp.path(), "policies/quota.bpf.c");
     let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
-    let child = mock
-        .command(&mock.app_dyn, &home)
-        .arg("proc")
-        .args(["live"])
-        .arg(&ready)
-        .arg(&go)
-        .arg("1000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = spawn_piped(
+        mock.command(&mock.app_dyn, &home)
+            .args(["proc", "live"])
+            .arg(&ready)
+            .arg(&go)
+            .arg("1000"),
+    );
     let pid = child.id();
     wait_for_files(&[&ready], "application never got ready");
     // `--wait` returns once the process acknowledged the change (its watcher republished).

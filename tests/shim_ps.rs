@@ -15,7 +15,7 @@ use common::cli::{
     ok_json, ps_entry as entry, ps_json as ps, run_with_registry as cli,
     wait_for_process as wait_for,
 };
-use common::shim::{release, session, Session};
+use common::shim::{release, session, spawn_piped, Session};
 
 fn policy(dir: &Path, src: &str) -> PathBuf {
     common::cli::build_policy(dir, src).expect("clang present: policy built")
@@ -64,12 +64,7 @@ fn ps_lists_a_live_process_with_exact_counts_and_its_failed_object() {
     load(&home, &count, &[]);
     corrupt(&home, "count_launch");
     let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
-    let child = mock
-        .live(&home, &ready, &go, "100")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = spawn_piped(&mut mock.live(&home, &ready, &go, "100"));
     let pid = child.id();
     // The call is counted before its programs run (and the refusal after): read `ps` once
     // the first allocation has returned (the application is ready).
@@ -249,12 +244,7 @@ fn ps_shows_shadow_programs_and_what_they_would_have_denied() {
         ],
     );
     let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
-    let child = mock
-        .live(&home, &ready, &go, "100")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = spawn_piped(&mut mock.live(&home, &ready, &go, "100"));
     let pid = child.id();
     // The call is counted before its programs run: read `ps` once the first allocation has
     // returned (the application is ready), so that its shadow refusal is counted too.
@@ -311,12 +301,7 @@ fn a_shims_watcher_removes_the_stats_files_short_lived_processes_left_behind() {
     std::fs::write(&dead, b"x").expect("write dead");
     std::fs::write(&live, b"x").expect("write live");
     let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
-    let child = mock
-        .live(&home, &ready, &go, "1000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = spawn_piped(&mut mock.live(&home, &ready, &go, "1000"));
     common::process::wait_for_files(&[&ready], "application never got ready");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while dead.exists() {

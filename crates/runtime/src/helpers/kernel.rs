@@ -449,7 +449,7 @@ mod cached_threads {
 
 #[cfg(test)]
 mod page_end {
-    use super::tests::RESOLVER_LOCK;
+    use super::tests::only_resolver;
     use super::*;
     use std::sync::atomic::AtomicU64;
 
@@ -465,9 +465,7 @@ mod page_end {
     /// that page (the read stops at the NUL), even into a larger buffer.
     #[test]
     fn a_name_ending_at_an_unmapped_page_is_read() {
-        let _serial = RESOLVER_LOCK
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _serial = only_resolver(at_page_end);
         let page = crate::maps::mapping::page_size();
         // SAFETY: an anonymous private mapping of two pages; the second is made
         // inaccessible and both are unmapped at the end of the test.
@@ -493,7 +491,6 @@ mod page_end {
             );
             NAME_AT.store(at as u64, Ordering::Relaxed);
         }
-        set_kernel_name_resolver(Some(at_page_end));
         let mut buf = [0xffu8; 64];
         assert_eq!(kernel_name(0x1, &mut buf), Ok(5));
         assert_eq!(&buf[..6], b"edge\0\0");
