@@ -4,20 +4,13 @@
 //! partially copied value, while BPF atomics on the value stay exact.
 //!
 //! Updates of some fields only (`gpubpf maps update M --value field=…`) are a
-//! read-modify-write of the named bits, serialised by a robust writer lock in the shared
-//! state; whole-value updates (programs, `bpf_map_update_elem`) take no lock, as in Linux.
-//! Files created before the lock existed have no ready word; their masked updates go
-//! without it (still touching only the named bits).
+//! read-modify-write of the named bits, serialised by a writer lock ([`MapLock`]) at the
+//! start of the shared state; whole-value updates (programs, `bpf_map_update_elem`) take no
+//! lock, as in Linux.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
-use super::lock::{SharedMutex, SharedMutexGuard, LOCK_SLOT};
+use super::lease::Lease;
+use super::lock::{MapLock, MapLockGuard};
 use super::{MapError, BPF_EXIST, BPF_NOEXIST};
-
-/// Offset of the ready word after the writer lock, in the shared state.
-const LOCK_READY: usize = LOCK_SLOT;
-/// Value of the ready word once the writer lock is initialised.
-const READY_MAGIC: u32 = u32::from_le_bytes(*b"LOCK");
 
 #[derive(Debug)]
 pub(super) struct ArrayMap {
@@ -25,9 +18,10 @@ pub(super) struct ArrayMap {
     pub(super) stride: usize,
     pub(super) value_size: usize,
     pub(super) max_entries: u32,
-    /// The shared state (`layout::STATE_OFFSET`): writer lock, then its ready word.
+    /// The shared state (`layout::STATE_OFFSET`), which starts with the writer lock.
     pub(super) state: *mut u8,
-    pub(super) name: String,
+    /// This process's lease for the writer lock.
+    pub(super) lease: Lease,
 }
 
 impl ArrayMap {
@@ -47,40 +41,11 @@ impl ArrayMap {
         }
     }
 
-    /// Sets up the writer lock of a freshly created (zeroed) map.
-    ///
-    /// # Safety
-    /// Only on a freshly created file nobody else has mapped.
-    pub(super) unsafe fn init(&self) -> Result<(), MapError> {
-        // SAFETY: the state region has room for a lock and the ready word; nobody else
-        // uses the file yet.
-        unsafe { SharedMutex::init(self.state.cast::<SharedMutex>()) }.map_err(|source| {
-            MapError::Lock {
-                name: self.name.clone(),
-                source,
-            }
-        })?;
-        self.ready().store(READY_MAGIC, Ordering::Release);
-        Ok(())
-    }
-
-    fn ready(&self) -> &AtomicU32 {
-        // SAFETY: the ready word lies in the state region, 4-aligned; the mapping
-        // outlives `self`.
-        unsafe { &*self.state.add(LOCK_READY).cast::<AtomicU32>() }
-    }
-
-    /// The writer lock, or `None` for files created before it existed.
-    fn writer_lock(&self) -> Result<Option<SharedMutexGuard<'_>>, MapError> {
-        if self.ready().load(Ordering::Acquire) != READY_MAGIC {
-            return Ok(None);
-        }
-        // SAFETY: initialised by `init` (the ready word says so).
-        let lock = unsafe { &*self.state.cast::<SharedMutex>() };
-        lock.lock().map(Some).map_err(|source| MapError::Lock {
-            name: self.name.clone(),
-            source,
-        })
+    fn writer_lock(&self) -> MapLockGuard<'_> {
+        // SAFETY: the state region starts with the writer lock (free as zeroes); the
+        // mapping outlives `self`.
+        let lock = unsafe { &*self.state.cast::<MapLock>() };
+        lock.lock(&self.lease)
     }
 
     /// # Safety
@@ -106,7 +71,7 @@ impl ArrayMap {
             return Err(MapError::KeyExists);
         }
         if let Some(mask) = mask {
-            let _guard = self.writer_lock()?;
+            let _guard = self.writer_lock();
             // SAFETY: forwarded contract; `dst` has `stride >= value_size` bytes.
             unsafe {
                 let v = std::slice::from_raw_parts(value, self.value_size);

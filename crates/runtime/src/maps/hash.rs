@@ -36,7 +36,8 @@ use super::layout::{
     BUCKET_COUNT, BUCKET_HEAD, BUCKET_SIZE, CHAIN_NULLS, ENTRY_FREE, ENTRY_FREE_NEXT, ENTRY_HASH,
     ENTRY_HDR, ENTRY_LRU, ENTRY_NEXT, ENTRY_STATE, ENTRY_USED, STATE_OFFSET,
 };
-use super::lock::SharedMutex;
+use super::lease::Lease;
+use super::lock::{MapLock, MapLockGuard};
 use super::{round8, MapError, BPF_EXIST, BPF_NOEXIST};
 
 /// Chain terminator flag; the low bits name the bucket.
@@ -46,9 +47,8 @@ const STATE_USED: u32 = ENTRY_USED;
 /// Entries scanned per LRU eviction.
 pub(super) const LRU_WINDOW: u32 = 128;
 
-/// Offsets of the shared state (relative to the file start). `COUNT`: the element count of
-/// format version 1 files.
-const COUNT: usize = STATE_OFFSET;
+/// Offsets of the shared state (relative to the file start; `STATE_OFFSET` itself held the
+/// element count of format version 1 files).
 const FREE_HEAD: usize = STATE_OFFSET + 64;
 const LRU_CLOCK: usize = STATE_OFFSET + 128;
 const LRU_HAND: usize = STATE_OFFSET + 192;
@@ -77,8 +77,8 @@ pub(super) struct HashMap {
     pub(super) value_size: usize,
     pub(super) max_entries: u32,
     pub(super) seed: u64,
-    /// Entries are counted per bucket (format version 2), not in `COUNT`.
-    pub(super) bucket_counts: bool,
+    /// This process's lease for the bucket locks.
+    pub(super) lease: Lease,
     pub(super) lru: bool,
     /// Mapped read-write; a read-only mapping never stamps LRU entries.
     pub(super) writable: bool,
@@ -119,41 +119,24 @@ impl HashMap {
     /// Counts an entry linked into bucket `b` (its lock held).
     #[inline(always)]
     fn counted(&self, b: u32) {
-        if self.bucket_counts {
-            let c = self.bucket_count(b);
-            c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-        } else {
-            self.at::<AtomicU32>(COUNT).fetch_add(1, Ordering::Relaxed);
-        }
+        let c = self.bucket_count(b);
+        c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
     }
 
     /// Uncounts an entry unlinked from bucket `b` (its lock held), never below zero.
     #[inline(always)]
     fn uncounted(&self, b: u32) {
-        if self.bucket_counts {
-            let c = self.bucket_count(b);
-            c.store(
-                c.load(Ordering::Relaxed).saturating_sub(1),
-                Ordering::Relaxed,
-            );
-        } else {
-            let _ = self.at::<AtomicU32>(COUNT).fetch_update(
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-                |c| c.checked_sub(1),
-            );
-        }
+        let c = self.bucket_count(b);
+        c.store(
+            c.load(Ordering::Relaxed).saturating_sub(1),
+            Ordering::Relaxed,
+        );
     }
 
     #[inline(always)]
-    fn bucket_lock(&self, b: u32) -> &SharedMutex {
-        // SAFETY: b < nbuckets; the lock was initialised at creation.
-        unsafe {
-            &*self
-                .buckets
-                .add(b as usize * BUCKET_SIZE)
-                .cast::<SharedMutex>()
-        }
+    fn bucket_lock(&self, b: u32) -> &MapLock {
+        // SAFETY: b < nbuckets; a bucket starts with its lock (free as zeroes).
+        unsafe { &*self.buckets.add(b as usize * BUCKET_SIZE).cast::<MapLock>() }
     }
 
     /// Entry `i` (< max_entries).
@@ -315,23 +298,22 @@ impl HashMap {
         self.e_lru(i).store(now, Ordering::Relaxed);
     }
 
-    fn lock_raw(&self, b: u32) -> Result<super::lock::SharedMutexGuard<'_>, MapError> {
-        self.bucket_lock(b).lock().map_err(|source| MapError::Lock {
-            name: self.name.clone(),
-            source,
-        })
+    #[inline(always)]
+    fn lock_raw(&self, b: u32) -> MapLockGuard<'_> {
+        self.bucket_lock(b).lock(&self.lease)
     }
 
     /// Takes bucket `b`'s lock. When its previous owner died holding it, the map is
     /// repaired first ([`HashMap::repair`]): the dead writer may have leaked an entry.
-    fn lock(&self, b: u32) -> Result<super::lock::SharedMutexGuard<'_>, MapError> {
-        let g = self.lock_raw(b)?;
+    #[inline(always)]
+    fn lock(&self, b: u32) -> Result<MapLockGuard<'_>, MapError> {
+        let g = self.lock_raw(b);
         if !g.recovered() {
             return Ok(g);
         }
         drop(g);
         self.repair()?;
-        self.lock_raw(b)
+        Ok(self.lock_raw(b))
     }
 
     /// Reclaims what a writer killed mid-update left behind, with every bucket lock held
@@ -349,7 +331,7 @@ impl HashMap {
     pub(super) fn repair(&self) -> Result<u32, MapError> {
         let mut guards = Vec::with_capacity(self.nbuckets as usize);
         for b in 0..self.nbuckets {
-            guards.push(self.lock_raw(b)?);
+            guards.push(self.lock_raw(b));
         }
         let n = self.max_entries as usize;
         let mut linked_used = vec![false; n];
@@ -387,9 +369,7 @@ impl HashMap {
                 cur = next;
                 steps += 1;
             }
-            if self.bucket_counts {
-                self.bucket_count(b).store(in_bucket, Ordering::Relaxed);
-            }
+            self.bucket_count(b).store(in_bucket, Ordering::Relaxed);
         }
         let free_before = self.free_len();
         let head = self.at::<AtomicU64>(FREE_HEAD);
@@ -403,9 +383,6 @@ impl HashMap {
                 self.e_state(i).store(STATE_FREE, Ordering::Release);
                 self.push_free(i);
             }
-        }
-        if !self.bucket_counts {
-            self.at::<AtomicU32>(COUNT).store(used, Ordering::Relaxed);
         }
         let reclaimed = (self.max_entries - used).saturating_sub(free_before);
         if reclaimed > 0 {
@@ -475,16 +452,8 @@ impl HashMap {
     /// # Safety
     /// No other process may see the file yet.
     pub(super) unsafe fn init(&self) -> Result<(), MapError> {
+        // Bucket locks are free as zeroes.
         for b in 0..self.nbuckets {
-            // SAFETY: bucket `b` lies in the zeroed bucket array; nobody else maps it yet.
-            unsafe {
-                SharedMutex::init(self.buckets.add(b as usize * BUCKET_SIZE).cast()).map_err(
-                    |source| MapError::Lock {
-                        name: self.name.clone(),
-                        source,
-                    },
-                )?;
-            }
             self.bucket_head(b).store(NULLS | b, Ordering::Relaxed);
         }
         for i in (0..self.max_entries).rev() {
@@ -703,9 +672,6 @@ impl HashMap {
     /// buckets' counts: one pass over the bucket array, for listings and a full map's
     /// insert, never on a program's path.
     pub(super) fn count(&self) -> u32 {
-        if !self.bucket_counts {
-            return self.at::<AtomicU32>(COUNT).load(Ordering::Relaxed);
-        }
         (0..self.nbuckets)
             .map(|b| self.bucket_count(b).load(Ordering::Relaxed))
             .fold(0u32, u32::saturating_add)

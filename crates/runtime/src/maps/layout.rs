@@ -3,6 +3,7 @@
 //! ```text
 //! 0      FileHeader (immutable after creation, checksummed)
 //! 512    shared mutable state of the map type (counters, free list, ring positions, locks)
+//! 2048   lease generation words (format version 3)
 //! 4096   metadata: JSON `MapMeta`, `meta_len` bytes, padded to a page
 //! data   type-specific data, page aligned:
 //!          array:   max_entries × round8(value_size)
@@ -18,16 +19,20 @@ use super::{round8, MapError, MapSpec, MapType};
 
 /// First bytes of every map file.
 pub const MAGIC: [u8; 8] = *b"GPUBPFMP";
-/// Current format version: 2 since hash maps count their entries per bucket (the `u32`
-/// after each bucket's chain head, written under the bucket's lock) instead of in one
-/// shared counter that every insert and delete changed with an atomic read-modify-write.
-pub const VERSION: u32 = 2;
-/// Oldest format version still opened: version 1 differs only in how hash maps count
-/// their entries (one shared counter in the state region), which files of that version
-/// keep doing, so that processes of an older build that share them count alike.
-pub const OLDEST_VERSION: u32 = 1;
+/// Current format version: 3 since map locks are lease locks (`lock::MapLock`: a word
+/// holding the owner's lease token, with the leases' generation words at
+/// [`LEASE_GENS`]), where version 2 had robust pthread mutexes (2 also counts hash entries
+/// per bucket; 1 in one shared counter).
+pub const VERSION: u32 = 3;
+/// Oldest format version still opened. A process of an older build would take a lease
+/// lock's word for a pthread mutex (and this build a mutex for a lease lock): files of
+/// different lock formats must never be shared, so older files are refused with a message
+/// that says to load the policy again.
+pub const OLDEST_VERSION: u32 = 3;
 /// Offset of the type-specific shared state.
 pub const STATE_OFFSET: usize = 512;
+/// Offset of the lease generation words (`lease::LEASE_SLOTS` `u32`s, up to the metadata).
+pub const LEASE_GENS: usize = 2048;
 /// Offset of the metadata region.
 pub const META_OFFSET: usize = 4096;
 /// Largest metadata accepted (keeps a corrupted length from mapping gigabytes).
@@ -354,8 +359,16 @@ mod tests {
         m.checksum = m.compute_checksum();
         assert!(
             validate(p, &m, l.file_size as u64).is_ok(),
-            "version 1 is read"
+            "the oldest version is read"
         );
+        // Version 2 files lock with pthread mutexes: refused, never shared.
+        let mut m = h;
+        m.version = 2;
+        m.checksum = m.compute_checksum();
+        assert!(matches!(
+            validate(p, &m, l.file_size as u64),
+            Err(MapError::BadVersion { found: 2, .. })
+        ));
         let mut m = h;
         m.version = 99;
         assert!(matches!(

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::array::ArrayMap;
 use super::hash::HashMap;
 use super::layout::{self, FileHeader, Layout, META_OFFSET};
+use super::lease::Lease;
 use super::mapping::{self, Mapping};
 use super::ringbuf::{RingBuf, RingBufStats};
 use super::{MapError, MapMeta, MapSpec, MapType};
@@ -156,10 +157,17 @@ impl Map {
                 }
             }
         })?;
-        Ok(Map {
+        let mut map = Map {
             path: path.to_path_buf(),
             ..map
-        })
+        };
+        // A forked child claims its lease again through the file's published name.
+        match &mut map.kind {
+            Kind::Array(a) => a.lease.renamed(path),
+            Kind::Hash(h) => h.lease.renamed(path),
+            Kind::RingBuf(r) => r.lease.renamed(path),
+        }
+        Ok(map)
     }
 
     /// Opens and validates an existing map file: magic, version, checksum, type, sizes,
@@ -230,6 +238,13 @@ impl Map {
         // SAFETY: data_offset < file_size (validated layout).
         let data = unsafe { base.add(lay.data_offset) };
         let name = meta.name.clone();
+        let lease = if writable {
+            // SAFETY: the generation words lie in the header page of the mapping, which the
+            // returned `Map` owns along with the lease (its kind holds it).
+            unsafe { Lease::claim(path, base.add(layout::LEASE_GENS).cast()) }
+        } else {
+            Lease::none()
+        };
         let kind = match spec.map_type {
             MapType::Array => Kind::Array(ArrayMap {
                 data,
@@ -238,7 +253,7 @@ impl Map {
                 max_entries: spec.max_entries,
                 // SAFETY: the state region lies inside the header page.
                 state: unsafe { base.add(layout::STATE_OFFSET) },
-                name,
+                lease,
             }),
             MapType::Hash | MapType::LruHash => Kind::Hash(HashMap {
                 base,
@@ -251,7 +266,7 @@ impl Map {
                 value_size: spec.value_size as usize,
                 max_entries: spec.max_entries,
                 seed,
-                bucket_counts: header.version >= 2,
+                lease,
                 lru: spec.map_type == MapType::LruHash,
                 writable,
                 name,
@@ -261,6 +276,7 @@ impl Map {
                 data,
                 size: u64::from(spec.max_entries),
                 name,
+                lease,
                 warned_full: std::sync::atomic::AtomicBool::new(false),
             }),
         };
@@ -279,11 +295,9 @@ impl Map {
     unsafe fn init_shared(&self) -> Result<(), MapError> {
         match &self.kind {
             // SAFETY: forwarded contract.
-            Kind::Array(a) => unsafe { a.init() },
-            // SAFETY: forwarded contract.
             Kind::Hash(h) => unsafe { h.init() },
-            // SAFETY: forwarded contract.
-            Kind::RingBuf(r) => unsafe { r.init() },
+            // Arrays and rings start as zeroes: free locks, zero positions.
+            Kind::Array(_) | Kind::RingBuf(_) => Ok(()),
         }
     }
 

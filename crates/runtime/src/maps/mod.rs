@@ -14,8 +14,8 @@
 //!
 //! Program-side lookups ([`Map::lookup_ptr`]) return pointers straight into the shared
 //! mapping, so BPF atomics on map values count correctly across processes. Writers
-//! serialise on [`lock::SharedMutex`]es, robust process-shared mutexes: a process killed
-//! while holding one never wedges the others.
+//! serialise on [`lock::MapLock`]s, whose words name their owner's [`lease`]: a process
+//! killed while holding one never wedges the others.
 //!
 //! The process-local [`Map`] is what the prepared program's `lddw` carries (its address is
 //! the "map handle"); helpers turn it back into `&Map`.
@@ -24,6 +24,7 @@ mod array;
 mod hash;
 pub(crate) mod key_hash;
 pub mod layout;
+pub mod lease;
 pub mod lock;
 mod map;
 pub mod mapping;
@@ -165,7 +166,8 @@ pub enum MapError {
     #[error("`{path}` is not a gpubpf map file (bad magic)")]
     BadMagic { path: PathBuf },
     #[error(
-        "map file `{path}` has format version {found}, this build reads versions {}..={expected}",
+        "map file `{path}` has format version {found}, this build reads versions {}..={expected} \
+         (unload the policies that use it and load them again with this build)",
         layout::OLDEST_VERSION
     )]
     BadVersion {

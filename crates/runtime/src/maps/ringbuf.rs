@@ -12,7 +12,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::layout::STATE_OFFSET;
-use super::lock::SharedMutex;
+use super::lease::Lease;
+use super::lock::{MapLock, MapLockGuard};
 use super::{round8, MapError};
 
 const BUSY: u64 = 1 << 31;
@@ -52,8 +53,6 @@ pub(super) enum Refusal {
     TooLarge,
     /// The ring is full (the drop is counted).
     Full,
-    /// The producer lock could not be taken.
-    Lock(super::lock::LockError),
 }
 
 impl Refusal {
@@ -64,10 +63,6 @@ impl Refusal {
         match self {
             Refusal::TooLarge => MapError::RecordTooLarge { len: 0, size: 0 },
             Refusal::Full => MapError::RingFull,
-            Refusal::Lock(source) => MapError::Lock {
-                name: String::new(),
-                source,
-            },
         }
         .errno()
     }
@@ -79,6 +74,8 @@ pub(super) struct RingBuf {
     pub(super) data: *mut u8,
     pub(super) size: u64,
     pub(super) name: String,
+    /// This process's lease for the producer and consumer locks.
+    pub(super) lease: Lease,
     /// Whether this process already said that the buffer is full (once per mapping).
     pub(super) warned_full: std::sync::atomic::AtomicBool,
 }
@@ -89,17 +86,12 @@ impl RingBuf {
         unsafe { &*self.base.add(off).cast::<AtomicU64>() }
     }
 
-    /// The lock at `off` (`PRODUCER_LOCK` or `CONSUMER_LOCK`).
-    fn lock_slot(&self, off: usize) -> &SharedMutex {
-        // SAFETY: lock slots at fixed offsets, initialised at creation.
-        unsafe { &*self.base.add(off).cast::<SharedMutex>() }
-    }
-
-    fn lock_at(&self, off: usize) -> Result<super::lock::SharedMutexGuard<'_>, MapError> {
-        self.lock_slot(off).lock().map_err(|source| MapError::Lock {
-            name: self.name.clone(),
-            source,
-        })
+    /// Takes the lock at `off` (`PRODUCER_LOCK` or `CONSUMER_LOCK`).
+    #[inline(always)]
+    fn lock_at(&self, off: usize) -> MapLockGuard<'_> {
+        // SAFETY: lock slots at fixed, 4-aligned offsets of the header page (free as zeroes).
+        let lock = unsafe { &*self.base.add(off).cast::<MapLock>() };
+        lock.lock(&self.lease)
     }
 
     /// Header word of the record at position `pos`.
@@ -114,23 +106,6 @@ impl RingBuf {
         }
     }
 
-    /// Sets up a fresh (zeroed) ring buffer.
-    ///
-    /// # Safety
-    /// No other process may see the file yet.
-    pub(super) unsafe fn init(&self) -> Result<(), MapError> {
-        for off in [PRODUCER_LOCK, CONSUMER_LOCK] {
-            // SAFETY: lock slots in the zeroed header page of an unpublished file.
-            unsafe { SharedMutex::init(self.base.add(off).cast()) }.map_err(|source| {
-                MapError::Lock {
-                    name: self.name.clone(),
-                    source,
-                }
-            })?;
-        }
-        Ok(())
-    }
-
     /// Reserves `len` bytes: [`MapError::RingFull`] when the buffer is full (counted as a
     /// drop), [`MapError::RecordTooLarge`] when `len` is larger than a record may be.
     pub(super) fn reserve(&self, len: u64) -> Result<*mut u8, MapError> {
@@ -140,10 +115,6 @@ impl RingBuf {
                 size: self.size,
             },
             Refusal::Full => MapError::RingFull,
-            Refusal::Lock(source) => MapError::Lock {
-                name: self.name.clone(),
-                source,
-            },
         })
     }
 
@@ -164,10 +135,7 @@ impl RingBuf {
             self.drop_record();
             return Err(Refusal::Full);
         }
-        let _g = self
-            .lock_slot(PRODUCER_LOCK)
-            .lock()
-            .map_err(Refusal::Lock)?;
+        let _g = self.lock_at(PRODUCER_LOCK);
         if self.full_for(total) {
             self.drop_record();
             return Err(Refusal::Full);
@@ -265,7 +233,7 @@ impl RingBuf {
     /// Consumes every submitted record in order, calling `f` on each; stops at the first
     /// record still being written by a live producer. Returns the number consumed.
     pub(super) fn consume(&self, mut f: impl FnMut(&[u8])) -> Result<usize, MapError> {
-        let _g = self.lock_at(CONSUMER_LOCK)?;
+        let _g = self.lock_at(CONSUMER_LOCK);
         let mut c = self.word(CONSUMER_POS).load(Ordering::Relaxed);
         let p = self.word(PRODUCER_POS).load(Ordering::Acquire);
         if p < c || p - c > self.size {

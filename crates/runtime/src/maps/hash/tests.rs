@@ -50,32 +50,11 @@ fn small(d: &tempfile::TempDir) -> Map {
     Map::create(&d.path().join("m"), &spec, &MapMeta::default()).unwrap()
 }
 
-/// The map file at `path` rewritten as format version 1 (entries counted in one shared
-/// counter) and opened again: what a registry made by an older build holds.
-fn as_version_1(path: &std::path::Path) -> Map {
-    use super::super::layout::FileHeader;
-    let mut bytes = std::fs::read(path).unwrap();
-    // SAFETY: FileHeader is repr(C) plain data at offset 0 of every map file.
-    let mut h: FileHeader = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
-    h.version = 1;
-    h.checksum = h.compute_checksum();
-    // SAFETY: as above, written back in place.
-    unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr().cast(), h) };
-    std::fs::write(path, &bytes).unwrap();
-    Map::open(path).unwrap()
-}
-
-/// Every way to change the number of entries keeps `count` exact, in both formats:
-/// inserts, replacing updates (no change), deletes, LRU evictions, clearing, and a
-/// repair after a dead writer.
+/// Every way to change the number of entries keeps `count` exact: inserts, replacing
+/// updates (no change), deletes, LRU evictions, clearing, and a repair after a dead writer.
 #[test]
-fn count_follows_every_change_in_both_formats() {
-    for (map_type, version_1) in [
-        (MapType::Hash, false),
-        (MapType::Hash, true),
-        (MapType::LruHash, false),
-        (MapType::LruHash, true),
-    ] {
+fn count_follows_every_change() {
+    for map_type in [MapType::Hash, MapType::LruHash] {
         let d = tempfile::tempdir().unwrap();
         let spec = MapSpec {
             map_type,
@@ -85,14 +64,9 @@ fn count_follows_every_change_in_both_formats() {
             flags: 0,
         };
         let path = d.path().join("m");
-        let mut m = Map::create(&path, &spec, &MapMeta::default()).unwrap();
-        if version_1 {
-            drop(m);
-            m = as_version_1(&path);
-        }
-        let what = format!("{map_type:?}, version 1: {version_1}");
+        let m = Map::create(&path, &spec, &MapMeta::default()).unwrap();
+        let what = format!("{map_type:?}");
         let h = m.hash_for_test();
-        assert_eq!(h.bucket_counts, !version_1, "{what}");
         for k in 0u32..10 {
             m.update(&k.to_ne_bytes(), &[1; 8], 0).unwrap();
         }
@@ -112,7 +86,7 @@ fn count_follows_every_change_in_both_formats() {
             );
         }
         assert_eq!(m.len(), 16, "{what}: full");
-        // Another process of the same format sees the same count.
+        // Another process sees the same count.
         assert_eq!(Map::open(&path).unwrap().len(), 16, "{what}");
         die_in_child(h, |h| {
             let i = h.bucket_head(0).load(Ordering::Acquire);
