@@ -13,7 +13,6 @@
 
 use std::path::Path;
 
-use super::lock::LOCK_SLOT;
 use super::mapping::page_size;
 use super::{round8, MapError, MapSpec, MapType};
 
@@ -37,11 +36,13 @@ pub const LEASE_GENS: usize = 2048;
 pub const META_OFFSET: usize = 4096;
 /// Largest metadata accepted (keeps a corrupted length from mapping gigabytes).
 pub const MAX_META: usize = 1 << 20;
-/// Bytes per hash bucket: a lock and the chain head, one cache line.
-pub const BUCKET_SIZE: usize = 64;
-/// Offset of the chain head inside a bucket.
-pub const BUCKET_HEAD: usize = LOCK_SLOT;
-/// Offset of the bucket's entry count (format version 2 and later).
+/// Bytes per hash bucket: its lock word, chain head and entry count (and 4 spare), four
+/// buckets to a cache line (as Linux's 16-byte `htab` buckets): a map of 65 536 entries has
+/// 1 MiB of buckets, not 4, so the bucket an update locks is more often in the cache.
+pub const BUCKET_SIZE: usize = 16;
+/// Offset of the chain head inside a bucket (after the 4-byte `lock::MapLock`).
+pub const BUCKET_HEAD: usize = 4;
+/// Offset of the bucket's entry count.
 pub const BUCKET_COUNT: usize = BUCKET_HEAD + 4;
 /// Bytes of entry header before the key (`next`, `free_next`, `hash`, `state`, `lru`).
 pub const ENTRY_HDR: usize = 24;
