@@ -1,10 +1,9 @@
 //! Hash and LRU hash maps with preallocated entries.
 //!
-//! - Buckets (`nbuckets`, a power of two ≥ `max_entries`) hold a robust lock, the index
-//!   of the first entry of their chain and (format version 2) the number of entries linked
-//!   and used in it, changed under the lock by plain stores: no insert or delete touches a
-//!   line other writers share. Version 1 files keep one shared counter (an atomic
-//!   read-modify-write per insert and delete), so that older builds sharing them agree.
+//! - Buckets (`nbuckets`, a power of two ≥ `max_entries`, 16 bytes each) hold a lock that
+//!   survives its owner ([`super::lock::MapLock`]), the index of the first entry of their
+//!   chain and the number of entries linked and used in it, changed under the lock by plain
+//!   stores: no insert or delete makes an atomic read-modify-write on a shared counter.
 //!   Chains end in a *nulls* marker that names the bucket (`NULLS | bucket`), as in
 //!   Linux's `hlist_nulls`: a lock-free reader that was carried into another chain by a
 //!   concurrent delete + reuse notices it and restarts.
@@ -15,8 +14,8 @@
 //!   store (link: `e.next = head; head = e`; unlink: `prev.next = e.next`), and an entry is
 //!   visible only while linked *and* marked used, so an owner killed at any point leaves a
 //!   consistent chain and at worst one lost entry: either linked but unused, or popped from
-//!   the free list but never linked (or unlinked but never pushed back). The robust
-//!   bucket lock reports the dead owner to the next locker, which runs
+//!   the free list but never linked (or unlinked but never pushed back). The bucket lock
+//!   reports the dead owner to the next locker, which runs
 //!   [`HashMap::repair`] and reclaims the entry and recounts the elements.
 //! - As in Linux's preallocated hash maps, an entry may be reused right after deletion: a
 //!   program that still holds a value pointer then sees the new entry's value.
@@ -326,7 +325,7 @@ impl HashMap {
     ///   returns an entry popped but never linked, or unlinked but never pushed;
     /// - the element count is recomputed.
     ///
-    /// A repairer killed in turn leaves every lock owner-dead, so the next locker repairs
+    /// A repairer killed in turn leaves every lock held by a dead owner, so the next locker repairs
     /// again (each step is idempotent). Returns how many entries were reclaimed.
     pub(super) fn repair(&self) -> Result<u32, MapError> {
         let mut guards = Vec::with_capacity(self.nbuckets as usize);

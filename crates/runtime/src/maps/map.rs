@@ -37,7 +37,7 @@ pub struct Map {
     writable: bool,
 }
 
-// SAFETY: all shared state is accessed through atomics and robust shared locks; the raw
+// SAFETY: all shared state is accessed through atomics and shared map locks; the raw
 // pointers point into `mapping`, owned by the same struct.
 unsafe impl Send for Map {}
 // SAFETY: see `Send`.

@@ -5,7 +5,7 @@ use super::super::{Map, MapMeta, MapSpec, MapType, BPF_NOEXIST};
 use super::*;
 
 /// Runs `dead_writer` in a forked child that exits holding bucket 0's lock, as a
-/// writer SIGKILLed mid-update would (the kernel marks the robust lock owner-dead).
+/// writer SIGKILLed mid-update would (its lease dies with it: the next locker recovers).
 fn die_in_child(h: &HashMap, dead_writer: impl FnOnce(&HashMap)) {
     // SAFETY: the child only takes a lock, touches shared atomics and `_exit`s.
     let pid = unsafe { libc::fork() };
