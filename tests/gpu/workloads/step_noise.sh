@@ -10,7 +10,9 @@
 # TOGGLE line, then step_noise.py's table for the runs where nothing was toggled.
 # NOISE_RUNS="NAME…" runs only those (e.g. the blocks of 30 steps: "aa-pinned-30
 # qt-pinned-30": each load makes trace a fresh ring, which 50 steps never fill, so every
-# timed launch writes its event, as when someone reads them).
+# timed launch writes its event, as when someone reads them; "cl-pinned-30",
+# "tr-pinned-30", "trn-pinned-30" and "quota-pinned-30" toggle count_launch, trace, trace
+# without events and quota alone in the same blocks).
 # The blocks come in step_toggle.py's order: ABBA since 2026-12-07 (STEP_ORDER=abab
 # alternates them, as before, e.g. to see the parity effect an aa run showed that day).
 # Registries go under NOISE_REG_ROOT (default /dev/shm, where gpubpf puts a user's registry
@@ -61,6 +63,12 @@ run qt-pinned-30 1 "quota trace" 400 30
 # count_launch alone: 25 launches × its per-call cost predict ~0.1 % of a step; more is the
 # policies' indirect cost (what the step's own work then misses in the caches).
 run cl-pinned-30 1 count_launch 400 30
+# quota + trace's parts apart (2026-12-07 on an H100: qt +2.30 % ± 0.10, count_launch +0.40 %
+# ± 0.12): trace alone, with and without its events, and quota alone (its points are not
+# called in a step: a control that must read zero).
+run tr-pinned-30 1 trace 400 30
+STEP_TRACE_SET="emit_events=false" run trn-pinned-30 1 trace 400 30
+run quota-pinned-30 1 quota 400 30
 for f in "$OUTDIR"/noise-aa-*.csv; do
 	python3 "$HERE/step_noise.py" "$f"
 done
