@@ -241,24 +241,26 @@ impl MapLock {
             }
             last = v | WAITERS;
             mine = me | WAITERS;
-            futex_wait_shared(w, v | WAITERS);
+            futex_wait(w, v | WAITERS, std::time::Duration::from_millis(1));
         }
     }
 }
 
-/// Sleeps on the shared `word` while it holds `v`, at most 1 ms.
-fn futex_wait_shared(word: &AtomicU32, v: u32) {
+/// `FUTEX_WAIT` on the shared `word` while it holds `w`, for at most `left` (also the
+/// registry's waits on its generation word).
+pub(crate) fn futex_wait(word: &AtomicU32, w: u32, left: std::time::Duration) {
     let ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 1_000_000,
+        tv_sec: left.as_secs() as libc::time_t,
+        tv_nsec: left.subsec_nanos() as libc::c_long,
     };
-    // SAFETY: FUTEX_WAIT on a mapped, 4-aligned word; `ts` lives on our stack for the call.
+    // SAFETY: FUTEX_WAIT on a valid, mapped, 4-aligned shared word; `ts` lives on our
+    // stack for the call.
     unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAIT,
-            v,
+            w,
             &ts as *const libc::timespec,
         );
     }

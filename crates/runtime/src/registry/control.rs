@@ -19,7 +19,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::maps::lock::{SharedMutex, SharedMutexGuard};
+use crate::maps::lock::{futex_wait, SharedMutex, SharedMutexGuard};
 use crate::maps::mapping::{self, Mapping};
 
 use super::RegistryError;
@@ -450,27 +450,6 @@ impl Control {
                 }
             })
             .collect()
-    }
-}
-
-/// `FUTEX_WAIT` on the shared `word` while it holds `w`, for at most `left`.
-fn futex_wait(word: &AtomicU32, w: u32, left: std::time::Duration) {
-    let ts = libc::timespec {
-        tv_sec: left.as_secs() as libc::time_t,
-        tv_nsec: left.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: FUTEX_WAIT on a valid, mapped, 4-aligned shared word; `ts` lives on our
-    // stack for the call.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            w,
-            &ts as *const libc::timespec,
-            std::ptr::null::<u32>(),
-            0u32,
-        );
     }
 }
 
