@@ -37,6 +37,8 @@ const LOCK_BASE: i64 = 1 << 40;
 
 /// Bumped in every forked child: leases claimed under an older epoch are claimed again.
 static FORK_EPOCH: AtomicU32 = AtomicU32::new(0);
+/// Flag of a lease state's epoch: a thread is claiming a slot for it.
+const CLAIMING: u32 = 1 << 31;
 /// Descriptors of live leases (descriptor + 1; 0: free), closed by a forked child.
 static LEASE_FDS: [AtomicI32; 256] = [const { AtomicI32::new(0) }; 256];
 static ATFORK: std::sync::Once = std::sync::Once::new();
@@ -111,7 +113,12 @@ impl Lease {
             fd: AtomicI32::new(-1),
             entry: std::sync::atomic::AtomicUsize::new(usize::MAX),
         };
-        lease.reclaim();
+        let epoch = FORK_EPOCH.load(Ordering::Relaxed) & !CLAIMING;
+        let token = lease.take_any_slot();
+        lease.state.store(
+            (u64::from(epoch) << 32) | u64::from(token),
+            Ordering::Release,
+        );
         lease
     }
 
@@ -126,20 +133,51 @@ impl Lease {
     #[inline(always)]
     pub fn token(&self) -> u32 {
         let s = self.state.load(Ordering::Relaxed);
-        if (s >> 32) as u32 == FORK_EPOCH.load(Ordering::Relaxed) {
+        if (s >> 32) as u32 == FORK_EPOCH.load(Ordering::Relaxed) & !CLAIMING {
             s as u32
         } else {
             self.reclaim()
         }
     }
 
-    /// Claims a slot (again, after a fork): the new token.
+    /// Claims a slot (again, after a fork): the new token. One thread claims; others that
+    /// find the claim stale meanwhile wait for it (a claim marked in an older epoch was
+    /// interrupted by a fork: its thread does not exist in this process, so it is taken
+    /// over).
     #[cold]
     fn reclaim(&self) -> u32 {
-        let epoch = FORK_EPOCH.load(Ordering::Relaxed);
-        let claimed_in = (self.state.load(Ordering::Relaxed) >> 32) as u32;
-        self.release(claimed_in != epoch);
-        let token = match self.path.as_ref().and_then(|p| self.take_slot(p)) {
+        let epoch = FORK_EPOCH.load(Ordering::Relaxed) & !CLAIMING;
+        let prev = loop {
+            let s = self.state.load(Ordering::Acquire);
+            let e = (s >> 32) as u32;
+            if e == epoch {
+                return s as u32; // another thread claimed meanwhile
+            }
+            if e == epoch | CLAIMING {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mine = (u64::from(epoch | CLAIMING) << 32) | (s & 0xffff_ffff);
+            if self
+                .state
+                .compare_exchange(s, mine, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                break e & !CLAIMING;
+            }
+        };
+        self.release(prev != epoch);
+        let token = self.take_any_slot();
+        self.state.store(
+            (u64::from(epoch) << 32) | u64::from(token),
+            Ordering::Release,
+        );
+        token
+    }
+
+    /// A slot's token, or [`ANONYMOUS`] (said once per process) when none can be had.
+    fn take_any_slot(&self) -> u32 {
+        match self.path.as_ref().and_then(|p| self.take_slot(p)) {
             Some(t) => t,
             None => {
                 if self.path.is_some() && !WARNED.swap(true, Ordering::Relaxed) {
@@ -147,12 +185,7 @@ impl Lease {
                 }
                 ANONYMOUS
             }
-        };
-        self.state.store(
-            (u64::from(epoch) << 32) | u64::from(token),
-            Ordering::Relaxed,
-        );
-        token
+        }
     }
 
     /// Opens the file and takes the first free slot from one that depends on the pid.
@@ -246,8 +279,8 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let claimed_in = (self.state.load(Ordering::Relaxed) >> 32) as u32;
-        self.release(claimed_in != FORK_EPOCH.load(Ordering::Relaxed));
+        let claimed_in = (self.state.load(Ordering::Relaxed) >> 32) as u32 & !CLAIMING;
+        self.release(claimed_in != FORK_EPOCH.load(Ordering::Relaxed) & !CLAIMING);
     }
 }
 

@@ -137,8 +137,9 @@ const WAITERS: u32 = 1 << 31;
 /// Spins before a waiter sleeps (a critical section takes well under a microsecond).
 const SPINS: u32 = 100;
 
-/// A map lock: one 4-byte word at the start of a `LOCK_SLOT` in a map file, 0 when free (a
-/// fresh file's zeroes), else the owner's lease token and [`WAITERS`].
+/// A map lock: one 4-byte word in a map file (a hash bucket's first word, a ring's or an
+/// array's lock slot), 0 when free (a fresh file's zeroes), else the owner's lease token and
+/// [`WAITERS`].
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct MapLock {

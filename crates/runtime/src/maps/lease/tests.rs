@@ -29,6 +29,20 @@ impl Scratch {
     }
 }
 
+/// Whether `watcher` finds `token` dead within 2 s. A child that another test forks copies
+/// every descriptor of this process and closes the lease descriptors in its fork handler,
+/// which may run a while later on a loaded machine: until then the copy keeps a lease alive.
+fn dies_soon(watcher: &Lease, token: u32) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while watcher.alive(token) {
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    true
+}
+
 /// Forks; the child runs `f` and exits with its result; the parent gets that status.
 fn in_child(f: impl FnOnce() -> i32) -> i32 {
     // SAFETY: the child only makes system calls and touches atomics before `_exit`.
@@ -58,7 +72,7 @@ fn leases_are_distinct_and_die_with_their_descriptor() {
     assert_eq!(ta, a.token(), "stable");
     assert!(a.alive(ta) && a.alive(tb) && b.alive(ta));
     drop(b);
-    assert!(!a.alive(tb), "a closed lease is dead");
+    assert!(dies_soon(&a, tb), "a closed lease is dead");
     // Its slot claimed again: the old token stays dead (the generation moved on).
     let c = s.lease();
     assert!(!a.alive(tb));
@@ -110,7 +124,7 @@ fn a_forked_child_leases_anew_and_does_not_keep_its_parents_lease() {
     // SAFETY: a read into our stack buffer.
     assert_eq!(unsafe { libc::read(up[0], b.as_mut_ptr().cast(), 1) }, 1);
     drop(parent);
-    let dead = !watcher.alive(tp);
+    let dead = dies_soon(&watcher, tp);
     // SAFETY: closing our ends releases the child; then we reap it.
     unsafe {
         for fd in up.into_iter().chain(hold) {
@@ -185,4 +199,38 @@ fn map_locks_exclude_across_threads_and_recover_from_dead_owners() {
     assert!(lock.lock(&lease).recovered());
     // SAFETY: unmapping the page mapped above; `lock` is not used after.
     unsafe { libc::munmap(page, 4096) };
+}
+
+#[test]
+fn threads_of_a_forked_child_share_one_new_claim() {
+    let s = scratch();
+    let lease = s.lease();
+    let tp = lease.token();
+    let rc = in_child(|| {
+        let before: Vec<u32> = s.gens.iter().map(|g| g.load(Ordering::Relaxed)).collect();
+        let start = std::sync::Barrier::new(8);
+        let tokens: Vec<u32> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    sc.spawn(|| {
+                        start.wait();
+                        lease.token()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(0)).collect()
+        });
+        let claimed = s
+            .gens
+            .iter()
+            .zip(&before)
+            .filter(|(g, b)| g.load(Ordering::Relaxed) != **b)
+            .count();
+        let one_token = tokens.iter().all(|&t| t == tokens[0]);
+        i32::from(one_token && tokens[0] != tp && tokens[0] != ANONYMOUS && claimed == 1)
+    });
+    assert_eq!(
+        rc, 1,
+        "every thread of the child locks with the one slot it claimed"
+    );
 }
