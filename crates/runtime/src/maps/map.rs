@@ -528,7 +528,13 @@ impl Map {
                 std::slice::from_raw_parts(value, self.spec.value_size as usize),
             )
         };
-        match self.update(k, v, flags) {
+        // A hash map straight away: the slices have the map's sizes by construction, and
+        // writability was checked above (what `update_inner` would check again).
+        let r = match &self.kind {
+            Kind::Hash(h) => h.update(k, v, None, flags),
+            _ => self.update(k, v, flags),
+        };
+        match r {
             Ok(()) => 0,
             Err(e) => -i64::from(e.errno()),
         }
