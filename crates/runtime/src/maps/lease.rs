@@ -57,6 +57,23 @@ extern "C" fn forked_child() {
     FORK_EPOCH.fetch_add(1, Ordering::Relaxed);
 }
 
+/// The fork epoch leases are claimed in now.
+#[inline(always)]
+fn epoch_now() -> u32 {
+    FORK_EPOCH.load(Ordering::Relaxed) & !CLAIMING
+}
+
+/// A lease state: the epoch (with its `CLAIMING` flag) and the token.
+fn state_of(epoch: u32, token: u32) -> u64 {
+    (u64::from(epoch) << 32) | u64::from(token)
+}
+
+/// The epoch of a lease state (with its `CLAIMING` flag).
+#[inline(always)]
+fn epoch_of(state: u64) -> u32 {
+    (state >> 32) as u32
+}
+
 /// This process's lease on one map file (one per [`super::Map`] opened for writing).
 #[derive(Debug)]
 pub struct Lease {
@@ -106,19 +123,12 @@ impl Lease {
                 );
             }
         });
-        let lease = Self {
-            path: CString::new(path.as_os_str().as_bytes()).ok(),
-            gens,
-            state: AtomicU64::new(0),
-            fd: AtomicI32::new(-1),
-            entry: std::sync::atomic::AtomicUsize::new(usize::MAX),
-        };
-        let epoch = FORK_EPOCH.load(Ordering::Relaxed) & !CLAIMING;
+        let mut lease = Self::none();
+        lease.path = CString::new(path.as_os_str().as_bytes()).ok();
+        lease.gens = gens;
+        let epoch = epoch_now();
         let token = lease.take_any_slot();
-        lease.state.store(
-            (u64::from(epoch) << 32) | u64::from(token),
-            Ordering::Release,
-        );
+        lease.state.store(state_of(epoch, token), Ordering::Release);
         lease
     }
 
@@ -133,7 +143,7 @@ impl Lease {
     #[inline(always)]
     pub fn token(&self) -> u32 {
         let s = self.state.load(Ordering::Relaxed);
-        if (s >> 32) as u32 == FORK_EPOCH.load(Ordering::Relaxed) & !CLAIMING {
+        if epoch_of(s) == epoch_now() {
             s as u32
         } else {
             self.reclaim()
@@ -146,10 +156,10 @@ impl Lease {
     /// over).
     #[cold]
     fn reclaim(&self) -> u32 {
-        let epoch = FORK_EPOCH.load(Ordering::Relaxed) & !CLAIMING;
+        let epoch = epoch_now();
         let prev = loop {
             let s = self.state.load(Ordering::Acquire);
-            let e = (s >> 32) as u32;
+            let e = epoch_of(s);
             if e == epoch {
                 return s as u32; // another thread claimed meanwhile
             }
@@ -157,7 +167,7 @@ impl Lease {
                 std::hint::spin_loop();
                 continue;
             }
-            let mine = (u64::from(epoch | CLAIMING) << 32) | (s & 0xffff_ffff);
+            let mine = state_of(epoch | CLAIMING, s as u32);
             if self
                 .state
                 .compare_exchange(s, mine, Ordering::Acquire, Ordering::Relaxed)
@@ -168,10 +178,7 @@ impl Lease {
         };
         self.release(prev != epoch);
         let token = self.take_any_slot();
-        self.state.store(
-            (u64::from(epoch) << 32) | u64::from(token),
-            Ordering::Release,
-        );
+        self.state.store(state_of(epoch, token), Ordering::Release);
         token
     }
 
@@ -279,8 +286,8 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let claimed_in = (self.state.load(Ordering::Relaxed) >> 32) as u32 & !CLAIMING;
-        self.release(claimed_in != FORK_EPOCH.load(Ordering::Relaxed) & !CLAIMING);
+        let claimed_in = epoch_of(self.state.load(Ordering::Relaxed)) & !CLAIMING;
+        self.release(claimed_in != epoch_now());
     }
 }
 

@@ -484,8 +484,21 @@ impl Map {
         self.must_write()?;
         self.check("key", self.spec.key_size, key.len())?;
         self.check("value", self.spec.value_size, value.len())?;
+        self.update_checked(key, value, mask, flags)
+    }
+
+    /// [`Map::update_inner`] once the map is known writable and `key` and `value` have the
+    /// map's sizes (program-side updates know both without checking again).
+    #[inline(always)]
+    fn update_checked(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        mask: Option<&[u8]>,
+        flags: u64,
+    ) -> Result<(), MapError> {
         match &self.kind {
-            // SAFETY: sizes checked above.
+            // SAFETY: the caller's contract: the slices have the map's key and value sizes.
             Kind::Array(a) => unsafe { a.update(key.as_ptr(), value.as_ptr(), mask, flags) },
             Kind::Hash(h) => h.update(key, value, mask, flags),
             Kind::RingBuf(_) => Err(MapError::Unsupported {
@@ -528,13 +541,8 @@ impl Map {
                 std::slice::from_raw_parts(value, self.spec.value_size as usize),
             )
         };
-        // A hash map straight away: the slices have the map's sizes by construction, and
-        // writability was checked above (what `update_inner` would check again).
-        let r = match &self.kind {
-            Kind::Hash(h) => h.update(k, v, None, flags),
-            _ => self.update(k, v, flags),
-        };
-        match r {
+        // Writable (checked above) and the slices have the map's sizes by construction.
+        match self.update_checked(k, v, None, flags) {
             Ok(()) => 0,
             Err(e) => -i64::from(e.errno()),
         }

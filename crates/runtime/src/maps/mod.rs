@@ -179,12 +179,6 @@ pub enum MapError {
     Corrupt { path: PathBuf, reason: String },
     #[error("invalid map definition: {reason}")]
     InvalidSpec { reason: String },
-    #[error("shared lock of map `{name}`")]
-    Lock {
-        name: String,
-        #[source]
-        source: lock::LockError,
-    },
     #[error("map `{name}` is read-only for this process (the registry's owner declared it so, or its file is not writable)")]
     ReadOnly { name: String },
     #[error("key already exists")]
@@ -219,7 +213,6 @@ impl MapError {
             MapError::KeyNotFound | MapError::NotFound { .. } => libc::ENOENT,
             MapError::Full => libc::E2BIG,
             MapError::RingFull => libc::EAGAIN,
-            MapError::Lock { .. } => libc::EBUSY,
             MapError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
             MapError::Unsupported { .. } => libc::EOPNOTSUPP,
             MapError::ReadOnly { .. } => libc::EPERM,
