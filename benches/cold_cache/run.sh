@@ -9,6 +9,7 @@
 # the policy costs a cold launch: instructions, I1 misses (code lines), D1 misses (data
 # lines). `--annotate` also prints the per-function split of the run with the policy.
 #   benches/cold_cache/run.sh [POLICY_OBJECT=tests/shim/count_launch.bpf.c] [N=2000] [--annotate]
+# COLD_SET="--set VAR=VALUE…" is passed to the policy's load (e.g. trace's emit_events=false).
 # SHIM_SO (default target/release/libgpubpf.so) measures another build of the shim, e.g.
 # benches/pgo/build.sh's `SHIM_SO=target/pgo/libgpubpf.so`.
 set -euo pipefail
@@ -42,7 +43,8 @@ run() { # NAME LAUNCHES
 		{ cat "$W/vg.$1.$2" >&2; exit 1; }
 }
 totals() { cg_annotate --show=Ir,I1mr,D1mr,D1mw "$W/cg.$1" | grep "PROGRAM TOTALS" | tr -d ',' | awk '{print $1, $3, $5, $7}'; }
-"$G" load "$W/policy.o" --name probe >/dev/null
+# shellcheck disable=SC2086 # COLD_SET is a list of words
+"$G" load "$W/policy.o" --name probe ${COLD_SET:-} >/dev/null
 run pol "$N"
 run pol $((2 * N))
 "$G" prog unload probe >/dev/null
