@@ -14,8 +14,9 @@ for p in quota meminfo trace kernel_guard; do
 	"$DIST/gpubpf" build "policies/$p.bpf.c" -o "$DIST/$p.o" >/dev/null
 done
 # The shim benchmarks' launch policies (tests/gpu/workloads overhead runs): counting, and an
-# entry program that does nothing (what running any policy costs).
-for p in count_launch pass_launch; do
+# entry program that does nothing (what running any policy costs), and an entry and an exit
+# program that do nothing (benches/cold_cache/ladder.sh's rung for a policy of both phases).
+for p in count_launch pass_launch pass_pair; do
 	"$DIST/gpubpf" build "tests/shim/$p.bpf.c" -o "$DIST/$p.o" >/dev/null
 done
 ls -l "$DIST"

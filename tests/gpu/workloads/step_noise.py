@@ -70,6 +70,10 @@ def profile(path, every):
 
 
 def main():
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        asked = len(sys.argv) > 1
+        print(__doc__, file=sys.stdout if asked else sys.stderr)
+        sys.exit(0 if asked else 2)
     if sys.argv[1] == "--profile":
         profile(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3)
         return

@@ -171,4 +171,5 @@ print(f"TOGGLE step policies_ms={p:.4f} none_ms={a:.4f} added={100 * (p / a - 1)
       f"cpu={dc:+.4f}ms ({100 * dc / ac:+.2f}% of {ac:.4f}) "
       f"median_steps={dm:+.4f}ms ({100 * dm / am:+.2f}% ±{100 * sm / am:.2f} of {am:.4f}) "
       f"(one process, {blocks} blocks of {steps} steps {'in ABBA order' if order == 'abba' else 'alternating'}; MLP batch {batch} "
-      f"width {width}; toggling {'+'.join(policies) or 'nothing'})")
+      f"width {width}; toggling {'+'.join(policies) or 'nothing'}"
+      f"{' with trace ' + ' '.join(trace_set[1::2]) if trace_set and 'trace' in policies else ''})")
