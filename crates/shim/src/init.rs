@@ -307,9 +307,8 @@ fn init() {
         // SAFETY: registers a plain function without captured state as the child handler.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     }
-    let home = std::env::var_os(registry::HOME_ENV)
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(registry::default_home);
+    // The CLI's choice, also for an empty GPUBPF_HOME (the default registry, not "").
+    let home = registry::default_home();
     let _ = HOME.set(home.clone());
     if !home.join("control").is_file() {
         tracing::info!(home = %home.display(), "no gpubpf registry yet; the process runs unpoliced until one appears");
