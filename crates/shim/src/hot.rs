@@ -110,7 +110,9 @@ const MISSING: *mut c_void = NonNull::<u64>::dangling().as_ptr().cast();
 /// What every policed call reads of the process's state, in one cache line: in a real
 /// CUDA application the driver's own work between two calls evicts most of what a call
 /// touched, so each line a call reads costs a miss (docs/shim.md, "Cache lines of a
-/// policed call").
+/// policed call"). The public functions that touch it are `#[inline(never)]`: one another
+/// crate could inline would export it from the rlib, and code then reaches an exported
+/// static through a GOT slot, one more dependent load per call (`tests/shim_got.rs`).
 #[repr(C, align(64))]
 struct Hot {
     /// Process id for `hdr.pid`, set at initialisation and in a forked child.
@@ -150,11 +152,13 @@ pub(crate) fn recording() -> bool {
 
 /// Marks the process initialised (`true`, once [`crate::init::ensure`] has completed) or
 /// not (`false`: a forked child, until its first call re-initialises it). Async-signal-safe.
+#[inline(never)]
 pub fn set_ready(ready: bool) {
     HOT.ready.store(ready, Ordering::Release);
 }
 
 /// Makes this process record its calls (`crate::record::start`, once its sink is set).
+#[inline(never)]
 pub fn set_recording() {
     HOT.recording.store(true, Ordering::Release);
 }
@@ -523,6 +527,7 @@ fn note_faults(faults: u32) {
 /// Sets the cached process id (at initialisation and in a forked child) and forgets the
 /// calling thread's cached thread id and counter shard; a forked child also stops counting
 /// into its parent's stats file until it has one of its own. Async-signal-safe.
+#[inline(never)]
 pub fn set_pid(pid: u32) {
     HOT.pid.store(pid, Ordering::Relaxed);
     stats::forget_stats();

@@ -69,8 +69,10 @@ impl Buffer {
     }
 }
 
-/// Whether this process records its calls.
-#[inline]
+/// Whether this process records its calls. Not inlined into other crates: that would
+/// export `hot`'s process line from the rlib, and every policed call would then reach it
+/// through the GOT (the wrappers call `hot::recording` directly).
+#[inline(never)]
 pub fn enabled() -> bool {
     crate::hot::recording()
 }

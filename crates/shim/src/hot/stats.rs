@@ -84,6 +84,7 @@ fn audit(ctx: &[u64], prog: &AttachedProgram, d: Decision) {
 
 /// Makes `stats` this process's stats file (leaked: calls in flight may still count into
 /// it, so it is never unmapped) and `until` the registry's statistics switch.
+#[inline(never)]
 pub fn set_stats(stats: Option<ProcStats>, until: &'static AtomicU64) {
     HOT.stats_until
         .store((until as *const AtomicU64).cast_mut(), Ordering::Release);
@@ -102,6 +103,7 @@ pub(super) fn forget_stats() {
 }
 
 /// This process's stats file, if it has one.
+#[inline(never)]
 pub fn current_stats() -> Option<&'static ProcStats> {
     stats()
 }

@@ -1,0 +1,47 @@
+//! The process line every policed call reads (`hot::HOT`) and the per-point and per-variant
+//! tables beside it (`SLOTS`, `REAL`) are reached from the shim's code directly
+//! (RIP-relative), not through a GOT slot: a slot is one more dependent load, on a line of
+//! its own, for each call. Rust reaches a static through the GOT when it is exported from
+//! the rlib, which happens when a public function another crate could inline touches it
+//! (as `record::enabled` once did: every call then loaded `HOT`'s address from the GOT).
+//! Checked on the built `libgpubpf.so`: no dynamic relocation fills a slot with the
+//! address of one of these statics.
+
+mod common;
+
+use object::{Object, ObjectSymbol};
+
+#[test]
+fn the_hot_statics_are_reached_without_the_got() {
+    let lib = common::shim::shim_library();
+    let data = std::fs::read(&lib).expect("read libgpubpf.so");
+    let file = object::File::parse(&*data).expect("parse libgpubpf.so");
+    let hot: Vec<(String, u64)> = file
+        .symbols()
+        .filter_map(|s| {
+            let name = s.name().ok()?;
+            ["3hot3HOT", "3hot5SLOTS", "3hot4REAL"]
+                .iter()
+                .any(|n| name.contains(n) && !name.contains("$"))
+                .then(|| (name.to_string(), s.address()))
+        })
+        .collect();
+    assert_eq!(hot.len(), 3, "the statics in the symbol table: {hot:?}");
+    let slots: Vec<(u64, u64)> = file
+        .dynamic_relocations()
+        .expect("dynamic relocations")
+        .map(|(at, r)| (at, r.addend() as u64))
+        .collect();
+    for (name, addr) in &hot {
+        let via_got: Vec<u64> = slots
+            .iter()
+            .filter(|(_, target)| target == addr)
+            .map(|(at, _)| *at)
+            .collect();
+        assert!(
+            via_got.is_empty(),
+            "{name} is reached through GOT slot(s) {via_got:x?}: a public function another \
+             crate may inline touches it (mark it #[inline(never)])"
+        );
+    }
+}
