@@ -78,13 +78,17 @@ fn entry(handle: u64) -> &'static Entry {
 #[derive(Debug)]
 pub struct Unloading(());
 
-/// Starts an [`Unloading`]: hold it across the real call.
+/// Starts an [`Unloading`]: hold it across the real call. Never inlined into another
+/// crate (nor the guard's drop): that would export `UNLOADING` and `EPOCH` from the rlib,
+/// and every name lookup would then reach them through GOT slots (`tests/shim_got.rs`).
+#[inline(never)]
 pub fn unloading() -> Unloading {
     UNLOADING.fetch_add(1, Ordering::SeqCst);
     Unloading(())
 }
 
 impl Drop for Unloading {
+    #[inline(never)]
     fn drop(&mut self) {
         EPOCH.fetch_add(1, Ordering::SeqCst);
         UNLOADING.fetch_sub(1, Ordering::SeqCst);
