@@ -87,6 +87,10 @@ pub struct Lease {
     fd: AtomicI32,
     /// Its entry in `LEASE_FDS`, `usize::MAX` when none.
     entry: std::sync::atomic::AtomicUsize,
+    /// `FORK_EPOCH`, for [`Lease::token`] (every lock): the lease's own line holds its
+    /// address, where code reaching the static by name would load it from a GOT slot (the
+    /// static is exported from the rlib), a line of its own on a cold call.
+    fork_epoch: &'static AtomicU32,
 }
 
 // SAFETY: `gens` points into a shared mapping that outlives the lease (both belong to one
@@ -104,6 +108,7 @@ impl Lease {
             state: AtomicU64::new(u64::from(ANONYMOUS)),
             fd: AtomicI32::new(-1),
             entry: std::sync::atomic::AtomicUsize::new(usize::MAX),
+            fork_epoch: &FORK_EPOCH,
         }
     }
 
@@ -143,7 +148,7 @@ impl Lease {
     #[inline(always)]
     pub fn token(&self) -> u32 {
         let s = self.state.load(Ordering::Relaxed);
-        if epoch_of(s) == epoch_now() {
+        if epoch_of(s) == self.fork_epoch.load(Ordering::Relaxed) & !CLAIMING {
             s as u32
         } else {
             self.reclaim()
