@@ -18,17 +18,10 @@ thread_local! {
     static PRNG: Cell<u64> = const { Cell::new(0) };
 }
 
-/// `u64 bpf_ktime_get_ns(void)`: `CLOCK_MONOTONIC` in nanoseconds.
+/// `u64 bpf_ktime_get_ns(void)`: `CLOCK_MONOTONIC` in nanoseconds, read from the time stamp
+/// counter between anchors where it can stand in for the kernel's clock (`clock`).
 pub extern "C" fn ktime_get_ns(_: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists (vDSO, no syscall).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
+    super::clock::now_ns()
 }
 
 /// `u32 bpf_get_prandom_u32(void)`: a per-thread xorshift64* stream seeded from the

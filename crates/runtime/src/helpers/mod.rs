@@ -10,6 +10,7 @@
 //! fails cleanly (`-EFAULT`) on an unmapped address.
 
 pub mod caller;
+mod clock;
 pub mod kernel;
 mod kernel_cache;
 pub(crate) mod map_ops;
