@@ -203,8 +203,7 @@ fn reanchor(s: u32) -> u64 {
     if !tsc_usable() {
         return monotonic_ns();
     }
-    if P
-        .seq
+    if P.seq
         .compare_exchange(s, s.wrapping_add(1), Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
@@ -238,7 +237,8 @@ fn sample() -> (u64, u64) {
 /// Under the writer's `seq`: the new line anchored at tick `t`, where the kernel's clock
 /// reads `ns`; returns the line's value at `t`.
 fn write_line(t: u64, ns: u64) -> u64 {
-    let [mut a_t, mut a_ns, mut b_t, mut b_ns] = [0, 1, 2, 3].map(|i| P.cal[i].load(Ordering::Relaxed));
+    let [mut a_t, mut a_ns, mut b_t, mut b_ns] =
+        [0, 1, 2, 3].map(|i| P.cal[i].load(Ordering::Relaxed));
     if b_ns == 0 || t < b_t {
         // First sample (or the counter went back): calibrate from here.
         [a_t, a_ns, b_t, b_ns] = [t, ns, t, ns];
@@ -282,7 +282,8 @@ fn write_line(t: u64, ns: u64) -> u64 {
     P.tsc0.store(t, Ordering::Relaxed);
     P.ns0.store(start, Ordering::Relaxed);
     P.mult.store(new_mult, Ordering::Relaxed);
-    P.until.store(t.saturating_add(interval_t), Ordering::Relaxed);
+    P.until
+        .store(t.saturating_add(interval_t), Ordering::Relaxed);
     start
 }
 
