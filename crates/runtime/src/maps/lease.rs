@@ -57,12 +57,6 @@ extern "C" fn forked_child() {
     FORK_EPOCH.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The fork epoch leases are claimed in now.
-#[inline(always)]
-fn epoch_now() -> u32 {
-    FORK_EPOCH.load(Ordering::Relaxed) & !CLAIMING
-}
-
 /// A lease state: the epoch (with its `CLAIMING` flag) and the token.
 fn state_of(epoch: u32, token: u32) -> u64 {
     (u64::from(epoch) << 32) | u64::from(token)
@@ -87,9 +81,10 @@ pub struct Lease {
     fd: AtomicI32,
     /// Its entry in `LEASE_FDS`, `usize::MAX` when none.
     entry: std::sync::atomic::AtomicUsize,
-    /// `FORK_EPOCH`, for [`Lease::token`] (every lock): the lease's own line holds its
-    /// address, where code reaching the static by name would load it from a GOT slot (the
-    /// static is exported from the rlib), a line of its own on a cold call.
+    /// `FORK_EPOCH`, read through [`Lease::epoch_now`] (every lock, in [`Lease::token`]):
+    /// the lease's own line holds its address, where code reaching the static by name would
+    /// load it from a GOT slot (the static is exported from the rlib), a line of its own on a
+    /// cold call.
     fork_epoch: &'static AtomicU32,
 }
 
@@ -131,7 +126,7 @@ impl Lease {
         let mut lease = Self::none();
         lease.path = CString::new(path.as_os_str().as_bytes()).ok();
         lease.gens = gens;
-        let epoch = epoch_now();
+        let epoch = lease.epoch_now();
         let token = lease.take_any_slot();
         lease.state.store(state_of(epoch, token), Ordering::Release);
         lease
@@ -144,11 +139,17 @@ impl Lease {
         }
     }
 
+    /// The fork epoch leases are claimed in now.
+    #[inline(always)]
+    fn epoch_now(&self) -> u32 {
+        self.fork_epoch.load(Ordering::Relaxed) & !CLAIMING
+    }
+
     /// The token this process locks with.
     #[inline(always)]
     pub fn token(&self) -> u32 {
         let s = self.state.load(Ordering::Relaxed);
-        if epoch_of(s) == self.fork_epoch.load(Ordering::Relaxed) & !CLAIMING {
+        if epoch_of(s) == self.epoch_now() {
             s as u32
         } else {
             self.reclaim()
@@ -161,7 +162,7 @@ impl Lease {
     /// over).
     #[cold]
     fn reclaim(&self) -> u32 {
-        let epoch = epoch_now();
+        let epoch = self.epoch_now();
         let prev = loop {
             let s = self.state.load(Ordering::Acquire);
             let e = epoch_of(s);
@@ -292,7 +293,7 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         let claimed_in = epoch_of(self.state.load(Ordering::Relaxed)) & !CLAIMING;
-        self.release(claimed_in != epoch_now());
+        self.release(claimed_in != self.epoch_now());
     }
 }
 
