@@ -86,11 +86,17 @@ fn look() -> Look {
     if t >= until {
         return Look::Expired(s1);
     }
-    if t < tsc0 {
-        // This processor's counter is a hair behind the anchoring one's: the line's start.
-        return Look::Time(ns0);
+    Look::Time(line_at(t, tsc0, ns0, mult))
+}
+
+/// The line through (`tsc0`, `ns0`) of slope `mult` at tick `t`; its start for a `t` before
+/// `tsc0` (this processor's counter a hair behind the anchoring one's).
+#[inline(always)]
+fn line_at(t: u64, tsc0: u64, ns0: u64, mult: u64) -> u64 {
+    match t.checked_sub(tsc0) {
+        Some(ticks) => ns0.wrapping_add(scale(ticks, mult)),
+        None => ns0,
     }
-    Look::Time(ns0.wrapping_add(scale(t - tsc0, mult)))
 }
 
 /// `bpf_ktime_get_ns`: `CLOCK_MONOTONIC` in nanoseconds (see the module's notes).
@@ -253,13 +259,7 @@ fn write_line(t: u64, ns: u64) -> u64 {
     );
     // Where the old line is at `t` (continuity), unless there is none or it lags by more
     // than JUMP_NS (then the kernel's clock, a step forward).
-    let on_old = (until != 0).then(|| {
-        if t >= tsc0 {
-            ns0.wrapping_add(scale(t - tsc0, mult))
-        } else {
-            ns0
-        }
-    });
+    let on_old = (until != 0).then(|| line_at(t, tsc0, ns0, mult));
     let start = match on_old {
         Some(v) if v.saturating_add(JUMP_NS) >= ns => v,
         _ => ns,
