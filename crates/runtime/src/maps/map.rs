@@ -484,13 +484,18 @@ impl Map {
         self.must_write()?;
         self.check("key", self.spec.key_size, key.len())?;
         self.check("value", self.spec.value_size, value.len())?;
-        self.update_checked(key, value, mask, flags)
+        // SAFETY: writable and both sizes checked just above.
+        unsafe { self.update_checked(key, value, mask, flags) }
     }
 
     /// [`Map::update_inner`] once the map is known writable and `key` and `value` have the
     /// map's sizes (program-side updates know both without checking again).
+    ///
+    /// # Safety
+    /// The map is writable, `key` has its key size and `value` its value size (an array
+    /// writes `value_size` bytes from `value` at the slot `key` names).
     #[inline(always)]
-    fn update_checked(
+    unsafe fn update_checked(
         &self,
         key: &[u8],
         value: &[u8],
@@ -498,7 +503,7 @@ impl Map {
         flags: u64,
     ) -> Result<(), MapError> {
         match &self.kind {
-            // SAFETY: the caller's contract: the slices have the map's key and value sizes.
+            // SAFETY: this function's contract: the slices have the map's sizes.
             Kind::Array(a) => unsafe { a.update(key.as_ptr(), value.as_ptr(), mask, flags) },
             Kind::Hash(h) => h.update(key, value, mask, flags),
             Kind::RingBuf(_) => Err(MapError::Unsupported {
@@ -541,8 +546,9 @@ impl Map {
                 std::slice::from_raw_parts(value, self.spec.value_size as usize),
             )
         };
-        // Writable (checked above) and the slices have the map's sizes by construction.
-        match self.update_checked(k, v, None, flags) {
+        // SAFETY: writable (checked above) and the slices have the map's sizes by
+        // construction.
+        match unsafe { self.update_checked(k, v, None, flags) } {
             Ok(()) => 0,
             Err(e) => -i64::from(e.errno()),
         }
