@@ -729,9 +729,25 @@ impl Policed {
     }
 
     /// Exit programs: the result the caller gets. A recording process records the call.
-    /// Ends the call (the chain is released here). Out of line, shared by every wrapper.
-    #[inline(never)]
+    /// Ends the call (the chain is released here). An outermost call whose chain has no
+    /// exit program and which is not recorded ends in the wrapper (its thread's line and
+    /// summary were just read by [`enter`]: a few instructions, no call); any other goes
+    /// out of line ([`Policed::exit_out`], shared by every wrapper).
+    #[inline(always)]
     pub(crate) fn exit(self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
+        if !self.is_nested()
+            && self.outer_summary().exit_is_empty()
+            && self.frame().is_some_and(|f| f.get().t_entry == 0)
+        {
+            // Dropping `self` ends the call (`calls` down by one).
+            return result;
+        }
+        self.exit_out(c, result, out_valid)
+    }
+
+    /// [`Policed::exit`] of a call with exit programs, nested or recorded.
+    #[inline(never)]
+    fn exit_out(self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
         if self.is_nested() {
             return self.exit_nested(c, result, out_valid);
         }
