@@ -3,6 +3,41 @@
 
 pub const CORPUS: &[(&str, &str, usize)] = &[
     (
+        // Stack slots reached through `r10 + k` in another register and through r10 itself,
+        // in overlapping widths: the JIT gives both one address expression, so Cranelift
+        // forwards a stored value to a later load of the same slot; an overlapping store of
+        // another width in between must stop that.
+        "stack_slots_through_registers",
+        "
+        mov %r1, 0x11223344
+        lddw %r6, 0x5566778899aabbcc
+        mov %r2, %r10
+        add %r2, -8
+        stxdw [%r2], %r6
+        stxw [%r10-8], %r1
+        ldxdw %r0, [%r2]
+        mov %r3, %r10
+        add %r3, -16
+        stxw [%r3+4], %r1
+        stxw [%r3], %r6
+        ldxw %r4, [%r10-12]
+        add %r0, %r4
+        ldxdw %r4, [%r3]
+        xor %r0, %r4
+        stxb [%r2+1], %r1
+        ldxw %r4, [%r10-8]
+        add %r0, %r4
+        mov %r5, %r10
+        add %r5, -24
+        stxw [%r5], %r6
+        stxh [%r10-22], %r1
+        ldxw %r4, [%r5]
+        add %r0, %r4
+        exit
+    ",
+        0,
+    ),
+    (
         "frames_of_nested_calls",
         "
         mov %r6, 11

@@ -435,6 +435,40 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         }
     }
 
+    /// The address `base + off` as the frame pointer and one offset when `base` is
+    /// `fp + k` in this block (a register pointing into the stack, e.g. a map key's
+    /// address): `(fp, k + off)`, else `(base, off)` unchanged. Accesses to one stack slot
+    /// then share one address expression, which is what Cranelift's alias analysis needs to
+    /// forward a stored value to a later load of it (a key written to the stack and read
+    /// back by an inlined map lookup becomes the value itself).
+    fn stack_address(&self, base: Value, off: i32) -> (Value, i32) {
+        let dfg = &self.b.func.dfg;
+        let v = dfg.resolve_aliases(base);
+        if let cranelift_codegen::ir::ValueDef::Result(inst, 0) = dfg.value_def(v) {
+            if let cranelift_codegen::ir::InstructionData::Binary {
+                opcode: cranelift_codegen::ir::Opcode::Iadd,
+                args: [a, b],
+            } = dfg.insts[inst]
+            {
+                let (a, b) = (dfg.resolve_aliases(a), dfg.resolve_aliases(b));
+                let k = if a == self.fp {
+                    self.constant(b)
+                } else if b == self.fp {
+                    self.constant(a)
+                } else {
+                    None
+                };
+                if let Some(sum) = k
+                    .and_then(|k| i32::try_from(k as i64).ok())
+                    .and_then(|k| k.checked_add(off))
+                {
+                    return (self.fp, sum);
+                }
+            }
+        }
+        (base, off)
+    }
+
     fn get_ty(&mut self, reg: u8, ty: Type) -> Value {
         let v = self.get(reg);
         if ty == I32 {
@@ -579,7 +613,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             } => {
                 let base = self.get(src);
                 let f = mem_flags();
-                let off = i32::from(off);
+                let (base, off) = self.stack_address(base, i32::from(off));
                 let ins = self.b.ins();
                 let v = match (size, sign_extend) {
                     (Size::B, false) => ins.uload8(I64, f, base, off),
@@ -600,7 +634,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
             } => {
                 let base = self.get(dst);
                 let f = mem_flags();
-                let off = i32::from(off);
+                let (base, off) = self.stack_address(base, i32::from(off));
                 if let Operand::Imm(imm) = src {
                     // `st`: a constant of the store's own width, so the backend emits one
                     // `mov [mem], imm` instead of materialising the constant in a register
@@ -620,7 +654,13 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
                     match size {
                         Size::B => ins.istore8(f, v, base, off),
                         Size::H => ins.istore16(f, v, base, off),
-                        Size::W => ins.istore32(f, v, base, off),
+                        // A store of the `i32` itself (not `istore32` of the `i64`): a
+                        // later 32-bit load of the slot (an inlined lookup's key) can then
+                        // be forwarded its value. The same `mov` either way.
+                        Size::W => {
+                            let w = ins.ireduce(I32, v);
+                            self.b.ins().store(f, w, base, off)
+                        }
                         Size::DW => ins.store(f, v, base, off),
                     };
                 }

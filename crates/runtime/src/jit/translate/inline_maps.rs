@@ -46,8 +46,9 @@ impl FnTranslator<'_, '_> {
     }
 
     fn inline_array_lookup(&mut self, a: InlineArray) -> Value {
-        let key_ptr = self.get(2);
-        let key = self.b.ins().load(types::I32, mem_flags(), key_ptr, 0);
+        let key_reg = self.get(2);
+        let (key_ptr, off) = self.stack_address(key_reg, 0);
+        let key = self.b.ins().load(types::I32, mem_flags(), key_ptr, off);
         let index = self.b.ins().uextend(I64, key);
         let in_range =
             self.b
@@ -91,8 +92,9 @@ impl FnTranslator<'_, '_> {
         if !m.nbuckets.is_power_of_two() || m.max_entries >= CHAIN_NULLS {
             return Ok(None);
         }
-        let key_ptr = self.get(2);
-        let key = self.b.ins().load(key_ty, mem_flags(), key_ptr, 0);
+        let key_reg = self.get(2);
+        let (key_ptr, off) = self.stack_address(key_reg, 0);
+        let key = self.b.ins().load(key_ty, mem_flags(), key_ptr, off);
         let word = if key_ty == I64 {
             key
         } else {
