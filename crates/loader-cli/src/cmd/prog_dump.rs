@@ -146,22 +146,14 @@ struct Jited {
     function_count: usize,
     /// The whole code, hex.
     code: String,
-    trampoline: CodeRange,
-    /// Code that belongs to no BPF instruction: function prologues, alignment padding and
-    /// the entry trampoline.
+    /// Code that belongs to no BPF instruction: function prologues and alignment padding.
     unmapped: Vec<Native>,
     /// Address-ordered regions, for the text listing.
     #[serde(skip)]
     regions: Vec<Region>,
 }
 
-#[derive(Debug, Serialize)]
-struct CodeRange {
-    offset: usize,
-    size: usize,
-}
-
-/// A stretch of code: one BPF function, padding or the trampoline.
+/// A stretch of code: one BPF function or padding.
 #[derive(Debug)]
 struct Region {
     /// Printed above it; `None` for padding (not printed).
@@ -513,8 +505,7 @@ fn jited(
             (r, Some(format!("{name}:")))
         })
         .collect();
-    spans.push((c.trampoline_range(), Some("entry trampoline:".into())));
-    // In address order (the trampoline comes first in the image).
+    // In address order.
     spans.sort_by_key(|(r, _)| r.start);
     let mut regions = Vec::new();
     let mut at = 0;
@@ -554,7 +545,6 @@ fn jited(
         // Instructions that compile to nothing (a register move folded away) show as `[]`.
         row.native.get_or_insert_with(Vec::new);
     }
-    let t = c.trampoline_range();
     Jited {
         arch: std::env::consts::ARCH,
         disassembled: cfg!(target_arch = "x86_64"),
@@ -562,10 +552,6 @@ fn jited(
         code_size: c.code_size(),
         function_count: c.function_count(),
         code: hex(code),
-        trampoline: CodeRange {
-            offset: t.start,
-            size: t.len(),
-        },
         unmapped,
         regions,
     }

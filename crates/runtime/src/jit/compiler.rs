@@ -1,5 +1,5 @@
-//! The compilation pipeline: analysis → one Cranelift function per BPF function (plus the
-//! entry trampoline) → machine code → one W^X image with relocations applied.
+//! The compilation pipeline: analysis → one Cranelift function per BPF function → machine
+//! code → one W^X image with relocations applied, entered at function 0.
 
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
@@ -12,7 +12,7 @@ use gpubpf_isa::Insn;
 
 use super::analysis::Analysis;
 use super::code_memory::{ImageReloc, WritableCode};
-use super::translate::{build_trampoline, translate_function, CallTargets};
+use super::translate::{translate_function, CallTargets};
 use super::{CompiledProgram, EntryFn, InlineMap, JitError};
 use crate::helper_table::{HelperTable, RUN_ITERATION_BUDGET};
 
@@ -35,9 +35,6 @@ pub struct JitCompiler {
     isa_fast: OwnedTargetIsa,
     ctx: Context,
     fb_ctx: FunctionBuilderContext,
-    /// The entry trampoline, identical for every program (it calls function 0), compiled
-    /// once; its relocation target is resolved at link time.
-    trampoline: Option<CompiledFunc>,
 }
 
 impl std::fmt::Debug for JitCompiler {
@@ -70,8 +67,8 @@ struct CompiledFunc {
 }
 
 thread_local! {
-    /// This thread's compiler, kept between programs: building the two ISAs and the entry
-    /// trampoline costs about as much as compiling a small program, and a process compiles
+    /// This thread's compiler, kept between programs: building the two ISAs costs about as
+    /// much as compiling a small program, and a process compiles
     /// every loaded program at start-up and after every change. Boxed: an inline
     /// `JitCompiler` (about 8 KiB, an initialised image) would be copied into the static TLS
     /// of every thread an application under the shim creates, while only the thread that
@@ -119,7 +116,6 @@ impl JitCompiler {
             isa_fast: host_isa("none")?,
             ctx: Context::new(),
             fb_ctx: FunctionBuilderContext::new(),
-            trampoline: None,
         })
     }
 
@@ -198,23 +194,7 @@ impl JitCompiler {
             let large = analysis.func_insns(idx).len() > LARGE_FUNCTION_INSNS;
             compiled.push(self.codegen(idx, large)?);
         }
-        // The trampoline comes last.
-        compiled.push(self.trampoline()?);
-        link(compiled, nfuncs)
-    }
-
-    /// The compiled entry trampoline (cached).
-    fn trampoline(&mut self) -> Result<CompiledFunc, JitError> {
-        if let Some(t) = &self.trampoline {
-            return Ok(t.clone());
-        }
-        let (cc, frontend) = (self.call_conv(), self.isa.frontend_config());
-        self.ctx.clear();
-        self.ctx.func.name = UserFuncName::user(0, u32::MAX);
-        build_trampoline(&mut self.ctx.func, &mut self.fb_ctx, cc, frontend)?;
-        let t = self.codegen(usize::MAX, false)?;
-        self.trampoline = Some(t.clone());
-        Ok(t)
+        link(compiled)
     }
 
     /// Compiles the function in `self.ctx` to machine code (`large`: without the egraph).
@@ -303,14 +283,11 @@ fn host_isa(opt_level: &str) -> Result<OwnedTargetIsa, JitError> {
 }
 
 /// Lays the functions out in one image, applies relocations and makes it executable.
-fn link(funcs: Vec<CompiledFunc>, trampoline: usize) -> Result<CompiledProgram, JitError> {
-    // The trampoline is placed first and the program's main function right after it: every
-    // run enters through both, so on a cold call they share a page (one iTLB entry) and
-    // adjacent lines, whatever the size of the functions behind them.
+fn link(funcs: Vec<CompiledFunc>) -> Result<CompiledProgram, JitError> {
+    // Function 0, the entry point every run calls, first; subprograms in slot order.
     let mut offsets = vec![0usize; funcs.len()];
     let mut size = 0usize;
-    let order = std::iter::once(trampoline).chain(0..trampoline);
-    for i in order {
+    for i in 0..funcs.len() {
         let f = funcs.get(i).ok_or(JitError::Internal {
             what: "code layout",
         })?;
@@ -361,12 +338,12 @@ fn link(funcs: Vec<CompiledFunc>, trampoline: usize) -> Result<CompiledProgram, 
     }
     mem.apply_relocs(&relocs)?;
     let code = mem.into_executable()?;
-    let entry_off = offsets
-        .get(trampoline)
-        .copied()
-        .ok_or(JitError::Internal { what: "trampoline" })?;
-    // SAFETY: `entry_off` is the start of the trampoline, compiled with the host's default
-    // calling convention and the signature `trampoline_signature`, which is `EntryFn`.
+    let entry_off = offsets.first().copied().ok_or(JitError::Internal {
+        what: "a program without functions",
+    })?;
+    // SAFETY: `entry_off` is the start of function 0, compiled with the host's default
+    // calling convention and `translate::internal_signature`, which is `EntryFn` in C
+    // (see there).
     let entry: EntryFn = unsafe { std::mem::transmute::<*const u8, EntryFn>(code.addr(entry_off)) };
     pc_map.sort_unstable();
     // Sizes fit in u32 (checked above).
@@ -379,7 +356,7 @@ fn link(funcs: Vec<CompiledFunc>, trampoline: usize) -> Result<CompiledProgram, 
         code,
         entry,
         code_size: size,
-        functions: trampoline,
+        functions: funcs.len(),
         function_ranges: ranges,
         pc_map,
         explicit_trap_sites,

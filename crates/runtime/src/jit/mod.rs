@@ -188,8 +188,20 @@ impl ExecError {
     }
 }
 
-/// The entry trampoline: `(args, fp, run) -> r0`.
-type EntryFn = unsafe extern "C" fn(*const [u64; 5], u64, *mut RunState) -> u64;
+/// A program's entry point: its function 0 itself, whose internal signature
+/// `(r1, r2, r3, r4, r5, fp, run) -> (r0, status)` (`translate::internal_signature`, the
+/// host's default calling convention) is this C signature: on x86-64 System V the six
+/// integer arguments in registers, `run` on the stack, `r0` and `status` in `rax` and
+/// `rdx`, as C returns a struct of two `u64`; on AArch64 all in `x0`–`x7` and `x0`–`x1`.
+/// No trampoline between the caller and the program.
+type EntryFn = unsafe extern "C" fn(u64, u64, u64, u64, u64, u64, *mut RunState) -> EntryResult;
+
+/// What function 0 returns: `r0` and the run's status (0, or `kind | pc << 8`).
+#[repr(C)]
+struct EntryResult {
+    r0: u64,
+    status: u64,
+}
 
 /// A compiled program's entry point and iteration budget, copied out of its
 /// [`CompiledProgram`] ([`CompiledProgram::raw_entry`]): what a run needs, in 16 bytes a
@@ -212,13 +224,13 @@ impl RawEntry {
         let mut run = RunState {
             budget: self.iteration_budget,
             fp_floor: stack.as_mut_ptr().wrapping_add(STACK_SIZE_PER_FRAME) as u64,
-            status: 0,
         };
-        // SAFETY: `entry` points at the trampoline inside the code of a program that is alive
-        // (the caller's contract); it follows the C ABI of `EntryFn`, and `run` outlives the
+        let [r1, r2, r3, r4, r5] = args;
+        // SAFETY: `entry` is function 0 of a program that is alive (the caller's contract),
+        // compiled with the signature `EntryFn` spells in C (see there); `run` outlives the
         // call. Memory safety of the program itself is the caller's contract.
-        let r0 = unsafe { (self.entry)(&args, fp, &mut run) };
-        (r0, run.status)
+        let r = unsafe { (self.entry)(r1, r2, r3, r4, r5, fp, &mut run) };
+        (r.r0, r.status)
     }
 }
 
@@ -231,15 +243,12 @@ struct RunState {
     /// `r10` of the last frame (`MAX_CALL_FRAMES - 1`): a function whose `fp` is not above
     /// it cannot call.
     fp_floor: u64,
-    /// Set by the trampoline: 0, or `kind | pc << 8` of the run-time error.
-    status: u64,
 }
 
 // The offsets the translator uses.
 const _: () = {
     assert!(std::mem::offset_of!(RunState, budget) == translate::RUN_BUDGET as usize);
     assert!(std::mem::offset_of!(RunState, fp_floor) == translate::RUN_FP_FLOOR as usize);
-    assert!(std::mem::offset_of!(RunState, status) == translate::RUN_STATUS as usize);
 };
 
 /// A compiled program: owns its read + execute code pages and frees them on drop.
@@ -255,8 +264,7 @@ pub struct CompiledProgram {
     code: ExecutableCode,
     code_size: usize,
     functions: usize,
-    /// Code offsets of each BPF function, then of the entry trampoline (in layout order,
-    /// alignment padding in between belongs to none).
+    /// Code offsets of each BPF function (alignment padding in between belongs to none).
     function_ranges: Vec<Range<u32>>,
     /// `(code offset, pc)` at which each BPF instruction's code starts, sorted by offset.
     pc_map: Vec<(u32, u32)>,
@@ -362,7 +370,7 @@ impl CompiledProgram {
         ExecError::from_status(status, self.iteration_budget)
     }
 
-    /// Bytes of machine code (all functions and the entry trampoline).
+    /// Bytes of machine code (all functions).
     pub fn code_size(&self) -> usize {
         self.code_size
     }
@@ -379,9 +387,8 @@ impl CompiledProgram {
     }
 
     /// The BPF instruction (slot index) whose code contains `addr`, if `addr` lies in the
-    /// code of a BPF function: the pc map built from `set_srcloc`. `None` in the entry
-    /// trampoline, in alignment padding and in a function's prologue before the code of its
-    /// first instruction.
+    /// code of a BPF function: the pc map built from `set_srcloc`. `None` in alignment
+    /// padding and in a function's prologue before the code of its first instruction.
     pub fn pc_for_address(&self, addr: usize) -> Option<usize> {
         let base = self.code.addr(0) as usize;
         let off = u32::try_from(addr.checked_sub(base)?).ok()?;
@@ -403,14 +410,6 @@ impl CompiledProgram {
             .iter()
             .take(self.functions)
             .map(|r| r.start as usize..r.end as usize)
-    }
-
-    /// Code offsets of the entry trampoline (the C-ABI entry point that sets up the BPF
-    /// frame and calls function 0).
-    pub fn trampoline_range(&self) -> Range<usize> {
-        self.function_ranges
-            .get(self.functions)
-            .map_or(0..0, |r| r.start as usize..r.end as usize)
     }
 
     /// The machine code (diagnostics, disassembly).

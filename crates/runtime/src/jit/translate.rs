@@ -148,11 +148,9 @@ pub(crate) const STATUS_ITERATION_BUDGET: i64 = 4;
 pub(crate) const STATUS_DEAD_CODE: i64 = 5;
 
 /// Byte offsets in the per-run state whose address every function receives
-/// (`super::RunState`): iterations left, the frame pointer of the last frame, the status
-/// the trampoline stores.
+/// (`super::RunState`): iterations left, the frame pointer of the last frame.
 pub(crate) const RUN_BUDGET: i32 = 0;
 pub(crate) const RUN_FP_FLOOR: i32 = 8;
-pub(crate) const RUN_STATUS: i32 = 16;
 
 const I64: Type = types::I64;
 const I32: Type = types::I32;
@@ -173,15 +171,6 @@ pub(crate) fn helper_signature(cc: CallConv) -> Signature {
     s
 }
 
-/// Signature of the entry trampoline:
-/// `extern "C" fn(args: *const [u64; 5], fp: u64, run: *mut RunState) -> u64`.
-pub(crate) fn trampoline_signature(cc: CallConv) -> Signature {
-    let mut s = Signature::new(cc);
-    s.params.extend([AbiParam::new(I64); 3]);
-    s.returns.push(AbiParam::new(I64));
-    s
-}
-
 fn mem_flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
@@ -197,48 +186,6 @@ fn import_func(b: &mut FunctionBuilder<'_>, idx: usize, sig: SigRef) -> Result<F
         colocated: true,
         patchable: false,
     }))
-}
-
-/// Builds the entry trampoline: calls function 0 with the arguments, `fp` and `run`, and
-/// stores its status in `run`.
-pub(crate) fn build_trampoline(
-    func: &mut Function,
-    fb_ctx: &mut FunctionBuilderContext,
-    cc: CallConv,
-    frontend: TargetFrontendConfig,
-) -> Result<(), JitError> {
-    func.signature = trampoline_signature(cc);
-    let mut b = FunctionBuilder::new(func, fb_ctx);
-    let entry = b.create_block();
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    let params = b.block_params(entry).to_vec();
-    let [args, fp, run] = params[..] else {
-        return Err(JitError::Internal {
-            what: "trampoline parameters",
-        });
-    };
-    let sig = b.import_signature(internal_signature(cc));
-    let callee = import_func(&mut b, 0, sig)?;
-    let mut call_args = Vec::with_capacity(7);
-    for k in 0..5i32 {
-        call_args.push(b.ins().load(I64, MemFlagsData::trusted(), args, k * 8));
-    }
-    call_args.push(fp);
-    call_args.push(run);
-    let call = b.ins().call(callee, &call_args);
-    let results = b.inst_results(call).to_vec();
-    let [r0, status] = results[..] else {
-        return Err(JitError::Internal {
-            what: "call results",
-        });
-    };
-    b.ins()
-        .store(MemFlagsData::trusted(), status, run, RUN_STATUS);
-    b.ins().return_(&[r0]);
-    b.seal_all_blocks();
-    b.finalize(frontend);
-    Ok(())
 }
 
 /// Translates BPF function `idx` of `analysis` into `func`.
