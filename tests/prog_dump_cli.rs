@@ -210,7 +210,10 @@ fn jited_groups_machine_code_under_bpf_instructions() {
         }
         // The program's main function is its entry point: no trampoline before it.
         assert!(!lines.iter().any(|l| l.contains("trampoline")), "{name}");
-        assert!(lines.contains(&format!("{name}:").as_str()), "{name}: no main function");
+        assert!(
+            lines.contains(&format!("{name}:").as_str()),
+            "{name}: no main function"
+        );
         if cfg!(target_arch = "x86_64") {
             assert!(
                 lines.iter().any(|l| l.ends_with(":\tret")),
