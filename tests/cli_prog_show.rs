@@ -66,7 +66,8 @@ fn prog_list_json_has_ids_sizes_times_maps_and_parsed_globals() {
         assert_eq!(p["object"], "quota");
         assert_eq!(p["object_id"], oid);
         assert!(p["insn_count"].as_u64().unwrap() > 10, "{p}");
-        assert!(p["jited_size"].as_u64().unwrap() > 100, "{p}");
+        // Machine code was built and measured (the smallest quota program is ~80 bytes).
+        assert!(p["jited_size"].as_u64().unwrap() > 32, "{p}");
         let t = p["loaded_at"].as_u64().unwrap();
         assert!(t >= before && t <= before + 60, "{p}");
         assert_eq!(
