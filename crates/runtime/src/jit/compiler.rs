@@ -68,8 +68,8 @@ struct CompiledFunc {
 
 thread_local! {
     /// This thread's compiler, kept between programs: building the two ISAs costs about as
-    /// much as compiling a small program, and a process compiles
-    /// every loaded program at start-up and after every change. Boxed: an inline
+    /// much as compiling a small program, and a process compiles every loaded program at
+    /// start-up and after every change. Boxed: an inline
     /// `JitCompiler` (about 8 KiB, an initialised image) would be copied into the static TLS
     /// of every thread an application under the shim creates, while only the thread that
     /// compiles (the shim's watcher) ever uses it.

@@ -192,7 +192,7 @@ impl ExecError {
 /// `(r1, r2, r3, r4, r5, fp, run) -> (r0, status)` (`translate::internal_signature`, the
 /// host's default calling convention) is this C signature: on x86-64 System V the six
 /// integer arguments in registers, `run` on the stack, `r0` and `status` in `rax` and
-/// `rdx`, as C returns a struct of two `u64`; on AArch64 all in `x0`–`x7` and `x0`–`x1`.
+/// `rdx`, as C returns a struct of two `u64`; on AArch64 in `x0`–`x6` and `x0`–`x1`.
 /// No trampoline between the caller and the program.
 type EntryFn = unsafe extern "C" fn(u64, u64, u64, u64, u64, u64, *mut RunState) -> EntryResult;
 

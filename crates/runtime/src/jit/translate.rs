@@ -155,7 +155,8 @@ pub(crate) const RUN_FP_FLOOR: i32 = 8;
 const I64: Type = types::I64;
 const I32: Type = types::I32;
 
-/// Signature of every translated BPF function.
+/// Signature of every translated BPF function, `(r1..r5, fp, run) -> (r0, status)`; the
+/// callers of a program enter its function 0 with it directly (`super::EntryFn`).
 pub(crate) fn internal_signature(cc: CallConv) -> Signature {
     let mut s = Signature::new(cc);
     s.params.extend([AbiParam::new(I64); 7]);
