@@ -260,9 +260,16 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
     let _ = writeln!(out, "    if !hot::armed({point_index}) {{");
     unpoliced(out);
     let _ = writeln!(out, "    }}");
-    // The ctx is one array literal: the header (filled by `Policed::enter`), argument
-    // slots, launch block, zeros for the rest (out-values), so that no word is stored twice.
+    // The ctx is one array literal: the header's constant words (api id; flags with the
+    // device unknown, -1; variant: `Policed::enter` fills in pid and tid, and the device or
+    // the capturing flag where a program reads them), argument slots, launch block, zeros
+    // for the rest (out-values), so that no word is stored twice.
     let mut init: Vec<String> = (0..words).map(|_| "0".to_string()).collect();
+    for (w, value) in crate::hot::header_constants(point.id, vi as u32, flags) {
+        if let Some(e) = init.get_mut(w) {
+            *e = format!("{value:#x}");
+        }
+    }
     // Argument slots, by name in the current variant.
     let slots = point.variant_slots(vi).expect("variant index in range");
     let mut writable = Vec::new();
@@ -366,12 +373,7 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
     let _ = writeln!(out, "    let mut out_valid = false;");
     let _ = writeln!(
         out,
-        "    let call = hot::Call {{ api_id: {}, variant: {vi}, flags: {flags:#x} }};",
-        point.id
-    );
-    let _ = writeln!(
-        out,
-        "    let Some((policed, verdict)) = hot::enter({point_index}, &mut c, call, {stream}) else {{"
+        "    let Some((policed, verdict)) = hot::enter({point_index}, &mut c, {stream}) else {{"
     );
     unpoliced(out);
     let _ = writeln!(out, "    }};");

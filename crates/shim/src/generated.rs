@@ -26,10 +26,9 @@ pub unsafe extern "C" fn cuArray3DCreate(pHandle: *mut c_void, pAllocateArray: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pHandle as u64, pAllocateArray as u64, 0];
+    let mut c: [u64; 7] = [0x1, 0x4ffffffff, 0, 0x0, pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 1, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(0, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(0, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArray3DCreate`, whose C signature is this function's.
@@ -73,10 +72,9 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(pHandle: *mut c_void, pAllocateArray
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pHandle as u64, pAllocateArray as u64, 0];
+    let mut c: [u64; 7] = [0x1, 0xffffffff, 0, 0x100000000, pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 1, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(0, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(0, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArray3DCreate_v2`, whose C signature is this function's.
@@ -120,10 +118,9 @@ pub unsafe extern "C" fn cuArray3DGetDescriptor(pArrayDescriptor: *mut c_void, h
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pArrayDescriptor as u64, hArray as u64];
+    let mut c: [u64; 6] = [0x2, 0x4ffffffff, 0, 0x0, pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 2, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(1, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(1, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArray3DGetDescriptor`, whose C signature is this function's.
@@ -165,10 +162,9 @@ pub unsafe extern "C" fn cuArray3DGetDescriptor_v2(pArrayDescriptor: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pArrayDescriptor as u64, hArray as u64];
+    let mut c: [u64; 6] = [0x2, 0xffffffff, 0, 0x100000000, pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 2, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(1, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(1, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArray3DGetDescriptor_v2`, whose C signature is this function's.
@@ -210,10 +206,9 @@ pub unsafe extern "C" fn cuArrayCreate(pHandle: *mut c_void, pAllocateArray: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pHandle as u64, pAllocateArray as u64, 0];
+    let mut c: [u64; 7] = [0x3, 0x4ffffffff, 0, 0x0, pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 3, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(2, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(2, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayCreate`, whose C signature is this function's.
@@ -257,10 +252,9 @@ pub unsafe extern "C" fn cuArrayCreate_v2(pHandle: *mut c_void, pAllocateArray: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pHandle as u64, pAllocateArray as u64, 0];
+    let mut c: [u64; 7] = [0x3, 0xffffffff, 0, 0x100000000, pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 3, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(2, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(2, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayCreate_v2`, whose C signature is this function's.
@@ -304,10 +298,9 @@ pub unsafe extern "C" fn cuArrayDestroy(hArray: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hArray as u64];
+    let mut c: [u64; 5] = [0x4, 0xffffffff, 0, 0x0, hArray as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 4, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(3, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(3, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayDestroy`, whose C signature is this function's.
@@ -349,10 +342,9 @@ pub unsafe extern "C" fn cuArrayGetDescriptor(pArrayDescriptor: *mut c_void, hAr
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pArrayDescriptor as u64, hArray as u64];
+    let mut c: [u64; 6] = [0x5, 0x4ffffffff, 0, 0x0, pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 5, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(4, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(4, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayGetDescriptor`, whose C signature is this function's.
@@ -394,10 +386,9 @@ pub unsafe extern "C" fn cuArrayGetDescriptor_v2(pArrayDescriptor: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pArrayDescriptor as u64, hArray as u64];
+    let mut c: [u64; 6] = [0x5, 0xffffffff, 0, 0x100000000, pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 5, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(4, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(4, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayGetDescriptor_v2`, whose C signature is this function's.
@@ -439,10 +430,9 @@ pub unsafe extern "C" fn cuArrayGetMemoryRequirements(memoryRequirements: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, memoryRequirements as u64, array as u64, i64::from(device) as u64];
+    let mut c: [u64; 7] = [0x6, 0xffffffff, 0, 0x0, memoryRequirements as u64, array as u64, i64::from(device) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 6, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(5, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(5, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayGetMemoryRequirements`, whose C signature is this function's.
@@ -484,10 +474,9 @@ pub unsafe extern "C" fn cuArrayGetPlane(pPlaneArray: *mut c_void, hArray: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pPlaneArray as u64, hArray as u64, u64::from(planeIdx), 0];
+    let mut c: [u64; 8] = [0x7, 0xffffffff, 0, 0x0, pPlaneArray as u64, hArray as u64, u64::from(planeIdx), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 7, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(6, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(6, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayGetPlane`, whose C signature is this function's.
@@ -531,10 +520,9 @@ pub unsafe extern "C" fn cuArrayGetSparseProperties(sparseProperties: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, sparseProperties as u64, array as u64];
+    let mut c: [u64; 6] = [0x8, 0xffffffff, 0, 0x0, sparseProperties as u64, array as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 8, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(7, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(7, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayGetSparseProperties`, whose C signature is this function's.
@@ -576,10 +564,9 @@ pub unsafe extern "C" fn cuCheckpointOperationComplete(handle: *mut c_void) -> C
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, handle as u64];
+    let mut c: [u64; 5] = [0x9, 0xffffffff, 0, 0x0, handle as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 9, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(8, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(8, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointOperationComplete`, whose C signature is this function's.
@@ -621,10 +608,9 @@ pub unsafe extern "C" fn cuCheckpointProcessCheckpoint(pid: i32, args: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, i64::from(pid) as u64, args as u64];
+    let mut c: [u64; 6] = [0xa, 0xffffffff, 0, 0x0, i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 10, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(9, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(9, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessCheckpoint`, whose C signature is this function's.
@@ -666,10 +652,9 @@ pub unsafe extern "C" fn cuCheckpointProcessGetRestoreThreadId(pid: i32, tid: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, i64::from(pid) as u64, tid as u64, 0];
+    let mut c: [u64; 7] = [0xb, 0xffffffff, 0, 0x0, i64::from(pid) as u64, tid as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 11, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(10, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(10, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessGetRestoreThreadId`, whose C signature is this function's.
@@ -713,10 +698,9 @@ pub unsafe extern "C" fn cuCheckpointProcessGetState(pid: i32, state: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, i64::from(pid) as u64, state as u64, 0];
+    let mut c: [u64; 7] = [0xc, 0xffffffff, 0, 0x0, i64::from(pid) as u64, state as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 12, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(11, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(11, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessGetState`, whose C signature is this function's.
@@ -760,10 +744,9 @@ pub unsafe extern "C" fn cuCheckpointProcessLock(pid: i32, args: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, i64::from(pid) as u64, args as u64];
+    let mut c: [u64; 6] = [0xd, 0xffffffff, 0, 0x0, i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 13, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(12, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(12, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessLock`, whose C signature is this function's.
@@ -805,10 +788,9 @@ pub unsafe extern "C" fn cuCheckpointProcessRestore(pid: i32, args: *mut c_void)
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, i64::from(pid) as u64, args as u64];
+    let mut c: [u64; 6] = [0xe, 0xffffffff, 0, 0x0, i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 14, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(13, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(13, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessRestore`, whose C signature is this function's.
@@ -850,10 +832,9 @@ pub unsafe extern "C" fn cuCheckpointProcessUnlock(pid: i32, args: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, i64::from(pid) as u64, args as u64];
+    let mut c: [u64; 6] = [0xf, 0xffffffff, 0, 0x0, i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 15, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(14, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(14, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessUnlock`, whose C signature is this function's.
@@ -895,10 +876,9 @@ pub unsafe extern "C" fn cuCoredumpDeregisterCompleteCallback(callback: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, callback as u64];
+    let mut c: [u64; 5] = [0x10, 0xffffffff, 0, 0x0, callback as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 16, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(15, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(15, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpDeregisterCompleteCallback`, whose C signature is this function's.
@@ -940,10 +920,9 @@ pub unsafe extern "C" fn cuCoredumpDeregisterStartCallback(callback: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, callback as u64];
+    let mut c: [u64; 5] = [0x11, 0xffffffff, 0, 0x0, callback as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 17, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(16, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(16, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpDeregisterStartCallback`, whose C signature is this function's.
@@ -985,10 +964,9 @@ pub unsafe extern "C" fn cuCoredumpGetAttribute(get: u32, value: *mut c_void, si
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, u64::from(get), value as u64, size as u64, 0];
+    let mut c: [u64; 8] = [0x12, 0xffffffff, 0, 0x0, u64::from(get), value as u64, size as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 18, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(17, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(17, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpGetAttribute`, whose C signature is this function's.
@@ -1032,10 +1010,9 @@ pub unsafe extern "C" fn cuCoredumpGetAttributeGlobal(get: u32, value: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, u64::from(get), value as u64, size as u64, 0];
+    let mut c: [u64; 8] = [0x13, 0xffffffff, 0, 0x0, u64::from(get), value as u64, size as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 19, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(18, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(18, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpGetAttributeGlobal`, whose C signature is this function's.
@@ -1079,10 +1056,9 @@ pub unsafe extern "C" fn cuCoredumpRegisterCompleteCallback(callback: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, callback as u64, userData as u64, callbackOut as u64, 0];
+    let mut c: [u64; 8] = [0x14, 0xffffffff, 0, 0x0, callback as u64, userData as u64, callbackOut as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 20, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(19, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(19, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpRegisterCompleteCallback`, whose C signature is this function's.
@@ -1126,10 +1102,9 @@ pub unsafe extern "C" fn cuCoredumpRegisterStartCallback(callback: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, callback as u64, userData as u64, callbackOut as u64, 0];
+    let mut c: [u64; 8] = [0x15, 0xffffffff, 0, 0x0, callback as u64, userData as u64, callbackOut as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 21, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(20, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(20, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpRegisterStartCallback`, whose C signature is this function's.
@@ -1173,10 +1148,9 @@ pub unsafe extern "C" fn cuCoredumpSetAttribute(set: u32, value: *mut c_void, si
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, u64::from(set), value as u64, size as u64, 0];
+    let mut c: [u64; 8] = [0x16, 0xffffffff, 0, 0x0, u64::from(set), value as u64, size as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 22, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(21, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(21, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpSetAttribute`, whose C signature is this function's.
@@ -1220,10 +1194,9 @@ pub unsafe extern "C" fn cuCoredumpSetAttributeGlobal(set: u32, value: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, u64::from(set), value as u64, size as u64, 0];
+    let mut c: [u64; 8] = [0x17, 0xffffffff, 0, 0x0, u64::from(set), value as u64, size as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 23, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(22, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(22, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpSetAttributeGlobal`, whose C signature is this function's.
@@ -1267,10 +1240,9 @@ pub unsafe extern "C" fn cuCtxAttach(pctx: *mut c_void, flags: u32) -> CUresult 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pctx as u64, u64::from(flags), 0];
+    let mut c: [u64; 7] = [0x18, 0xffffffff, 0, 0x0, pctx as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 24, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(23, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(23, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxAttach`, whose C signature is this function's.
@@ -1314,10 +1286,9 @@ pub unsafe extern "C" fn cuCtxCreate(pctx: *mut c_void, flags: u32, dev: i32) ->
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
+    let mut c: [u64; 9] = [0x19, 0x4ffffffff, 0, 0x0, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 25, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(24, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(24, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate`, whose C signature is this function's.
@@ -1362,10 +1333,9 @@ pub unsafe extern "C" fn cuCtxCreate_v2(pctx: *mut c_void, flags: u32, dev: i32)
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
+    let mut c: [u64; 9] = [0x19, 0x4ffffffff, 0, 0x100000000, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 25, variant: 1, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(24, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(24, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate_v2`, whose C signature is this function's.
@@ -1410,10 +1380,9 @@ pub unsafe extern "C" fn cuCtxCreate_v3(pctx: *mut c_void, paramsArray: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
+    let mut c: [u64; 9] = [0x19, 0x4ffffffff, 0, 0x200000000, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 25, variant: 2, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(24, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(24, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate_v3`, whose C signature is this function's.
@@ -1458,10 +1427,9 @@ pub unsafe extern "C" fn cuCtxCreate_v4(pctx: *mut c_void, ctxCreateParams: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pctx as u64, ctxCreateParams as u64, u64::from(flags), i64::from(dev) as u64, 0];
+    let mut c: [u64; 9] = [0x19, 0xffffffff, 0, 0x300000000, pctx as u64, ctxCreateParams as u64, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 25, variant: 3, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(24, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(24, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate_v4`, whose C signature is this function's.
@@ -1508,10 +1476,9 @@ pub unsafe extern "C" fn cuCtxDestroy(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, ctx as u64];
+    let mut c: [u64; 5] = [0x1a, 0xffffffff, 0, 0x0, ctx as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 26, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(25, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(25, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -1559,10 +1526,9 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, ctx as u64];
+    let mut c: [u64; 5] = [0x1a, 0xffffffff, 0, 0x100000000, ctx as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 26, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(25, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(25, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -1608,10 +1574,9 @@ pub unsafe extern "C" fn cuCtxDetach(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, ctx as u64];
+    let mut c: [u64; 5] = [0x1b, 0xffffffff, 0, 0x0, ctx as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 27, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(26, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(26, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxDetach`, whose C signature is this function's.
@@ -1653,10 +1618,9 @@ pub unsafe extern "C" fn cuCtxDisablePeerAccess(peerContext: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, peerContext as u64];
+    let mut c: [u64; 5] = [0x1c, 0xffffffff, 0, 0x0, peerContext as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 28, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(27, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(27, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxDisablePeerAccess`, whose C signature is this function's.
@@ -1698,10 +1662,9 @@ pub unsafe extern "C" fn cuCtxEnablePeerAccess(peerContext: *mut c_void, Flags: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, peerContext as u64, u64::from(Flags)];
+    let mut c: [u64; 6] = [0x1d, 0xffffffff, 0, 0x0, peerContext as u64, u64::from(Flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 29, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(28, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(28, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxEnablePeerAccess`, whose C signature is this function's.
@@ -1743,10 +1706,9 @@ pub unsafe extern "C" fn cuCtxFromGreenCtx(pContext: *mut c_void, hCtx: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pContext as u64, hCtx as u64, 0];
+    let mut c: [u64; 7] = [0x1e, 0xffffffff, 0, 0x0, pContext as u64, hCtx as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 30, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(29, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(29, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxFromGreenCtx`, whose C signature is this function's.
@@ -1790,10 +1752,9 @@ pub unsafe extern "C" fn cuCtxGetApiVersion(ctx: *mut c_void, version: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, ctx as u64, version as u64, 0];
+    let mut c: [u64; 7] = [0x1f, 0xffffffff, 0, 0x0, ctx as u64, version as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 31, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(30, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(30, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetApiVersion`, whose C signature is this function's.
@@ -1837,10 +1798,9 @@ pub unsafe extern "C" fn cuCtxGetCacheConfig(pconfig: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pconfig as u64, 0];
+    let mut c: [u64; 6] = [0x20, 0xffffffff, 0, 0x0, pconfig as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 32, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(31, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(31, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetCacheConfig`, whose C signature is this function's.
@@ -1884,10 +1844,9 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pctx as u64, 0];
+    let mut c: [u64; 6] = [0x21, 0xffffffff, 0, 0x0, pctx as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 33, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(32, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(32, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetCurrent`, whose C signature is this function's.
@@ -1931,10 +1890,9 @@ pub unsafe extern "C" fn cuCtxGetDevResource(hCtx: *mut c_void, result: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hCtx as u64, result as u64, u64::from(type_)];
+    let mut c: [u64; 7] = [0x22, 0xffffffff, 0, 0x0, hCtx as u64, result as u64, u64::from(type_)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 34, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(33, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(33, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetDevResource`, whose C signature is this function's.
@@ -1976,10 +1934,9 @@ pub unsafe extern "C" fn cuCtxGetDevice(device: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, device as u64, 0, 0];
+    let mut c: [u64; 7] = [0x23, 0x4ffffffff, 0, 0x0, device as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 35, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(34, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(34, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetDevice`, whose C signature is this function's.
@@ -2023,10 +1980,9 @@ pub unsafe extern "C" fn cuCtxGetDevice_v2(device: *mut c_void, ctx: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, device as u64, ctx as u64, 0];
+    let mut c: [u64; 7] = [0x23, 0xffffffff, 0, 0x100000000, device as u64, ctx as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 35, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(34, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(34, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetDevice_v2`, whose C signature is this function's.
@@ -2070,10 +2026,9 @@ pub unsafe extern "C" fn cuCtxGetExecAffinity(pExecAffinity: *mut c_void, type_:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pExecAffinity as u64, u64::from(type_)];
+    let mut c: [u64; 6] = [0x24, 0xffffffff, 0, 0x0, pExecAffinity as u64, u64::from(type_)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 36, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(35, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(35, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetExecAffinity`, whose C signature is this function's.
@@ -2115,10 +2070,9 @@ pub unsafe extern "C" fn cuCtxGetFlags(flags: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, flags as u64, 0];
+    let mut c: [u64; 6] = [0x25, 0xffffffff, 0, 0x0, flags as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 37, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(36, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(36, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetFlags`, whose C signature is this function's.
@@ -2162,10 +2116,9 @@ pub unsafe extern "C" fn cuCtxGetId(ctx: *mut c_void, ctxId: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, ctx as u64, ctxId as u64, 0];
+    let mut c: [u64; 7] = [0x26, 0xffffffff, 0, 0x0, ctx as u64, ctxId as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 38, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(37, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(37, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetId`, whose C signature is this function's.
@@ -2209,10 +2162,9 @@ pub unsafe extern "C" fn cuCtxGetLimit(pvalue: *mut c_void, limit: u32) -> CUres
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pvalue as u64, u64::from(limit), 0];
+    let mut c: [u64; 7] = [0x27, 0xffffffff, 0, 0x0, pvalue as u64, u64::from(limit), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 39, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(38, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(38, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetLimit`, whose C signature is this function's.
@@ -2261,10 +2213,9 @@ pub unsafe extern "C" fn cuCtxGetSharedMemConfig(pConfig: *mut c_void) -> CUresu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pConfig as u64, 0];
+    let mut c: [u64; 6] = [0x28, 0xffffffff, 0, 0x0, pConfig as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 40, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(39, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(39, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetSharedMemConfig`, whose C signature is this function's.
@@ -2308,10 +2259,9 @@ pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(leastPriority: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, leastPriority as u64, greatestPriority as u64, 0, 0];
+    let mut c: [u64; 8] = [0x29, 0xffffffff, 0, 0x0, leastPriority as u64, greatestPriority as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 41, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(40, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(40, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetStreamPriorityRange`, whose C signature is this function's.
@@ -2357,10 +2307,9 @@ pub unsafe extern "C" fn cuCtxPopCurrent(pctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pctx as u64, 0];
+    let mut c: [u64; 6] = [0x2a, 0xffffffff, 0, 0x0, pctx as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 42, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(41, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(41, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxPopCurrent`, whose C signature is this function's.
@@ -2404,10 +2353,9 @@ pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pctx as u64, 0];
+    let mut c: [u64; 6] = [0x2a, 0xffffffff, 0, 0x100000000, pctx as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 42, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(41, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(41, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxPopCurrent_v2`, whose C signature is this function's.
@@ -2451,10 +2399,9 @@ pub unsafe extern "C" fn cuCtxPushCurrent(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, ctx as u64];
+    let mut c: [u64; 5] = [0x2b, 0xffffffff, 0, 0x0, ctx as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 43, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(42, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(42, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxPushCurrent`, whose C signature is this function's.
@@ -2496,10 +2443,9 @@ pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, ctx as u64];
+    let mut c: [u64; 5] = [0x2b, 0xffffffff, 0, 0x100000000, ctx as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 43, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(42, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(42, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxPushCurrent_v2`, whose C signature is this function's.
@@ -2541,10 +2487,9 @@ pub unsafe extern "C" fn cuCtxRecordEvent(hCtx: *mut c_void, hEvent: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hCtx as u64, hEvent as u64];
+    let mut c: [u64; 6] = [0x2c, 0xffffffff, 0, 0x0, hCtx as u64, hEvent as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 44, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(43, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(43, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxRecordEvent`, whose C signature is this function's.
@@ -2586,10 +2531,9 @@ pub unsafe extern "C" fn cuCtxResetPersistingL2Cache() -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 4] = [0, 0, 0, 0];
+    let mut c: [u64; 4] = [0x2d, 0xffffffff, 0, 0x0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 45, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(44, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(44, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxResetPersistingL2Cache`, whose C signature is this function's.
@@ -2631,10 +2575,9 @@ pub unsafe extern "C" fn cuCtxSetCacheConfig(config: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, u64::from(config)];
+    let mut c: [u64; 5] = [0x2e, 0xffffffff, 0, 0x0, u64::from(config)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 46, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(45, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(45, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSetCacheConfig`, whose C signature is this function's.
@@ -2676,10 +2619,9 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, ctx as u64];
+    let mut c: [u64; 5] = [0x2f, 0xffffffff, 0, 0x0, ctx as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 47, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(46, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(46, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSetCurrent`, whose C signature is this function's.
@@ -2721,10 +2663,9 @@ pub unsafe extern "C" fn cuCtxSetFlags(flags: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, u64::from(flags)];
+    let mut c: [u64; 5] = [0x30, 0xffffffff, 0, 0x0, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 48, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(47, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(47, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSetFlags`, whose C signature is this function's.
@@ -2766,10 +2707,9 @@ pub unsafe extern "C" fn cuCtxSetLimit(limit: u32, value: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, u64::from(limit), value];
+    let mut c: [u64; 6] = [0x31, 0xffffffff, 0, 0x0, u64::from(limit), value];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 49, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(48, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(48, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSetLimit`, whose C signature is this function's.
@@ -2812,10 +2752,9 @@ pub unsafe extern "C" fn cuCtxSetSharedMemConfig(config: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, u64::from(config)];
+    let mut c: [u64; 5] = [0x32, 0xffffffff, 0, 0x0, u64::from(config)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 50, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(49, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(49, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSetSharedMemConfig`, whose C signature is this function's.
@@ -2857,10 +2796,9 @@ pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, 0];
+    let mut c: [u64; 5] = [0x33, 0x4ffffffff, 0, 0x0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 51, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(50, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(50, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSynchronize`, whose C signature is this function's.
@@ -2902,10 +2840,9 @@ pub unsafe extern "C" fn cuCtxSynchronize_v2(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, ctx as u64];
+    let mut c: [u64; 5] = [0x33, 0xffffffff, 0, 0x100000000, ctx as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 51, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(50, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(50, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSynchronize_v2`, whose C signature is this function's.
@@ -2947,10 +2884,9 @@ pub unsafe extern "C" fn cuCtxWaitEvent(hCtx: *mut c_void, hEvent: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hCtx as u64, hEvent as u64];
+    let mut c: [u64; 6] = [0x34, 0xffffffff, 0, 0x0, hCtx as u64, hEvent as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 52, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(51, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(51, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxWaitEvent`, whose C signature is this function's.
@@ -2992,10 +2928,9 @@ pub unsafe extern "C" fn cuDestroyExternalMemory(extMem: *mut c_void) -> CUresul
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, extMem as u64];
+    let mut c: [u64; 5] = [0x35, 0xffffffff, 0, 0x0, extMem as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 53, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(52, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(52, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDestroyExternalMemory`, whose C signature is this function's.
@@ -3037,10 +2972,9 @@ pub unsafe extern "C" fn cuDestroyExternalSemaphore(extSem: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, extSem as u64];
+    let mut c: [u64; 5] = [0x36, 0xffffffff, 0, 0x0, extSem as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 54, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(53, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(53, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDestroyExternalSemaphore`, whose C signature is this function's.
@@ -3082,10 +3016,9 @@ pub unsafe extern "C" fn cuDevResourceGenerateDesc(phDesc: *mut c_void, resource
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, phDesc as u64, resources as u64, u64::from(nbResources), 0];
+    let mut c: [u64; 8] = [0x37, 0xffffffff, 0, 0x0, phDesc as u64, resources as u64, u64::from(nbResources), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 55, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(54, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(54, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevResourceGenerateDesc`, whose C signature is this function's.
@@ -3129,10 +3062,9 @@ pub unsafe extern "C" fn cuDevSmResourceSplit(result: *mut c_void, nbGroups: u32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, result as u64, u64::from(nbGroups), input as u64, remainder as u64, u64::from(flags), groupParams as u64];
+    let mut c: [u64; 10] = [0x38, 0xffffffff, 0, 0x0, result as u64, u64::from(nbGroups), input as u64, remainder as u64, u64::from(flags), groupParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 56, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(55, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(55, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevSmResourceSplit`, whose C signature is this function's.
@@ -3174,10 +3106,9 @@ pub unsafe extern "C" fn cuDevSmResourceSplitByCount(result: *mut c_void, nbGrou
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, result as u64, nbGroups as u64, input as u64, remaining as u64, u64::from(useFlags), u64::from(minCount), 0];
+    let mut c: [u64; 11] = [0x39, 0xffffffff, 0, 0x0, result as u64, nbGroups as u64, input as u64, remaining as u64, u64::from(useFlags), u64::from(minCount), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 57, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(56, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(56, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevSmResourceSplitByCount`, whose C signature is this function's.
@@ -3221,10 +3152,9 @@ pub unsafe extern "C" fn cuDeviceCanAccessPeer(canAccessPeer: *mut c_void, dev: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, canAccessPeer as u64, i64::from(dev) as u64, i64::from(peerDev) as u64, 0];
+    let mut c: [u64; 8] = [0x3a, 0xffffffff, 0, 0x0, canAccessPeer as u64, i64::from(dev) as u64, i64::from(peerDev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 58, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(57, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(57, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceCanAccessPeer`, whose C signature is this function's.
@@ -3268,10 +3198,9 @@ pub unsafe extern "C" fn cuDeviceComputeCapability(major: *mut c_void, minor: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, major as u64, minor as u64, i64::from(dev) as u64, 0, 0];
+    let mut c: [u64; 9] = [0x3b, 0xffffffff, 0, 0x0, major as u64, minor as u64, i64::from(dev) as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 59, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(58, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(58, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceComputeCapability`, whose C signature is this function's.
@@ -3317,10 +3246,9 @@ pub unsafe extern "C" fn cuDeviceGet(device: *mut c_void, ordinal: i32) -> CUres
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, device as u64, i64::from(ordinal) as u64, 0];
+    let mut c: [u64; 7] = [0x3c, 0xffffffff, 0, 0x0, device as u64, i64::from(ordinal) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 60, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(59, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(59, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGet`, whose C signature is this function's.
@@ -3364,10 +3292,9 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(pi: *mut c_void, attrib: u32, dev:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pi as u64, u64::from(attrib), i64::from(dev) as u64, 0];
+    let mut c: [u64; 8] = [0x3d, 0xffffffff, 0, 0x0, pi as u64, u64::from(attrib), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 61, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(60, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(60, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetAttribute`, whose C signature is this function's.
@@ -3416,10 +3343,9 @@ pub unsafe extern "C" fn cuDeviceGetByPCIBusId(dev: *mut c_void, pciBusId: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dev as u64, pciBusId as u64, 0];
+    let mut c: [u64; 7] = [0x3e, 0xffffffff, 0, 0x0, dev as u64, pciBusId as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 62, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(61, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(61, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetByPCIBusId`, whose C signature is this function's.
@@ -3463,10 +3389,9 @@ pub unsafe extern "C" fn cuDeviceGetCliqueCount(count: *mut c_void, dev: i32) ->
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, count as u64, i64::from(dev) as u64, 0];
+    let mut c: [u64; 7] = [0x3f, 0xffffffff, 0, 0x0, count as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 63, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(62, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(62, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetCliqueCount`, whose C signature is this function's.
@@ -3510,10 +3435,9 @@ pub unsafe extern "C" fn cuDeviceGetCliqueInfo(cliqueInfo: *mut c_void, count: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, cliqueInfo as u64, count as u64, i64::from(dev) as u64, 0];
+    let mut c: [u64; 8] = [0x40, 0xffffffff, 0, 0x0, cliqueInfo as u64, count as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 64, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(63, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(63, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetCliqueInfo`, whose C signature is this function's.
@@ -3557,10 +3481,9 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, count as u64, 0];
+    let mut c: [u64; 6] = [0x41, 0xffffffff, 0, 0x0, count as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 65, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(64, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(64, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetCount`, whose C signature is this function's.
@@ -3609,10 +3532,9 @@ pub unsafe extern "C" fn cuDeviceGetDefaultMemPool(pool_out: *mut c_void, dev: i
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pool_out as u64, i64::from(dev) as u64, 0];
+    let mut c: [u64; 7] = [0x42, 0xffffffff, 0, 0x0, pool_out as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 66, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(65, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(65, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetDefaultMemPool`, whose C signature is this function's.
@@ -3656,10 +3578,9 @@ pub unsafe extern "C" fn cuDeviceGetDevResource(dev: i32, result: *mut c_void, t
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, i64::from(dev) as u64, result as u64, u64::from(type_)];
+    let mut c: [u64; 7] = [0x43, 0xffffffff, 0, 0x0, i64::from(dev) as u64, result as u64, u64::from(type_)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 67, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(66, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(66, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetDevResource`, whose C signature is this function's.
@@ -3701,10 +3622,9 @@ pub unsafe extern "C" fn cuDeviceGetExecAffinitySupport(pi: *mut c_void, type_: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pi as u64, u64::from(type_), i64::from(dev) as u64, 0];
+    let mut c: [u64; 8] = [0x44, 0xffffffff, 0, 0x0, pi as u64, u64::from(type_), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 68, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(67, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(67, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetExecAffinitySupport`, whose C signature is this function's.
@@ -3748,10 +3668,9 @@ pub unsafe extern "C" fn cuDeviceGetFabricClusterUuid(uuid: *mut c_void, dev: i3
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, uuid as u64, i64::from(dev) as u64];
+    let mut c: [u64; 6] = [0x45, 0xffffffff, 0, 0x0, uuid as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 69, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(68, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(68, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetFabricClusterUuid`, whose C signature is this function's.
@@ -3793,10 +3712,9 @@ pub unsafe extern "C" fn cuDeviceGetGraphMemAttribute(device: i32, attr: u32, va
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, i64::from(device) as u64, u64::from(attr), value as u64];
+    let mut c: [u64; 7] = [0x46, 0xffffffff, 0, 0x0, i64::from(device) as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 70, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(69, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(69, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetGraphMemAttribute`, whose C signature is this function's.
@@ -3838,10 +3756,9 @@ pub unsafe extern "C" fn cuDeviceGetHostAtomicCapabilities(capabilities: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, capabilities as u64, operations as u64, u64::from(count), i64::from(dev) as u64];
+    let mut c: [u64; 8] = [0x47, 0xffffffff, 0, 0x0, capabilities as u64, operations as u64, u64::from(count), i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 71, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(70, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(70, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetHostAtomicCapabilities`, whose C signature is this function's.
@@ -3883,10 +3800,9 @@ pub unsafe extern "C" fn cuDeviceGetLuid(luid: *mut c_void, deviceNodeMask: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, luid as u64, deviceNodeMask as u64, i64::from(dev) as u64, 0];
+    let mut c: [u64; 8] = [0x48, 0xffffffff, 0, 0x0, luid as u64, deviceNodeMask as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 72, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(71, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(71, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetLuid`, whose C signature is this function's.
@@ -3930,10 +3846,9 @@ pub unsafe extern "C" fn cuDeviceGetMemPool(pool: *mut c_void, dev: i32) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pool as u64, i64::from(dev) as u64, 0];
+    let mut c: [u64; 7] = [0x49, 0xffffffff, 0, 0x0, pool as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 73, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(72, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(72, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetMemPool`, whose C signature is this function's.
@@ -3977,10 +3892,9 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_void, len: i32, dev: i32) 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, name as u64, i64::from(len) as u64, i64::from(dev) as u64];
+    let mut c: [u64; 7] = [0x4a, 0xffffffff, 0, 0x0, name as u64, i64::from(len) as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 74, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(73, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(73, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetName`, whose C signature is this function's.
@@ -4022,10 +3936,9 @@ pub unsafe extern "C" fn cuDeviceGetNvSciSyncAttributes(nvSciSyncAttrList: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, nvSciSyncAttrList as u64, i64::from(dev) as u64, i64::from(flags) as u64];
+    let mut c: [u64; 7] = [0x4b, 0xffffffff, 0, 0x0, nvSciSyncAttrList as u64, i64::from(dev) as u64, i64::from(flags) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 75, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(74, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(74, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetNvSciSyncAttributes`, whose C signature is this function's.
@@ -4067,10 +3980,9 @@ pub unsafe extern "C" fn cuDeviceGetP2PAtomicCapabilities(capabilities: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, capabilities as u64, operations as u64, u64::from(count), i64::from(srcDevice) as u64, i64::from(dstDevice) as u64];
+    let mut c: [u64; 9] = [0x4c, 0xffffffff, 0, 0x0, capabilities as u64, operations as u64, u64::from(count), i64::from(srcDevice) as u64, i64::from(dstDevice) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 76, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(75, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(75, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetP2PAtomicCapabilities`, whose C signature is this function's.
@@ -4112,10 +4024,9 @@ pub unsafe extern "C" fn cuDeviceGetP2PAttribute(value: *mut c_void, attrib: u32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, value as u64, u64::from(attrib), i64::from(srcDevice) as u64, i64::from(dstDevice) as u64, 0];
+    let mut c: [u64; 9] = [0x4d, 0xffffffff, 0, 0x0, value as u64, u64::from(attrib), i64::from(srcDevice) as u64, i64::from(dstDevice) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 77, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(76, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(76, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetP2PAttribute`, whose C signature is this function's.
@@ -4159,10 +4070,9 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(pciBusId: *mut c_void, len: i32, de
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pciBusId as u64, i64::from(len) as u64, i64::from(dev) as u64];
+    let mut c: [u64; 7] = [0x4e, 0xffffffff, 0, 0x0, pciBusId as u64, i64::from(len) as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 78, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(77, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(77, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetPCIBusId`, whose C signature is this function's.
@@ -4204,10 +4114,9 @@ pub unsafe extern "C" fn cuDeviceGetProperties(prop: *mut c_void, dev: i32) -> C
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, prop as u64, i64::from(dev) as u64];
+    let mut c: [u64; 6] = [0x4f, 0xffffffff, 0, 0x0, prop as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 79, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(78, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(78, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetProperties`, whose C signature is this function's.
@@ -4249,10 +4158,9 @@ pub unsafe extern "C" fn cuDeviceGetTexture1DLinearMaxWidth(maxWidthInElements: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, maxWidthInElements as u64, u64::from(format), u64::from(numChannels), i64::from(dev) as u64, 0];
+    let mut c: [u64; 9] = [0x50, 0xffffffff, 0, 0x0, maxWidthInElements as u64, u64::from(format), u64::from(numChannels), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 80, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(79, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(79, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetTexture1DLinearMaxWidth`, whose C signature is this function's.
@@ -4296,10 +4204,9 @@ pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut c_void, dev: i32) -> CUresul
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, uuid as u64, i64::from(dev) as u64];
+    let mut c: [u64; 6] = [0x51, 0xffffffff, 0, 0x0, uuid as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 81, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(80, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(80, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetUuid`, whose C signature is this function's.
@@ -4341,10 +4248,9 @@ pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut c_void, dev: i32) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, uuid as u64, i64::from(dev) as u64];
+    let mut c: [u64; 6] = [0x51, 0xffffffff, 0, 0x100000000, uuid as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 81, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(80, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(80, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetUuid_v2`, whose C signature is this function's.
@@ -4386,10 +4292,9 @@ pub unsafe extern "C" fn cuDeviceGraphMemTrim(device: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, i64::from(device) as u64];
+    let mut c: [u64; 5] = [0x52, 0xffffffff, 0, 0x0, i64::from(device) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 82, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(81, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(81, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGraphMemTrim`, whose C signature is this function's.
@@ -4431,10 +4336,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(dev: i32, flags: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, i64::from(dev) as u64, flags as u64, active as u64, 0, 0];
+    let mut c: [u64; 9] = [0x53, 0xffffffff, 0, 0x0, i64::from(dev) as u64, flags as u64, active as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 83, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(82, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(82, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxGetState`, whose C signature is this function's.
@@ -4482,10 +4386,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, i64::from(dev) as u64];
+    let mut c: [u64; 5] = [0x54, 0xffffffff, 0, 0x0, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 84, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(83, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(83, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -4533,10 +4436,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, i64::from(dev) as u64];
+    let mut c: [u64; 5] = [0x54, 0xffffffff, 0, 0x100000000, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 84, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(83, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(83, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -4584,10 +4486,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, i64::from(dev) as u64];
+    let mut c: [u64; 5] = [0x55, 0xffffffff, 0, 0x0, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 85, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(84, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(84, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -4635,10 +4536,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, i64::from(dev) as u64];
+    let mut c: [u64; 5] = [0x55, 0xffffffff, 0, 0x100000000, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 85, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(84, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(84, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -4684,10 +4584,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut c_void, dev: i32) -
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pctx as u64, i64::from(dev) as u64, 0];
+    let mut c: [u64; 7] = [0x56, 0xffffffff, 0, 0x0, pctx as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 86, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(85, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(85, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxRetain`, whose C signature is this function's.
@@ -4731,10 +4630,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxSetFlags(dev: i32, flags: u32) -> CUr
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, i64::from(dev) as u64, u64::from(flags)];
+    let mut c: [u64; 6] = [0x57, 0xffffffff, 0, 0x0, i64::from(dev) as u64, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 87, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(86, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(86, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxSetFlags`, whose C signature is this function's.
@@ -4777,10 +4675,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxSetFlags_v2(dev: i32, flags: u32) -> 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, i64::from(dev) as u64, u64::from(flags)];
+    let mut c: [u64; 6] = [0x57, 0xffffffff, 0, 0x100000000, i64::from(dev) as u64, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 87, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(86, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(86, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxSetFlags_v2`, whose C signature is this function's.
@@ -4823,10 +4720,9 @@ pub unsafe extern "C" fn cuDeviceRegisterAsyncNotification(device: i32, callback
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, i64::from(device) as u64, callbackFunc as u64, userData as u64, callback as u64, 0];
+    let mut c: [u64; 9] = [0x58, 0xffffffff, 0, 0x0, i64::from(device) as u64, callbackFunc as u64, userData as u64, callback as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 88, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(87, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(87, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceRegisterAsyncNotification`, whose C signature is this function's.
@@ -4870,10 +4766,9 @@ pub unsafe extern "C" fn cuDeviceSetGraphMemAttribute(device: i32, attr: u32, va
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, i64::from(device) as u64, u64::from(attr), value as u64];
+    let mut c: [u64; 7] = [0x59, 0xffffffff, 0, 0x0, i64::from(device) as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 89, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(88, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(88, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceSetGraphMemAttribute`, whose C signature is this function's.
@@ -4915,10 +4810,9 @@ pub unsafe extern "C" fn cuDeviceSetMemPool(dev: i32, pool: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, i64::from(dev) as u64, pool as u64];
+    let mut c: [u64; 6] = [0x5a, 0xffffffff, 0, 0x0, i64::from(dev) as u64, pool as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 90, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(89, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(89, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceSetMemPool`, whose C signature is this function's.
@@ -4960,10 +4854,9 @@ pub unsafe extern "C" fn cuDeviceTotalMem(bytes: *mut c_void, dev: i32) -> CUres
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, bytes as u64, i64::from(dev) as u64, 0];
+    let mut c: [u64; 7] = [0x5b, 0x4ffffffff, 0, 0x0, bytes as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 91, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(90, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(90, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceTotalMem`, whose C signature is this function's.
@@ -5012,10 +4905,9 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut c_void, dev: i32) -> CU
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, bytes as u64, i64::from(dev) as u64, 0];
+    let mut c: [u64; 7] = [0x5b, 0xffffffff, 0, 0x100000000, bytes as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 91, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(90, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(90, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceTotalMem_v2`, whose C signature is this function's.
@@ -5064,10 +4956,9 @@ pub unsafe extern "C" fn cuDeviceUnregisterAsyncNotification(device: i32, callba
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, i64::from(device) as u64, callback as u64];
+    let mut c: [u64; 6] = [0x5c, 0xffffffff, 0, 0x0, i64::from(device) as u64, callback as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 92, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(91, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(91, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceUnregisterAsyncNotification`, whose C signature is this function's.
@@ -5109,10 +5000,9 @@ pub unsafe extern "C" fn cuDriverGetVersion(driverVersion: *mut c_void) -> CUres
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, driverVersion as u64, 0];
+    let mut c: [u64; 6] = [0x5d, 0xffffffff, 0, 0x0, driverVersion as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 93, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(92, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(92, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDriverGetVersion`, whose C signature is this function's.
@@ -5161,10 +5051,9 @@ pub unsafe extern "C" fn cuEGLStreamConsumerAcquireFrame(conn: *mut c_void, pCud
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, conn as u64, pCudaResource as u64, pStream as u64, u64::from(timeout), 0, 0, 0];
+    let mut c: [u64; 11] = [0x5e, 0xffffffff, 0, 0x0, conn as u64, pCudaResource as u64, pStream as u64, u64::from(timeout), 0, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 94, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(93, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(93, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamConsumerAcquireFrame`, whose C signature is this function's.
@@ -5212,10 +5101,9 @@ pub unsafe extern "C" fn cuEGLStreamConsumerConnect(conn: *mut c_void, stream: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, conn as u64, stream as u64, 0];
+    let mut c: [u64; 7] = [0x5f, 0xffffffff, 0, 0x0, conn as u64, stream as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 95, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(94, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(94, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamConsumerConnect`, whose C signature is this function's.
@@ -5259,10 +5147,9 @@ pub unsafe extern "C" fn cuEGLStreamConsumerConnectWithFlags(conn: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, conn as u64, stream as u64, u64::from(flags), 0];
+    let mut c: [u64; 8] = [0x60, 0xffffffff, 0, 0x0, conn as u64, stream as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 96, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(95, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(95, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamConsumerConnectWithFlags`, whose C signature is this function's.
@@ -5306,10 +5193,9 @@ pub unsafe extern "C" fn cuEGLStreamConsumerDisconnect(conn: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, conn as u64, 0];
+    let mut c: [u64; 6] = [0x61, 0xffffffff, 0, 0x0, conn as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 97, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(96, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(96, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamConsumerDisconnect`, whose C signature is this function's.
@@ -5353,10 +5239,9 @@ pub unsafe extern "C" fn cuEGLStreamConsumerReleaseFrame(conn: *mut c_void, pCud
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, conn as u64, pCudaResource as u64, pStream as u64, 0, 0];
+    let mut c: [u64; 9] = [0x62, 0xffffffff, 0, 0x0, conn as u64, pCudaResource as u64, pStream as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 98, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(97, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(97, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamConsumerReleaseFrame`, whose C signature is this function's.
@@ -5402,10 +5287,9 @@ pub unsafe extern "C" fn cuEGLStreamProducerConnect(conn: *mut c_void, stream: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, conn as u64, stream as u64, i64::from(width) as u64, i64::from(height) as u64, 0];
+    let mut c: [u64; 9] = [0x63, 0xffffffff, 0, 0x0, conn as u64, stream as u64, i64::from(width) as u64, i64::from(height) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 99, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(98, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(98, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamProducerConnect`, whose C signature is this function's.
@@ -5449,10 +5333,9 @@ pub unsafe extern "C" fn cuEGLStreamProducerDisconnect(conn: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, conn as u64, 0];
+    let mut c: [u64; 6] = [0x64, 0xffffffff, 0, 0x0, conn as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 100, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(99, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(99, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamProducerDisconnect`, whose C signature is this function's.
@@ -5496,10 +5379,9 @@ pub unsafe extern "C" fn cuEGLStreamProducerPresentFrame(conn: *mut c_void, eglf
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, conn as u64, core::ptr::addr_of!(eglframe) as u64, pStream as u64, 0, 0];
+    let mut c: [u64; 9] = [0x65, 0xffffffff, 0, 0x0, conn as u64, core::ptr::addr_of!(eglframe) as u64, pStream as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 101, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(100, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(100, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamProducerPresentFrame`, whose C signature is this function's.
@@ -5545,10 +5427,9 @@ pub unsafe extern "C" fn cuEGLStreamProducerReturnFrame(conn: *mut c_void, eglfr
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, conn as u64, eglframe as u64, pStream as u64, 0, 0];
+    let mut c: [u64; 9] = [0x66, 0xffffffff, 0, 0x0, conn as u64, eglframe as u64, pStream as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 102, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(101, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(101, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamProducerReturnFrame`, whose C signature is this function's.
@@ -5594,10 +5475,9 @@ pub unsafe extern "C" fn cuEventCreate(phEvent: *mut c_void, Flags: u32) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, phEvent as u64, u64::from(Flags), 0];
+    let mut c: [u64; 7] = [0x67, 0xffffffff, 0, 0x0, phEvent as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 103, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(102, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(102, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventCreate`, whose C signature is this function's.
@@ -5641,10 +5521,9 @@ pub unsafe extern "C" fn cuEventCreateFromEGLSync(phEvent: *mut c_void, eglSync:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, phEvent as u64, eglSync as u64, u64::from(flags), 0];
+    let mut c: [u64; 8] = [0x68, 0xffffffff, 0, 0x0, phEvent as u64, eglSync as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 104, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(103, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(103, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventCreateFromEGLSync`, whose C signature is this function's.
@@ -5688,10 +5567,9 @@ pub unsafe extern "C" fn cuEventDestroy(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hEvent as u64];
+    let mut c: [u64; 5] = [0x69, 0xffffffff, 0, 0x0, hEvent as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 105, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(104, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(104, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventDestroy`, whose C signature is this function's.
@@ -5733,10 +5611,9 @@ pub unsafe extern "C" fn cuEventDestroy_v2(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hEvent as u64];
+    let mut c: [u64; 5] = [0x69, 0xffffffff, 0, 0x100000000, hEvent as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 105, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(104, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(104, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventDestroy_v2`, whose C signature is this function's.
@@ -5778,10 +5655,9 @@ pub unsafe extern "C" fn cuEventElapsedTime(pMilliseconds: *mut c_void, hStart: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pMilliseconds as u64, hStart as u64, hEnd as u64, 0];
+    let mut c: [u64; 8] = [0x6a, 0xffffffff, 0, 0x0, pMilliseconds as u64, hStart as u64, hEnd as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 106, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(105, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(105, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventElapsedTime`, whose C signature is this function's.
@@ -5825,10 +5701,9 @@ pub unsafe extern "C" fn cuEventElapsedTime_v2(pMilliseconds: *mut c_void, hStar
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pMilliseconds as u64, hStart as u64, hEnd as u64, 0];
+    let mut c: [u64; 8] = [0x6a, 0xffffffff, 0, 0x100000000, pMilliseconds as u64, hStart as u64, hEnd as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 106, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(105, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(105, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventElapsedTime_v2`, whose C signature is this function's.
@@ -5872,10 +5747,9 @@ pub unsafe extern "C" fn cuEventQuery(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hEvent as u64];
+    let mut c: [u64; 5] = [0x6b, 0xffffffff, 0, 0x0, hEvent as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 107, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(106, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(106, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventQuery`, whose C signature is this function's.
@@ -5917,11 +5791,10 @@ pub unsafe extern "C" fn cuEventRecord(hEvent: *mut c_void, hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hEvent as u64, hStream as u64];
+    let mut c: [u64; 6] = [0x6c, 0xffffffff, 0, 0x0, hEvent as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 108, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(107, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(107, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventRecord`, whose C signature is this function's.
@@ -5963,11 +5836,10 @@ pub unsafe extern "C" fn cuEventRecord_ptsz(hEvent: *mut c_void, hStream: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hEvent as u64, hStream as u64];
+    let mut c: [u64; 6] = [0x6c, 0x2ffffffff, 0, 0x100000000, hEvent as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 108, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(107, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(107, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventRecord_ptsz`, whose C signature is this function's.
@@ -6009,11 +5881,10 @@ pub unsafe extern "C" fn cuEventRecordWithFlags(hEvent: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hEvent as u64, hStream as u64, u64::from(flags)];
+    let mut c: [u64; 7] = [0x6d, 0xffffffff, 0, 0x0, hEvent as u64, hStream as u64, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 109, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(108, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(108, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventRecordWithFlags`, whose C signature is this function's.
@@ -6055,11 +5926,10 @@ pub unsafe extern "C" fn cuEventRecordWithFlags_ptsz(hEvent: *mut c_void, hStrea
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hEvent as u64, hStream as u64, u64::from(flags)];
+    let mut c: [u64; 7] = [0x6d, 0x2ffffffff, 0, 0x100000000, hEvent as u64, hStream as u64, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 109, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(108, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(108, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventRecordWithFlags_ptsz`, whose C signature is this function's.
@@ -6101,10 +5971,9 @@ pub unsafe extern "C" fn cuEventSynchronize(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hEvent as u64];
+    let mut c: [u64; 5] = [0x6e, 0xffffffff, 0, 0x0, hEvent as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 110, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(109, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(109, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventSynchronize`, whose C signature is this function's.
@@ -6146,10 +6015,9 @@ pub unsafe extern "C" fn cuExternalMemoryGetMappedBuffer(devPtr: *mut c_void, ex
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, devPtr as u64, extMem as u64, bufferDesc as u64, 0];
+    let mut c: [u64; 8] = [0x6f, 0xffffffff, 0, 0x0, devPtr as u64, extMem as u64, bufferDesc as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 111, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(110, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(110, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuExternalMemoryGetMappedBuffer`, whose C signature is this function's.
@@ -6193,10 +6061,9 @@ pub unsafe extern "C" fn cuExternalMemoryGetMappedMipmappedArray(mipmap: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, mipmap as u64, extMem as u64, mipmapDesc as u64, 0];
+    let mut c: [u64; 8] = [0x70, 0xffffffff, 0, 0x0, mipmap as u64, extMem as u64, mipmapDesc as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 112, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(111, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(111, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuExternalMemoryGetMappedMipmappedArray`, whose C signature is this function's.
@@ -6240,11 +6107,10 @@ pub unsafe extern "C" fn cuFabricCpyBatchAsync(numOps: u64, opList: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, numOps, opList as u64, flags, hStream as u64];
+    let mut c: [u64; 8] = [0x71, 0xffffffff, 0, 0x0, numOps, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 113, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(112, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(112, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFabricCpyBatchAsync`, whose C signature is this function's.
@@ -6286,11 +6152,10 @@ pub unsafe extern "C" fn cuFabricCpyBatchAsync_ptsz(numOps: u64, opList: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, numOps, opList as u64, flags, hStream as u64];
+    let mut c: [u64; 8] = [0x71, 0x2ffffffff, 0, 0x100000000, numOps, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 113, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(112, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(112, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFabricCpyBatchAsync_ptsz`, whose C signature is this function's.
@@ -6332,10 +6197,9 @@ pub unsafe extern "C" fn cuFlushGPUDirectRDMAWrites(target: u32, scope: u32) -> 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, u64::from(target), u64::from(scope)];
+    let mut c: [u64; 6] = [0x72, 0xffffffff, 0, 0x0, u64::from(target), u64::from(scope)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 114, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(113, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(113, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFlushGPUDirectRDMAWrites`, whose C signature is this function's.
@@ -6377,10 +6241,9 @@ pub unsafe extern "C" fn cuFuncGetAttribute(pi: *mut c_void, attrib: u32, hfunc:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pi as u64, u64::from(attrib), hfunc as u64, 0];
+    let mut c: [u64; 8] = [0x73, 0xffffffff, 0, 0x0, pi as u64, u64::from(attrib), hfunc as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 115, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(114, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(114, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncGetAttribute`, whose C signature is this function's.
@@ -6424,10 +6287,9 @@ pub unsafe extern "C" fn cuFuncGetModule(hmod: *mut c_void, hfunc: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hmod as u64, hfunc as u64, 0];
+    let mut c: [u64; 7] = [0x74, 0xffffffff, 0, 0x0, hmod as u64, hfunc as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 116, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(115, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(115, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncGetModule`, whose C signature is this function's.
@@ -6471,10 +6333,9 @@ pub unsafe extern "C" fn cuFuncGetName(name: *mut c_void, hfunc: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, name as u64, hfunc as u64];
+    let mut c: [u64; 6] = [0x75, 0xffffffff, 0, 0x0, name as u64, hfunc as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 117, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(116, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(116, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncGetName`, whose C signature is this function's.
@@ -6516,10 +6377,9 @@ pub unsafe extern "C" fn cuFuncGetParamCount(func: *mut c_void, paramCount: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, func as u64, paramCount as u64, 0];
+    let mut c: [u64; 7] = [0x76, 0xffffffff, 0, 0x0, func as u64, paramCount as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 118, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(117, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(117, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncGetParamCount`, whose C signature is this function's.
@@ -6563,10 +6423,9 @@ pub unsafe extern "C" fn cuFuncGetParamInfo(func: *mut c_void, paramIndex: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, func as u64, paramIndex, paramOffset as u64, paramSize as u64, 0, 0];
+    let mut c: [u64; 10] = [0x77, 0xffffffff, 0, 0x0, func as u64, paramIndex, paramOffset as u64, paramSize as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 119, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(118, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(118, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncGetParamInfo`, whose C signature is this function's.
@@ -6612,10 +6471,9 @@ pub unsafe extern "C" fn cuFuncIsLoaded(state: *mut c_void, hfunc: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, state as u64, hfunc as u64, 0];
+    let mut c: [u64; 7] = [0x78, 0xffffffff, 0, 0x0, state as u64, hfunc as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 120, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(119, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(119, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncIsLoaded`, whose C signature is this function's.
@@ -6659,10 +6517,9 @@ pub unsafe extern "C" fn cuFuncLoad(hfunc: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hfunc as u64];
+    let mut c: [u64; 5] = [0x79, 0xffffffff, 0, 0x0, hfunc as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 121, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(120, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(120, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncLoad`, whose C signature is this function's.
@@ -6704,10 +6561,9 @@ pub unsafe extern "C" fn cuFuncSetAttribute(hfunc: *mut c_void, attrib: u32, val
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hfunc as u64, u64::from(attrib), i64::from(value) as u64];
+    let mut c: [u64; 7] = [0x7a, 0xffffffff, 0, 0x0, hfunc as u64, u64::from(attrib), i64::from(value) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 122, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(121, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(121, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncSetAttribute`, whose C signature is this function's.
@@ -6749,10 +6605,9 @@ pub unsafe extern "C" fn cuFuncSetBlockShape(hfunc: *mut c_void, x: i32, y: i32,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hfunc as u64, i64::from(x) as u64, i64::from(y) as u64, i64::from(z) as u64];
+    let mut c: [u64; 8] = [0x7b, 0xffffffff, 0, 0x0, hfunc as u64, i64::from(x) as u64, i64::from(y) as u64, i64::from(z) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 123, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(122, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(122, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncSetBlockShape`, whose C signature is this function's.
@@ -6794,10 +6649,9 @@ pub unsafe extern "C" fn cuFuncSetCacheConfig(hfunc: *mut c_void, config: u32) -
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hfunc as u64, u64::from(config)];
+    let mut c: [u64; 6] = [0x7c, 0xffffffff, 0, 0x0, hfunc as u64, u64::from(config)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 124, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(123, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(123, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncSetCacheConfig`, whose C signature is this function's.
@@ -6839,10 +6693,9 @@ pub unsafe extern "C" fn cuFuncSetSharedMemConfig(hfunc: *mut c_void, config: u3
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hfunc as u64, u64::from(config)];
+    let mut c: [u64; 6] = [0x7d, 0xffffffff, 0, 0x0, hfunc as u64, u64::from(config)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 125, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(124, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(124, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncSetSharedMemConfig`, whose C signature is this function's.
@@ -6884,10 +6737,9 @@ pub unsafe extern "C" fn cuFuncSetSharedSize(hfunc: *mut c_void, bytes: u32) -> 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hfunc as u64, u64::from(bytes)];
+    let mut c: [u64; 6] = [0x7e, 0xffffffff, 0, 0x0, hfunc as u64, u64::from(bytes)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 126, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(125, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(125, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncSetSharedSize`, whose C signature is this function's.
@@ -6929,10 +6781,9 @@ pub unsafe extern "C" fn cuGLCtxCreate(pCtx: *mut c_void, Flags: u32, device: i3
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pCtx as u64, u64::from(Flags), i64::from(device) as u64, 0];
+    let mut c: [u64; 8] = [0x7f, 0xffffffff, 0, 0x0, pCtx as u64, u64::from(Flags), i64::from(device) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 127, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(126, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(126, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLCtxCreate`, whose C signature is this function's.
@@ -6976,10 +6827,9 @@ pub unsafe extern "C" fn cuGLCtxCreate_v2(pCtx: *mut c_void, Flags: u32, device:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pCtx as u64, u64::from(Flags), i64::from(device) as u64, 0];
+    let mut c: [u64; 8] = [0x7f, 0xffffffff, 0, 0x100000000, pCtx as u64, u64::from(Flags), i64::from(device) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 127, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(126, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(126, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLCtxCreate_v2`, whose C signature is this function's.
@@ -7023,10 +6873,9 @@ pub unsafe extern "C" fn cuGLGetDevices(pCudaDeviceCount: *mut c_void, pCudaDevi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, pCudaDeviceCount as u64, pCudaDevices as u64, u64::from(cudaDeviceCount), u64::from(deviceList), 0, 0];
+    let mut c: [u64; 10] = [0x80, 0xffffffff, 0, 0x0, pCudaDeviceCount as u64, pCudaDevices as u64, u64::from(cudaDeviceCount), u64::from(deviceList), 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 128, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(127, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(127, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLGetDevices`, whose C signature is this function's.
@@ -7072,10 +6921,9 @@ pub unsafe extern "C" fn cuGLGetDevices_v2(pCudaDeviceCount: *mut c_void, pCudaD
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, pCudaDeviceCount as u64, pCudaDevices as u64, u64::from(cudaDeviceCount), u64::from(deviceList), 0, 0];
+    let mut c: [u64; 10] = [0x80, 0xffffffff, 0, 0x100000000, pCudaDeviceCount as u64, pCudaDevices as u64, u64::from(cudaDeviceCount), u64::from(deviceList), 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 128, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(127, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(127, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLGetDevices_v2`, whose C signature is this function's.
@@ -7121,10 +6969,9 @@ pub unsafe extern "C" fn cuGLInit() -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 4] = [0, 0, 0, 0];
+    let mut c: [u64; 4] = [0x81, 0xffffffff, 0, 0x0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 129, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(128, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(128, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLInit`, whose C signature is this function's.
@@ -7166,10 +7013,9 @@ pub unsafe extern "C" fn cuGLMapBufferObject(dptr: *mut c_void, size: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dptr as u64, size as u64, u64::from(buffer), 0, 0];
+    let mut c: [u64; 9] = [0x82, 0x4ffffffff, 0, 0x0, dptr as u64, size as u64, u64::from(buffer), 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 130, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(129, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(129, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObject`, whose C signature is this function's.
@@ -7215,10 +7061,9 @@ pub unsafe extern "C" fn cuGLMapBufferObject_v2(dptr: *mut c_void, size: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dptr as u64, size as u64, u64::from(buffer), 0, 0];
+    let mut c: [u64; 9] = [0x82, 0xffffffff, 0, 0x100000000, dptr as u64, size as u64, u64::from(buffer), 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 130, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(129, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(129, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObject_v2`, whose C signature is this function's.
@@ -7264,10 +7109,9 @@ pub unsafe extern "C" fn cuGLMapBufferObject_v2_ptds(dptr: *mut c_void, size: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dptr as u64, size as u64, u64::from(buffer), 0, 0];
+    let mut c: [u64; 9] = [0x82, 0x2ffffffff, 0, 0x200000000, dptr as u64, size as u64, u64::from(buffer), 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 130, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(129, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(129, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObject_v2_ptds`, whose C signature is this function's.
@@ -7313,11 +7157,10 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync(dptr: *mut c_void, size: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
+    let mut c: [u64; 10] = [0x83, 0x4ffffffff, 0, 0x0, dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 131, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(130, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(130, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObjectAsync`, whose C signature is this function's.
@@ -7363,11 +7206,10 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync_v2(dptr: *mut c_void, size: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
+    let mut c: [u64; 10] = [0x83, 0xffffffff, 0, 0x100000000, dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 131, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(130, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(130, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObjectAsync_v2`, whose C signature is this function's.
@@ -7413,11 +7255,10 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync_v2_ptsz(dptr: *mut c_void, siz
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
+    let mut c: [u64; 10] = [0x83, 0x2ffffffff, 0, 0x200000000, dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 131, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(130, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(130, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObjectAsync_v2_ptsz`, whose C signature is this function's.
@@ -7463,10 +7304,9 @@ pub unsafe extern "C" fn cuGLRegisterBufferObject(buffer: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, u64::from(buffer)];
+    let mut c: [u64; 5] = [0x84, 0xffffffff, 0, 0x0, u64::from(buffer)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 132, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(131, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(131, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLRegisterBufferObject`, whose C signature is this function's.
@@ -7508,10 +7348,9 @@ pub unsafe extern "C" fn cuGLSetBufferObjectMapFlags(buffer: u32, Flags: u32) ->
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, u64::from(buffer), u64::from(Flags)];
+    let mut c: [u64; 6] = [0x85, 0xffffffff, 0, 0x0, u64::from(buffer), u64::from(Flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 133, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(132, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(132, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLSetBufferObjectMapFlags`, whose C signature is this function's.
@@ -7553,10 +7392,9 @@ pub unsafe extern "C" fn cuGLUnmapBufferObject(buffer: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, u64::from(buffer)];
+    let mut c: [u64; 5] = [0x86, 0xffffffff, 0, 0x0, u64::from(buffer)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 134, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(133, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(133, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLUnmapBufferObject`, whose C signature is this function's.
@@ -7598,11 +7436,10 @@ pub unsafe extern "C" fn cuGLUnmapBufferObjectAsync(buffer: u32, hStream: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, u64::from(buffer), hStream as u64];
+    let mut c: [u64; 6] = [0x87, 0xffffffff, 0, 0x0, u64::from(buffer), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 135, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(134, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(134, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLUnmapBufferObjectAsync`, whose C signature is this function's.
@@ -7644,10 +7481,9 @@ pub unsafe extern "C" fn cuGLUnregisterBufferObject(buffer: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, u64::from(buffer)];
+    let mut c: [u64; 5] = [0x88, 0xffffffff, 0, 0x0, u64::from(buffer)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 136, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(135, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(135, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLUnregisterBufferObject`, whose C signature is this function's.
@@ -7689,10 +7525,9 @@ pub unsafe extern "C" fn cuGetErrorName(error: u32, pStr: *mut c_void) -> CUresu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, u64::from(error), pStr as u64];
+    let mut c: [u64; 6] = [0x89, 0xffffffff, 0, 0x0, u64::from(error), pStr as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 137, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(136, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(136, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGetErrorName`, whose C signature is this function's.
@@ -7734,10 +7569,9 @@ pub unsafe extern "C" fn cuGetErrorString(error: u32, pStr: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, u64::from(error), pStr as u64];
+    let mut c: [u64; 6] = [0x8a, 0xffffffff, 0, 0x0, u64::from(error), pStr as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 138, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(137, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(137, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGetErrorString`, whose C signature is this function's.
@@ -7779,10 +7613,9 @@ pub unsafe extern "C" fn cuGetExportTable(ppExportTable: *mut c_void, pExportTab
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, ppExportTable as u64, pExportTableId as u64];
+    let mut c: [u64; 6] = [0x8b, 0xffffffff, 0, 0x0, ppExportTable as u64, pExportTableId as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 139, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(138, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(138, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGetExportTable`, whose C signature is this function's.
@@ -7823,10 +7656,9 @@ pub unsafe extern "C" fn cuGetProcAddress(symbol: *mut c_void, pfn: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, symbol as u64, pfn as u64, i64::from(driverVersion) as u64, flags, 0, 0, 0];
+    let mut c: [u64; 11] = [0x8c, 0x4ffffffff, 0, 0x0, symbol as u64, pfn as u64, i64::from(driverVersion) as u64, flags, 0, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 140, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(139, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(139, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGetProcAddress`, whose C signature is this function's.
@@ -7869,10 +7701,9 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *mut c_void, pfn: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, symbol as u64, pfn as u64, i64::from(driverVersion) as u64, flags, symbolFound as u64, 0, 0];
+    let mut c: [u64; 11] = [0x8c, 0xffffffff, 0, 0x100000000, symbol as u64, pfn as u64, i64::from(driverVersion) as u64, flags, symbolFound as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 140, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(139, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(139, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGetProcAddress_v2`, whose C signature is this function's.
@@ -7918,10 +7749,9 @@ pub unsafe extern "C" fn cuGraphAddBatchMemOpNode(phGraphNode: *mut c_void, hGra
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
+    let mut c: [u64; 10] = [0x8d, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 141, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(140, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(140, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddBatchMemOpNode`, whose C signature is this function's.
@@ -7965,10 +7795,9 @@ pub unsafe extern "C" fn cuGraphAddChildGraphNode(phGraphNode: *mut c_void, hGra
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, childGraph as u64, 0];
+    let mut c: [u64; 10] = [0x8e, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, childGraph as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 142, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(141, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(141, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddChildGraphNode`, whose C signature is this function's.
@@ -8012,10 +7841,9 @@ pub unsafe extern "C" fn cuGraphAddDependencies(hGraph: *mut c_void, from: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hGraph as u64, from as u64, to as u64, 0, numDependencies];
+    let mut c: [u64; 9] = [0x8f, 0x4ffffffff, 0, 0x0, hGraph as u64, from as u64, to as u64, 0, numDependencies];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 143, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(142, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(142, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddDependencies`, whose C signature is this function's.
@@ -8057,10 +7885,9 @@ pub unsafe extern "C" fn cuGraphAddDependencies_v2(hGraph: *mut c_void, from: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hGraph as u64, from as u64, to as u64, edgeData as u64, numDependencies];
+    let mut c: [u64; 9] = [0x8f, 0xffffffff, 0, 0x100000000, hGraph as u64, from as u64, to as u64, edgeData as u64, numDependencies];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 143, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(142, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(142, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddDependencies_v2`, whose C signature is this function's.
@@ -8102,10 +7929,9 @@ pub unsafe extern "C" fn cuGraphAddEmptyNode(phGraphNode: *mut c_void, hGraph: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, 0];
+    let mut c: [u64; 9] = [0x90, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 144, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(143, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(143, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddEmptyNode`, whose C signature is this function's.
@@ -8149,10 +7975,9 @@ pub unsafe extern "C" fn cuGraphAddEventRecordNode(phGraphNode: *mut c_void, hGr
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, event as u64, 0];
+    let mut c: [u64; 10] = [0x91, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, event as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 145, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(144, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(144, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddEventRecordNode`, whose C signature is this function's.
@@ -8196,10 +8021,9 @@ pub unsafe extern "C" fn cuGraphAddEventWaitNode(phGraphNode: *mut c_void, hGrap
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, event as u64, 0];
+    let mut c: [u64; 10] = [0x92, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, event as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 146, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(145, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(145, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddEventWaitNode`, whose C signature is this function's.
@@ -8243,10 +8067,9 @@ pub unsafe extern "C" fn cuGraphAddExternalSemaphoresSignalNode(phGraphNode: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
+    let mut c: [u64; 10] = [0x93, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 147, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(146, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(146, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddExternalSemaphoresSignalNode`, whose C signature is this function's.
@@ -8290,10 +8113,9 @@ pub unsafe extern "C" fn cuGraphAddExternalSemaphoresWaitNode(phGraphNode: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
+    let mut c: [u64; 10] = [0x94, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 148, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(147, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(147, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddExternalSemaphoresWaitNode`, whose C signature is this function's.
@@ -8337,10 +8159,9 @@ pub unsafe extern "C" fn cuGraphAddHostNode(phGraphNode: *mut c_void, hGraph: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
+    let mut c: [u64; 10] = [0x95, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 149, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(148, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(148, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddHostNode`, whose C signature is this function's.
@@ -8384,10 +8205,9 @@ pub unsafe extern "C" fn cuGraphAddKernelNode(phGraphNode: *mut c_void, hGraph: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
+    let mut c: [u64; 10] = [0x96, 0x4ffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 150, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(149, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(149, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddKernelNode`, whose C signature is this function's.
@@ -8431,10 +8251,9 @@ pub unsafe extern "C" fn cuGraphAddKernelNode_v2(phGraphNode: *mut c_void, hGrap
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
+    let mut c: [u64; 10] = [0x96, 0xffffffff, 0, 0x100000000, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 150, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(149, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(149, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddKernelNode_v2`, whose C signature is this function's.
@@ -8478,10 +8297,9 @@ pub unsafe extern "C" fn cuGraphAddMemAllocNode(phGraphNode: *mut c_void, hGraph
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
+    let mut c: [u64; 10] = [0x97, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 151, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(150, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(150, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddMemAllocNode`, whose C signature is this function's.
@@ -8525,10 +8343,9 @@ pub unsafe extern "C" fn cuGraphAddMemFreeNode(phGraphNode: *mut c_void, hGraph:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, dptr, 0];
+    let mut c: [u64; 10] = [0x98, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, dptr, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 152, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(151, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(151, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddMemFreeNode`, whose C signature is this function's.
@@ -8572,10 +8389,9 @@ pub unsafe extern "C" fn cuGraphAddMemcpyNode(phGraphNode: *mut c_void, hGraph: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, copyParams as u64, ctx as u64, 0];
+    let mut c: [u64; 11] = [0x99, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, copyParams as u64, ctx as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 153, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(152, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(152, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddMemcpyNode`, whose C signature is this function's.
@@ -8619,10 +8435,9 @@ pub unsafe extern "C" fn cuGraphAddMemsetNode(phGraphNode: *mut c_void, hGraph: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, memsetParams as u64, ctx as u64, 0];
+    let mut c: [u64; 11] = [0x9a, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, memsetParams as u64, ctx as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 154, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(153, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(153, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddMemsetNode`, whose C signature is this function's.
@@ -8666,10 +8481,9 @@ pub unsafe extern "C" fn cuGraphAddNode(phGraphNode: *mut c_void, hGraph: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, 0, numDependencies, nodeParams as u64, 0];
+    let mut c: [u64; 11] = [0x9b, 0x4ffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, 0, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 155, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(154, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(154, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddNode`, whose C signature is this function's.
@@ -8713,10 +8527,9 @@ pub unsafe extern "C" fn cuGraphAddNode_v2(phGraphNode: *mut c_void, hGraph: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, nodeParams as u64, 0];
+    let mut c: [u64; 11] = [0x9b, 0xffffffff, 0, 0x100000000, phGraphNode as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 155, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(154, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(154, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddNode_v2`, whose C signature is this function's.
@@ -8760,10 +8573,9 @@ pub unsafe extern "C" fn cuGraphAddNode_v3(phGraphNode: *mut c_void, hGraph: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, phGraphNode as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, nodeParams as u64, 0];
+    let mut c: [u64; 11] = [0x9b, 0xffffffff, 0, 0x200000000, phGraphNode as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 155, variant: 2, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(154, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(154, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddNode_v3`, whose C signature is this function's.
@@ -8807,10 +8619,9 @@ pub unsafe extern "C" fn cuGraphBatchMemOpNodeGetParams(hNode: *mut c_void, node
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams_out as u64];
+    let mut c: [u64; 6] = [0x9c, 0xffffffff, 0, 0x0, hNode as u64, nodeParams_out as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 156, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(155, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(155, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphBatchMemOpNodeGetParams`, whose C signature is this function's.
@@ -8852,10 +8663,9 @@ pub unsafe extern "C" fn cuGraphBatchMemOpNodeSetParams(hNode: *mut c_void, node
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0x9d, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 157, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(156, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(156, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphBatchMemOpNodeSetParams`, whose C signature is this function's.
@@ -8897,10 +8707,9 @@ pub unsafe extern "C" fn cuGraphChildGraphNodeGetGraph(hNode: *mut c_void, phGra
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hNode as u64, phGraph as u64, 0];
+    let mut c: [u64; 7] = [0x9e, 0xffffffff, 0, 0x0, hNode as u64, phGraph as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 158, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(157, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(157, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphChildGraphNodeGetGraph`, whose C signature is this function's.
@@ -8944,10 +8753,9 @@ pub unsafe extern "C" fn cuGraphClone(phGraphClone: *mut c_void, originalGraph: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, phGraphClone as u64, originalGraph as u64, 0];
+    let mut c: [u64; 7] = [0x9f, 0xffffffff, 0, 0x0, phGraphClone as u64, originalGraph as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 159, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(158, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(158, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphClone`, whose C signature is this function's.
@@ -8991,10 +8799,9 @@ pub unsafe extern "C" fn cuGraphConditionalHandleCreate(pHandle_out: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, pHandle_out as u64, hGraph as u64, ctx as u64, u64::from(defaultLaunchValue), u64::from(flags), 0];
+    let mut c: [u64; 10] = [0xa0, 0xffffffff, 0, 0x0, pHandle_out as u64, hGraph as u64, ctx as u64, u64::from(defaultLaunchValue), u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 160, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(159, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(159, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphConditionalHandleCreate`, whose C signature is this function's.
@@ -9038,10 +8845,9 @@ pub unsafe extern "C" fn cuGraphCreate(phGraph: *mut c_void, flags: u32) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, phGraph as u64, u64::from(flags), 0];
+    let mut c: [u64; 7] = [0xa1, 0xffffffff, 0, 0x0, phGraph as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 161, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(160, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(160, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphCreate`, whose C signature is this function's.
@@ -9085,10 +8891,9 @@ pub unsafe extern "C" fn cuGraphDebugDotPrint(hGraph: *mut c_void, path: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraph as u64, path as u64, u64::from(flags)];
+    let mut c: [u64; 7] = [0xa2, 0xffffffff, 0, 0x0, hGraph as u64, path as u64, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 162, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(161, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(161, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphDebugDotPrint`, whose C signature is this function's.
@@ -9130,10 +8935,9 @@ pub unsafe extern "C" fn cuGraphDestroy(hGraph: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hGraph as u64];
+    let mut c: [u64; 5] = [0xa3, 0xffffffff, 0, 0x0, hGraph as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 163, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(162, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(162, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphDestroy`, whose C signature is this function's.
@@ -9175,10 +8979,9 @@ pub unsafe extern "C" fn cuGraphDestroyNode(hNode: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hNode as u64];
+    let mut c: [u64; 5] = [0xa4, 0xffffffff, 0, 0x0, hNode as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 164, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(163, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(163, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphDestroyNode`, whose C signature is this function's.
@@ -9220,10 +9023,9 @@ pub unsafe extern "C" fn cuGraphEventRecordNodeGetEvent(hNode: *mut c_void, even
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hNode as u64, event_out as u64, 0];
+    let mut c: [u64; 7] = [0xa5, 0xffffffff, 0, 0x0, hNode as u64, event_out as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 165, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(164, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(164, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphEventRecordNodeGetEvent`, whose C signature is this function's.
@@ -9267,10 +9069,9 @@ pub unsafe extern "C" fn cuGraphEventRecordNodeSetEvent(hNode: *mut c_void, even
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, event as u64];
+    let mut c: [u64; 6] = [0xa6, 0xffffffff, 0, 0x0, hNode as u64, event as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 166, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(165, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(165, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphEventRecordNodeSetEvent`, whose C signature is this function's.
@@ -9312,10 +9113,9 @@ pub unsafe extern "C" fn cuGraphEventWaitNodeGetEvent(hNode: *mut c_void, event_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hNode as u64, event_out as u64, 0];
+    let mut c: [u64; 7] = [0xa7, 0xffffffff, 0, 0x0, hNode as u64, event_out as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 167, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(166, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(166, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphEventWaitNodeGetEvent`, whose C signature is this function's.
@@ -9359,10 +9159,9 @@ pub unsafe extern "C" fn cuGraphEventWaitNodeSetEvent(hNode: *mut c_void, event:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, event as u64];
+    let mut c: [u64; 6] = [0xa8, 0xffffffff, 0, 0x0, hNode as u64, event as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 168, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(167, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(167, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphEventWaitNodeSetEvent`, whose C signature is this function's.
@@ -9404,10 +9203,9 @@ pub unsafe extern "C" fn cuGraphExecBatchMemOpNodeSetParams(graphExec: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, graphExec as u64, node as u64, nodeParams as u64];
+    let mut c: [u64; 7] = [0xa9, 0xffffffff, 0, 0x0, graphExec as u64, node as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 169, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(168, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(168, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecBatchMemOpNodeSetParams`, whose C signature is this function's.
@@ -9449,10 +9247,9 @@ pub unsafe extern "C" fn cuGraphExecChildGraphNodeSetParams(hGraphExec: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, childGraph as u64];
+    let mut c: [u64; 7] = [0xaa, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, childGraph as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 170, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(169, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(169, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecChildGraphNodeSetParams`, whose C signature is this function's.
@@ -9494,10 +9291,9 @@ pub unsafe extern "C" fn cuGraphExecDestroy(hGraphExec: *mut c_void) -> CUresult
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hGraphExec as u64];
+    let mut c: [u64; 5] = [0xab, 0xffffffff, 0, 0x0, hGraphExec as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 171, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(170, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(170, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecDestroy`, whose C signature is this function's.
@@ -9539,10 +9335,9 @@ pub unsafe extern "C" fn cuGraphExecEventRecordNodeSetEvent(hGraphExec: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, event as u64];
+    let mut c: [u64; 7] = [0xac, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, event as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 172, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(171, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(171, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecEventRecordNodeSetEvent`, whose C signature is this function's.
@@ -9584,10 +9379,9 @@ pub unsafe extern "C" fn cuGraphExecEventWaitNodeSetEvent(hGraphExec: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, event as u64];
+    let mut c: [u64; 7] = [0xad, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, event as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 173, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(172, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(172, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecEventWaitNodeSetEvent`, whose C signature is this function's.
@@ -9629,10 +9423,9 @@ pub unsafe extern "C" fn cuGraphExecExternalSemaphoresSignalNodeSetParams(hGraph
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 7] = [0xae, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 174, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(173, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(173, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecExternalSemaphoresSignalNodeSetParams`, whose C signature is this function's.
@@ -9674,10 +9467,9 @@ pub unsafe extern "C" fn cuGraphExecExternalSemaphoresWaitNodeSetParams(hGraphEx
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 7] = [0xaf, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 175, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(174, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(174, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecExternalSemaphoresWaitNodeSetParams`, whose C signature is this function's.
@@ -9719,10 +9511,9 @@ pub unsafe extern "C" fn cuGraphExecGetFlags(hGraphExec: *mut c_void, flags: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, flags as u64, 0];
+    let mut c: [u64; 7] = [0xb0, 0xffffffff, 0, 0x0, hGraphExec as u64, flags as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 176, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(175, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(175, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecGetFlags`, whose C signature is this function's.
@@ -9766,10 +9557,9 @@ pub unsafe extern "C" fn cuGraphExecGetId(hGraphExec: *mut c_void, graphId: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, graphId as u64, 0];
+    let mut c: [u64; 7] = [0xb1, 0xffffffff, 0, 0x0, hGraphExec as u64, graphId as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 177, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(176, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(176, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecGetId`, whose C signature is this function's.
@@ -9813,10 +9603,9 @@ pub unsafe extern "C" fn cuGraphExecHostNodeSetParams(hGraphExec: *mut c_void, h
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 7] = [0xb2, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 178, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(177, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(177, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecHostNodeSetParams`, whose C signature is this function's.
@@ -9858,10 +9647,9 @@ pub unsafe extern "C" fn cuGraphExecKernelNodeSetParams(hGraphExec: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 7] = [0xb3, 0x4ffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 179, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(178, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(178, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecKernelNodeSetParams`, whose C signature is this function's.
@@ -9903,10 +9691,9 @@ pub unsafe extern "C" fn cuGraphExecKernelNodeSetParams_v2(hGraphExec: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 7] = [0xb3, 0xffffffff, 0, 0x100000000, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 179, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(178, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(178, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecKernelNodeSetParams_v2`, whose C signature is this function's.
@@ -9948,10 +9735,9 @@ pub unsafe extern "C" fn cuGraphExecMemcpyNodeSetParams(hGraphExec: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, copyParams as u64, ctx as u64];
+    let mut c: [u64; 8] = [0xb4, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, copyParams as u64, ctx as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 180, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(179, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(179, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecMemcpyNodeSetParams`, whose C signature is this function's.
@@ -9993,10 +9779,9 @@ pub unsafe extern "C" fn cuGraphExecMemsetNodeSetParams(hGraphExec: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, memsetParams as u64, ctx as u64];
+    let mut c: [u64; 8] = [0xb5, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, memsetParams as u64, ctx as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 181, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(180, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(180, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecMemsetNodeSetParams`, whose C signature is this function's.
@@ -10038,10 +9823,9 @@ pub unsafe extern "C" fn cuGraphExecNodeSetParams(hGraphExec: *mut c_void, hNode
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 7] = [0xb6, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 182, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(181, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(181, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecNodeSetParams`, whose C signature is this function's.
@@ -10083,10 +9867,9 @@ pub unsafe extern "C" fn cuGraphExecUpdate(hGraphExec: *mut c_void, hGraph: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hGraph as u64, 0];
+    let mut c: [u64; 7] = [0xb7, 0x4ffffffff, 0, 0x0, hGraphExec as u64, hGraph as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 183, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(182, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(182, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecUpdate`, whose C signature is this function's.
@@ -10128,10 +9911,9 @@ pub unsafe extern "C" fn cuGraphExecUpdate_v2(hGraphExec: *mut c_void, hGraph: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hGraph as u64, resultInfo as u64];
+    let mut c: [u64; 7] = [0xb7, 0xffffffff, 0, 0x100000000, hGraphExec as u64, hGraph as u64, resultInfo as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 183, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(182, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(182, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecUpdate_v2`, whose C signature is this function's.
@@ -10173,10 +9955,9 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresSignalNodeGetParams(hNode: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, params_out as u64];
+    let mut c: [u64; 6] = [0xb8, 0xffffffff, 0, 0x0, hNode as u64, params_out as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 184, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(183, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(183, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExternalSemaphoresSignalNodeGetParams`, whose C signature is this function's.
@@ -10218,10 +9999,9 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresSignalNodeSetParams(hNode: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xb9, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 185, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(184, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(184, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExternalSemaphoresSignalNodeSetParams`, whose C signature is this function's.
@@ -10263,10 +10043,9 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresWaitNodeGetParams(hNode: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, params_out as u64];
+    let mut c: [u64; 6] = [0xba, 0xffffffff, 0, 0x0, hNode as u64, params_out as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 186, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(185, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(185, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExternalSemaphoresWaitNodeGetParams`, whose C signature is this function's.
@@ -10308,10 +10087,9 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresWaitNodeSetParams(hNode: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xbb, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 187, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(186, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(186, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExternalSemaphoresWaitNodeSetParams`, whose C signature is this function's.
@@ -10353,10 +10131,9 @@ pub unsafe extern "C" fn cuGraphGetEdges(hGraph: *mut c_void, from: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, hGraph as u64, from as u64, to as u64, 0, numEdges as u64, 0];
+    let mut c: [u64; 10] = [0xbc, 0x4ffffffff, 0, 0x0, hGraph as u64, from as u64, to as u64, 0, numEdges as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 188, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(187, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(187, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphGetEdges`, whose C signature is this function's.
@@ -10400,10 +10177,9 @@ pub unsafe extern "C" fn cuGraphGetEdges_v2(hGraph: *mut c_void, from: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, hGraph as u64, from as u64, to as u64, edgeData as u64, numEdges as u64, 0];
+    let mut c: [u64; 10] = [0xbc, 0xffffffff, 0, 0x100000000, hGraph as u64, from as u64, to as u64, edgeData as u64, numEdges as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 188, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(187, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(187, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphGetEdges_v2`, whose C signature is this function's.
@@ -10447,10 +10223,9 @@ pub unsafe extern "C" fn cuGraphGetId(hGraph: *mut c_void, graphId: *mut c_void)
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraph as u64, graphId as u64, 0];
+    let mut c: [u64; 7] = [0xbd, 0xffffffff, 0, 0x0, hGraph as u64, graphId as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 189, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(188, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(188, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphGetId`, whose C signature is this function's.
@@ -10494,10 +10269,9 @@ pub unsafe extern "C" fn cuGraphGetNodes(hGraph: *mut c_void, nodes: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hGraph as u64, nodes as u64, numNodes as u64, 0];
+    let mut c: [u64; 8] = [0xbe, 0xffffffff, 0, 0x0, hGraph as u64, nodes as u64, numNodes as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 190, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(189, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(189, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphGetNodes`, whose C signature is this function's.
@@ -10541,10 +10315,9 @@ pub unsafe extern "C" fn cuGraphGetRootNodes(hGraph: *mut c_void, rootNodes: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hGraph as u64, rootNodes as u64, numRootNodes as u64, 0];
+    let mut c: [u64; 8] = [0xbf, 0xffffffff, 0, 0x0, hGraph as u64, rootNodes as u64, numRootNodes as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 191, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(190, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(190, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphGetRootNodes`, whose C signature is this function's.
@@ -10588,10 +10361,9 @@ pub unsafe extern "C" fn cuGraphHostNodeGetParams(hNode: *mut c_void, nodeParams
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xc0, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 192, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(191, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(191, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphHostNodeGetParams`, whose C signature is this function's.
@@ -10633,10 +10405,9 @@ pub unsafe extern "C" fn cuGraphHostNodeSetParams(hNode: *mut c_void, nodeParams
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xc1, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 193, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(192, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(192, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphHostNodeSetParams`, whose C signature is this function's.
@@ -10678,10 +10449,9 @@ pub unsafe extern "C" fn cuGraphInstantiate(phGraphExec: *mut c_void, hGraph: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, phGraphExec as u64, hGraph as u64, phErrorNode as u64, logBuffer as u64, bufferSize, 0, 0];
+    let mut c: [u64; 11] = [0xc2, 0xffffffff, 0, 0x0, phGraphExec as u64, hGraph as u64, phErrorNode as u64, logBuffer as u64, bufferSize, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 194, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(193, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(193, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphInstantiate`, whose C signature is this function's.
@@ -10727,10 +10497,9 @@ pub unsafe extern "C" fn cuGraphInstantiate_v2(phGraphExec: *mut c_void, hGraph:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, phGraphExec as u64, hGraph as u64, phErrorNode as u64, logBuffer as u64, bufferSize, 0, 0];
+    let mut c: [u64; 11] = [0xc2, 0xffffffff, 0, 0x100000000, phGraphExec as u64, hGraph as u64, phErrorNode as u64, logBuffer as u64, bufferSize, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 194, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(193, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(193, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphInstantiate_v2`, whose C signature is this function's.
@@ -10776,10 +10545,9 @@ pub unsafe extern "C" fn cuGraphInstantiateWithFlags(phGraphExec: *mut c_void, h
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, phGraphExec as u64, hGraph as u64, flags, 0];
+    let mut c: [u64; 8] = [0xc3, 0xffffffff, 0, 0x0, phGraphExec as u64, hGraph as u64, flags, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 195, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(194, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(194, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphInstantiateWithFlags`, whose C signature is this function's.
@@ -10823,10 +10591,9 @@ pub unsafe extern "C" fn cuGraphInstantiateWithParams(phGraphExec: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, phGraphExec as u64, hGraph as u64, instantiateParams as u64, 0];
+    let mut c: [u64; 8] = [0xc4, 0xffffffff, 0, 0x0, phGraphExec as u64, hGraph as u64, instantiateParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 196, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(195, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(195, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphInstantiateWithParams`, whose C signature is this function's.
@@ -10870,10 +10637,9 @@ pub unsafe extern "C" fn cuGraphInstantiateWithParams_ptsz(phGraphExec: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, phGraphExec as u64, hGraph as u64, instantiateParams as u64, 0];
+    let mut c: [u64; 8] = [0xc4, 0x2ffffffff, 0, 0x100000000, phGraphExec as u64, hGraph as u64, instantiateParams as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 196, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(195, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(195, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphInstantiateWithParams_ptsz`, whose C signature is this function's.
@@ -10917,10 +10683,9 @@ pub unsafe extern "C" fn cuGraphKernelNodeCopyAttributes(dst: *mut c_void, src: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, dst as u64, src as u64];
+    let mut c: [u64; 6] = [0xc5, 0xffffffff, 0, 0x0, dst as u64, src as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 197, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(196, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(196, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeCopyAttributes`, whose C signature is this function's.
@@ -10962,10 +10727,9 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetAttribute(hNode: *mut c_void, attr:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hNode as u64, u64::from(attr), value_out as u64];
+    let mut c: [u64; 7] = [0xc6, 0xffffffff, 0, 0x0, hNode as u64, u64::from(attr), value_out as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 198, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(197, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(197, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeGetAttribute`, whose C signature is this function's.
@@ -11007,10 +10771,9 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xc7, 0x4ffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 199, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(198, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(198, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeGetParams`, whose C signature is this function's.
@@ -11052,10 +10815,9 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetParams_v2(hNode: *mut c_void, nodeP
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xc7, 0xffffffff, 0, 0x100000000, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 199, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(198, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(198, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeGetParams_v2`, whose C signature is this function's.
@@ -11097,10 +10859,9 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetAttribute(hNode: *mut c_void, attr:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hNode as u64, u64::from(attr), value as u64];
+    let mut c: [u64; 7] = [0xc8, 0xffffffff, 0, 0x0, hNode as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 200, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(199, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(199, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeSetAttribute`, whose C signature is this function's.
@@ -11142,10 +10903,9 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xc9, 0x4ffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 201, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(200, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(200, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeSetParams`, whose C signature is this function's.
@@ -11187,10 +10947,9 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetParams_v2(hNode: *mut c_void, nodeP
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xc9, 0xffffffff, 0, 0x100000000, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 201, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(200, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(200, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeSetParams_v2`, whose C signature is this function's.
@@ -11232,11 +10991,10 @@ pub unsafe extern "C" fn cuGraphLaunch(hGraph: *mut c_void, hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hGraph as u64, hStream as u64];
+    let mut c: [u64; 6] = [0xca, 0xffffffff, 0, 0x0, hGraph as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 202, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(201, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(201, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphLaunch`, whose C signature is this function's.
@@ -11278,11 +11036,10 @@ pub unsafe extern "C" fn cuGraphLaunch_ptsz(hGraphExec: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, 0, hStream as u64];
+    let mut c: [u64; 6] = [0xca, 0x6ffffffff, 0, 0x100000000, 0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 202, variant: 1, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(201, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(201, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphLaunch_ptsz`, whose C signature is this function's.
@@ -11324,10 +11081,9 @@ pub unsafe extern "C" fn cuGraphMemAllocNodeGetParams(hNode: *mut c_void, params
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, params_out as u64];
+    let mut c: [u64; 6] = [0xcb, 0xffffffff, 0, 0x0, hNode as u64, params_out as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 203, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(202, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(202, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemAllocNodeGetParams`, whose C signature is this function's.
@@ -11369,10 +11125,9 @@ pub unsafe extern "C" fn cuGraphMemFreeNodeGetParams(hNode: *mut c_void, dptr_ou
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hNode as u64, dptr_out as u64, 0];
+    let mut c: [u64; 7] = [0xcc, 0xffffffff, 0, 0x0, hNode as u64, dptr_out as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 204, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(203, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(203, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemFreeNodeGetParams`, whose C signature is this function's.
@@ -11416,10 +11171,9 @@ pub unsafe extern "C" fn cuGraphMemcpyNodeGetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xcd, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 205, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(204, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(204, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemcpyNodeGetParams`, whose C signature is this function's.
@@ -11461,10 +11215,9 @@ pub unsafe extern "C" fn cuGraphMemcpyNodeSetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xce, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 206, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(205, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(205, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemcpyNodeSetParams`, whose C signature is this function's.
@@ -11506,10 +11259,9 @@ pub unsafe extern "C" fn cuGraphMemsetNodeGetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xcf, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 207, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(206, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(206, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemsetNodeGetParams`, whose C signature is this function's.
@@ -11551,10 +11303,9 @@ pub unsafe extern "C" fn cuGraphMemsetNodeSetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xd0, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 208, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(207, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(207, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemsetNodeSetParams`, whose C signature is this function's.
@@ -11596,10 +11347,9 @@ pub unsafe extern "C" fn cuGraphNodeFindInClone(phNode: *mut c_void, hOriginalNo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, phNode as u64, hOriginalNode as u64, hClonedGraph as u64, 0];
+    let mut c: [u64; 8] = [0xd1, 0xffffffff, 0, 0x0, phNode as u64, hOriginalNode as u64, hClonedGraph as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 209, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(208, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(208, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeFindInClone`, whose C signature is this function's.
@@ -11643,10 +11393,9 @@ pub unsafe extern "C" fn cuGraphNodeGetContainingGraph(hNode: *mut c_void, phGra
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hNode as u64, phGraph as u64, 0];
+    let mut c: [u64; 7] = [0xd2, 0xffffffff, 0, 0x0, hNode as u64, phGraph as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 210, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(209, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(209, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetContainingGraph`, whose C signature is this function's.
@@ -11690,10 +11439,9 @@ pub unsafe extern "C" fn cuGraphNodeGetDependencies(hNode: *mut c_void, dependen
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hNode as u64, dependencies as u64, 0, numDependencies as u64, 0];
+    let mut c: [u64; 9] = [0xd3, 0x4ffffffff, 0, 0x0, hNode as u64, dependencies as u64, 0, numDependencies as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 211, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(210, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(210, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetDependencies`, whose C signature is this function's.
@@ -11737,10 +11485,9 @@ pub unsafe extern "C" fn cuGraphNodeGetDependencies_v2(hNode: *mut c_void, depen
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hNode as u64, dependencies as u64, edgeData as u64, numDependencies as u64, 0];
+    let mut c: [u64; 9] = [0xd3, 0xffffffff, 0, 0x100000000, hNode as u64, dependencies as u64, edgeData as u64, numDependencies as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 211, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(210, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(210, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetDependencies_v2`, whose C signature is this function's.
@@ -11784,10 +11531,9 @@ pub unsafe extern "C" fn cuGraphNodeGetDependentNodes(hNode: *mut c_void, depend
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hNode as u64, dependentNodes as u64, 0, numDependentNodes as u64, 0];
+    let mut c: [u64; 9] = [0xd4, 0x4ffffffff, 0, 0x0, hNode as u64, dependentNodes as u64, 0, numDependentNodes as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 212, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(211, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(211, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetDependentNodes`, whose C signature is this function's.
@@ -11831,10 +11577,9 @@ pub unsafe extern "C" fn cuGraphNodeGetDependentNodes_v2(hNode: *mut c_void, dep
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hNode as u64, dependentNodes as u64, edgeData as u64, numDependentNodes as u64, 0];
+    let mut c: [u64; 9] = [0xd4, 0xffffffff, 0, 0x100000000, hNode as u64, dependentNodes as u64, edgeData as u64, numDependentNodes as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 212, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(211, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(211, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetDependentNodes_v2`, whose C signature is this function's.
@@ -11878,10 +11623,9 @@ pub unsafe extern "C" fn cuGraphNodeGetEnabled(hGraphExec: *mut c_void, hNode: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, isEnabled as u64, 0];
+    let mut c: [u64; 8] = [0xd5, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, isEnabled as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 213, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(212, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(212, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetEnabled`, whose C signature is this function's.
@@ -11925,10 +11669,9 @@ pub unsafe extern "C" fn cuGraphNodeGetLocalId(hNode: *mut c_void, nodeId: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hNode as u64, nodeId as u64, 0];
+    let mut c: [u64; 7] = [0xd6, 0xffffffff, 0, 0x0, hNode as u64, nodeId as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 214, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(213, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(213, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetLocalId`, whose C signature is this function's.
@@ -11972,10 +11715,9 @@ pub unsafe extern "C" fn cuGraphNodeGetParams(hNode: *mut c_void, nodeParams: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xd7, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 215, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(214, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(214, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetParams`, whose C signature is this function's.
@@ -12017,10 +11759,9 @@ pub unsafe extern "C" fn cuGraphNodeGetToolsId(hNode: *mut c_void, nodeId: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hNode as u64, nodeId as u64, 0];
+    let mut c: [u64; 7] = [0xd8, 0xffffffff, 0, 0x0, hNode as u64, nodeId as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 216, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(215, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(215, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetToolsId`, whose C signature is this function's.
@@ -12064,10 +11805,9 @@ pub unsafe extern "C" fn cuGraphNodeGetType(hNode: *mut c_void, type_: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hNode as u64, type_ as u64, 0];
+    let mut c: [u64; 7] = [0xd9, 0xffffffff, 0, 0x0, hNode as u64, type_ as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 217, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(216, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(216, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetType`, whose C signature is this function's.
@@ -12111,10 +11851,9 @@ pub unsafe extern "C" fn cuGraphNodeSetEnabled(hGraphExec: *mut c_void, hNode: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hGraphExec as u64, hNode as u64, u64::from(isEnabled)];
+    let mut c: [u64; 7] = [0xda, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, u64::from(isEnabled)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 218, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(217, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(217, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeSetEnabled`, whose C signature is this function's.
@@ -12156,10 +11895,9 @@ pub unsafe extern "C" fn cuGraphNodeSetParams(hNode: *mut c_void, nodeParams: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xdb, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 219, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(218, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(218, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeSetParams`, whose C signature is this function's.
@@ -12201,10 +11939,9 @@ pub unsafe extern "C" fn cuGraphNodeSetParams_v2(hNode: *mut c_void, nodeParams:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hNode as u64, nodeParams as u64];
+    let mut c: [u64; 6] = [0xdb, 0xffffffff, 0, 0x100000000, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 219, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(218, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(218, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeSetParams_v2`, whose C signature is this function's.
@@ -12246,10 +11983,9 @@ pub unsafe extern "C" fn cuGraphReleaseUserObject(graph: *mut c_void, object: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, graph as u64, object as u64, u64::from(count)];
+    let mut c: [u64; 7] = [0xdc, 0xffffffff, 0, 0x0, graph as u64, object as u64, u64::from(count)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 220, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(219, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(219, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphReleaseUserObject`, whose C signature is this function's.
@@ -12291,10 +12027,9 @@ pub unsafe extern "C" fn cuGraphRemoveDependencies(hGraph: *mut c_void, from: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hGraph as u64, from as u64, to as u64, 0, numDependencies];
+    let mut c: [u64; 9] = [0xdd, 0x4ffffffff, 0, 0x0, hGraph as u64, from as u64, to as u64, 0, numDependencies];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 221, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(220, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(220, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphRemoveDependencies`, whose C signature is this function's.
@@ -12336,10 +12071,9 @@ pub unsafe extern "C" fn cuGraphRemoveDependencies_v2(hGraph: *mut c_void, from:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hGraph as u64, from as u64, to as u64, edgeData as u64, numDependencies];
+    let mut c: [u64; 9] = [0xdd, 0xffffffff, 0, 0x100000000, hGraph as u64, from as u64, to as u64, edgeData as u64, numDependencies];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 221, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(220, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(220, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphRemoveDependencies_v2`, whose C signature is this function's.
@@ -12381,10 +12115,9 @@ pub unsafe extern "C" fn cuGraphRetainUserObject(graph: *mut c_void, object: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, graph as u64, object as u64, u64::from(count), u64::from(flags)];
+    let mut c: [u64; 8] = [0xde, 0xffffffff, 0, 0x0, graph as u64, object as u64, u64::from(count), u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 222, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(221, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(221, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphRetainUserObject`, whose C signature is this function's.
@@ -12426,11 +12159,10 @@ pub unsafe extern "C" fn cuGraphUpload(hGraph: *mut c_void, hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hGraph as u64, hStream as u64];
+    let mut c: [u64; 6] = [0xdf, 0xffffffff, 0, 0x0, hGraph as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 223, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(222, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(222, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphUpload`, whose C signature is this function's.
@@ -12472,11 +12204,10 @@ pub unsafe extern "C" fn cuGraphUpload_ptsz(hGraphExec: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, 0, hStream as u64];
+    let mut c: [u64; 6] = [0xdf, 0x6ffffffff, 0, 0x100000000, 0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 223, variant: 1, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(222, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(222, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphUpload_ptsz`, whose C signature is this function's.
@@ -12518,10 +12249,9 @@ pub unsafe extern "C" fn cuGraphicsEGLRegisterImage(pCudaResource: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pCudaResource as u64, image as u64, u64::from(flags), 0];
+    let mut c: [u64; 8] = [0xe0, 0xffffffff, 0, 0x0, pCudaResource as u64, image as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 224, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(223, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(223, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsEGLRegisterImage`, whose C signature is this function's.
@@ -12565,10 +12295,9 @@ pub unsafe extern "C" fn cuGraphicsGLRegisterBuffer(pCudaResource: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pCudaResource as u64, u64::from(buffer), u64::from(Flags), 0];
+    let mut c: [u64; 8] = [0xe1, 0xffffffff, 0, 0x0, pCudaResource as u64, u64::from(buffer), u64::from(Flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 225, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(224, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(224, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsGLRegisterBuffer`, whose C signature is this function's.
@@ -12612,10 +12341,9 @@ pub unsafe extern "C" fn cuGraphicsGLRegisterImage(pCudaResource: *mut c_void, i
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pCudaResource as u64, u64::from(image), u64::from(target), u64::from(Flags), 0];
+    let mut c: [u64; 9] = [0xe2, 0xffffffff, 0, 0x0, pCudaResource as u64, u64::from(image), u64::from(target), u64::from(Flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 226, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(225, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(225, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsGLRegisterImage`, whose C signature is this function's.
@@ -12659,11 +12387,10 @@ pub unsafe extern "C" fn cuGraphicsMapResources(count: u32, resources: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, u64::from(count), resources as u64, hStream as u64];
+    let mut c: [u64; 7] = [0xe3, 0xffffffff, 0, 0x0, u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 227, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(226, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(226, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsMapResources`, whose C signature is this function's.
@@ -12705,11 +12432,10 @@ pub unsafe extern "C" fn cuGraphicsMapResources_ptsz(count: u32, resources: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, u64::from(count), resources as u64, hStream as u64];
+    let mut c: [u64; 7] = [0xe3, 0x2ffffffff, 0, 0x100000000, u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 227, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(226, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(226, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsMapResources_ptsz`, whose C signature is this function's.
@@ -12751,10 +12477,9 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedEglFrame(eglFrame: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, eglFrame as u64, resource as u64, u64::from(index), u64::from(mipLevel)];
+    let mut c: [u64; 8] = [0xe4, 0xffffffff, 0, 0x0, eglFrame as u64, resource as u64, u64::from(index), u64::from(mipLevel)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 228, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(227, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(227, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceGetMappedEglFrame`, whose C signature is this function's.
@@ -12796,10 +12521,9 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedMipmappedArray(pMipmappedArr
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pMipmappedArray as u64, resource as u64, 0];
+    let mut c: [u64; 7] = [0xe5, 0xffffffff, 0, 0x0, pMipmappedArray as u64, resource as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 229, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(228, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(228, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceGetMappedMipmappedArray`, whose C signature is this function's.
@@ -12843,10 +12567,9 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedPointer(pDevPtr: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pDevPtr as u64, pSize as u64, resource as u64, 0, 0];
+    let mut c: [u64; 9] = [0xe6, 0x4ffffffff, 0, 0x0, pDevPtr as u64, pSize as u64, resource as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 230, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(229, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(229, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceGetMappedPointer`, whose C signature is this function's.
@@ -12892,10 +12615,9 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedPointer_v2(pDevPtr: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pDevPtr as u64, pSize as u64, resource as u64, 0, 0];
+    let mut c: [u64; 9] = [0xe6, 0xffffffff, 0, 0x100000000, pDevPtr as u64, pSize as u64, resource as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 230, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(229, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(229, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceGetMappedPointer_v2`, whose C signature is this function's.
@@ -12941,10 +12663,9 @@ pub unsafe extern "C" fn cuGraphicsResourceSetMapFlags(resource: *mut c_void, fl
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, resource as u64, u64::from(flags)];
+    let mut c: [u64; 6] = [0xe7, 0xffffffff, 0, 0x0, resource as u64, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 231, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(230, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(230, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceSetMapFlags`, whose C signature is this function's.
@@ -12986,10 +12707,9 @@ pub unsafe extern "C" fn cuGraphicsResourceSetMapFlags_v2(resource: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, resource as u64, u64::from(flags)];
+    let mut c: [u64; 6] = [0xe7, 0xffffffff, 0, 0x100000000, resource as u64, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 231, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(230, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(230, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceSetMapFlags_v2`, whose C signature is this function's.
@@ -13031,10 +12751,9 @@ pub unsafe extern "C" fn cuGraphicsSubResourceGetMappedArray(pArray: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pArray as u64, resource as u64, u64::from(arrayIndex), u64::from(mipLevel), 0];
+    let mut c: [u64; 9] = [0xe8, 0xffffffff, 0, 0x0, pArray as u64, resource as u64, u64::from(arrayIndex), u64::from(mipLevel), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 232, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(231, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(231, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsSubResourceGetMappedArray`, whose C signature is this function's.
@@ -13078,11 +12797,10 @@ pub unsafe extern "C" fn cuGraphicsUnmapResources(count: u32, resources: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, u64::from(count), resources as u64, hStream as u64];
+    let mut c: [u64; 7] = [0xe9, 0xffffffff, 0, 0x0, u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 233, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(232, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(232, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsUnmapResources`, whose C signature is this function's.
@@ -13124,11 +12842,10 @@ pub unsafe extern "C" fn cuGraphicsUnmapResources_ptsz(count: u32, resources: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, u64::from(count), resources as u64, hStream as u64];
+    let mut c: [u64; 7] = [0xe9, 0x2ffffffff, 0, 0x100000000, u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 233, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(232, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(232, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsUnmapResources_ptsz`, whose C signature is this function's.
@@ -13170,10 +12887,9 @@ pub unsafe extern "C" fn cuGraphicsUnregisterResource(resource: *mut c_void) -> 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, resource as u64];
+    let mut c: [u64; 5] = [0xea, 0xffffffff, 0, 0x0, resource as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 234, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(233, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(233, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsUnregisterResource`, whose C signature is this function's.
@@ -13215,10 +12931,9 @@ pub unsafe extern "C" fn cuGraphicsVDPAURegisterOutputSurface(pCudaResource: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pCudaResource as u64, u64::from(vdpSurface), u64::from(flags), 0];
+    let mut c: [u64; 8] = [0xeb, 0xffffffff, 0, 0x0, pCudaResource as u64, u64::from(vdpSurface), u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 235, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(234, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(234, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsVDPAURegisterOutputSurface`, whose C signature is this function's.
@@ -13262,10 +12977,9 @@ pub unsafe extern "C" fn cuGraphicsVDPAURegisterVideoSurface(pCudaResource: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pCudaResource as u64, u64::from(vdpSurface), u64::from(flags), 0];
+    let mut c: [u64; 8] = [0xec, 0xffffffff, 0, 0x0, pCudaResource as u64, u64::from(vdpSurface), u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 236, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(235, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(235, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsVDPAURegisterVideoSurface`, whose C signature is this function's.
@@ -13309,10 +13023,9 @@ pub unsafe extern "C" fn cuGreenCtxCreate(phCtx: *mut c_void, desc: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, phCtx as u64, desc as u64, i64::from(dev) as u64, u64::from(flags), 0];
+    let mut c: [u64; 9] = [0xed, 0xffffffff, 0, 0x0, phCtx as u64, desc as u64, i64::from(dev) as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 237, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(236, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(236, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxCreate`, whose C signature is this function's.
@@ -13358,10 +13071,9 @@ pub unsafe extern "C" fn cuGreenCtxDestroy(hCtx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hCtx as u64];
+    let mut c: [u64; 5] = [0xee, 0xffffffff, 0, 0x0, hCtx as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 238, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(237, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(237, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -13407,10 +13119,9 @@ pub unsafe extern "C" fn cuGreenCtxGetDevResource(hCtx: *mut c_void, result: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hCtx as u64, result as u64, u64::from(type_)];
+    let mut c: [u64; 7] = [0xef, 0xffffffff, 0, 0x0, hCtx as u64, result as u64, u64::from(type_)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 239, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(238, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(238, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxGetDevResource`, whose C signature is this function's.
@@ -13452,10 +13163,9 @@ pub unsafe extern "C" fn cuGreenCtxGetId(greenCtx: *mut c_void, greenCtxId: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, greenCtx as u64, greenCtxId as u64, 0];
+    let mut c: [u64; 7] = [0xf0, 0xffffffff, 0, 0x0, greenCtx as u64, greenCtxId as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 240, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(239, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(239, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxGetId`, whose C signature is this function's.
@@ -13499,10 +13209,9 @@ pub unsafe extern "C" fn cuGreenCtxRecordEvent(hCtx: *mut c_void, hEvent: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hCtx as u64, hEvent as u64];
+    let mut c: [u64; 6] = [0xf1, 0xffffffff, 0, 0x0, hCtx as u64, hEvent as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 241, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(240, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(240, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxRecordEvent`, whose C signature is this function's.
@@ -13544,10 +13253,9 @@ pub unsafe extern "C" fn cuGreenCtxStreamCreate(phStream: *mut c_void, greenCtx:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, phStream as u64, greenCtx as u64, u64::from(flags), i64::from(priority) as u64, 0];
+    let mut c: [u64; 9] = [0xf2, 0xffffffff, 0, 0x0, phStream as u64, greenCtx as u64, u64::from(flags), i64::from(priority) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 242, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(241, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(241, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxStreamCreate`, whose C signature is this function's.
@@ -13591,10 +13299,9 @@ pub unsafe extern "C" fn cuGreenCtxWaitEvent(hCtx: *mut c_void, hEvent: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hCtx as u64, hEvent as u64];
+    let mut c: [u64; 6] = [0xf3, 0xffffffff, 0, 0x0, hCtx as u64, hEvent as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 243, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(242, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(242, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxWaitEvent`, whose C signature is this function's.
@@ -13636,10 +13343,9 @@ pub unsafe extern "C" fn cuImportExternalMemory(extMem_out: *mut c_void, memHand
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, extMem_out as u64, memHandleDesc as u64, 0];
+    let mut c: [u64; 7] = [0xf4, 0xffffffff, 0, 0x0, extMem_out as u64, memHandleDesc as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 244, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(243, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(243, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuImportExternalMemory`, whose C signature is this function's.
@@ -13683,10 +13389,9 @@ pub unsafe extern "C" fn cuImportExternalSemaphore(extSem_out: *mut c_void, semH
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, extSem_out as u64, semHandleDesc as u64, 0];
+    let mut c: [u64; 7] = [0xf5, 0xffffffff, 0, 0x0, extSem_out as u64, semHandleDesc as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 245, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(244, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(244, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuImportExternalSemaphore`, whose C signature is this function's.
@@ -13730,10 +13435,9 @@ pub unsafe extern "C" fn cuInit(Flags: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, u64::from(Flags)];
+    let mut c: [u64; 5] = [0xf6, 0xffffffff, 0, 0x0, u64::from(Flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 246, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(245, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(245, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuInit`, whose C signature is this function's.
@@ -13775,10 +13479,9 @@ pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, dptr];
+    let mut c: [u64; 5] = [0xf7, 0xffffffff, 0, 0x0, dptr];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 247, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(246, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(246, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcCloseMemHandle`, whose C signature is this function's.
@@ -13820,10 +13523,9 @@ pub unsafe extern "C" fn cuIpcGetEventHandle(pHandle: *mut c_void, event: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pHandle as u64, event as u64];
+    let mut c: [u64; 6] = [0xf8, 0xffffffff, 0, 0x0, pHandle as u64, event as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 248, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(247, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(247, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcGetEventHandle`, whose C signature is this function's.
@@ -13865,10 +13567,9 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(pHandle: *mut c_void, dptr: u64) -> C
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pHandle as u64, dptr];
+    let mut c: [u64; 6] = [0xf9, 0xffffffff, 0, 0x0, pHandle as u64, dptr];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 249, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(248, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(248, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcGetMemHandle`, whose C signature is this function's.
@@ -13910,10 +13611,9 @@ pub unsafe extern "C" fn cuIpcOpenEventHandle(phEvent: *mut c_void, handle: CUip
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, phEvent as u64, core::ptr::addr_of!(handle) as u64, 0];
+    let mut c: [u64; 7] = [0xfa, 0xffffffff, 0, 0x0, phEvent as u64, core::ptr::addr_of!(handle) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 250, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(249, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(249, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcOpenEventHandle`, whose C signature is this function's.
@@ -13957,10 +13657,9 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle(pdptr: *mut c_void, handle: CUipcMem
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pdptr as u64, core::ptr::addr_of!(handle) as u64, u64::from(Flags), 0];
+    let mut c: [u64; 8] = [0xfb, 0xffffffff, 0, 0x0, pdptr as u64, core::ptr::addr_of!(handle) as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 251, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(250, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(250, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcOpenMemHandle`, whose C signature is this function's.
@@ -14004,10 +13703,9 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(pdptr: *mut c_void, handle: CUipc
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pdptr as u64, core::ptr::addr_of!(handle) as u64, u64::from(Flags), 0];
+    let mut c: [u64; 8] = [0xfb, 0xffffffff, 0, 0x100000000, pdptr as u64, core::ptr::addr_of!(handle) as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 251, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(250, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(250, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcOpenMemHandle_v2`, whose C signature is this function's.
@@ -14051,10 +13749,9 @@ pub unsafe extern "C" fn cuKernelGetAttribute(pi: *mut c_void, attrib: u32, kern
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pi as u64, u64::from(attrib), kernel as u64, i64::from(dev) as u64, 0];
+    let mut c: [u64; 9] = [0xfc, 0xffffffff, 0, 0x0, pi as u64, u64::from(attrib), kernel as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 252, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(251, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(251, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetAttribute`, whose C signature is this function's.
@@ -14098,10 +13795,9 @@ pub unsafe extern "C" fn cuKernelGetFunction(pFunc: *mut c_void, kernel: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pFunc as u64, kernel as u64, 0];
+    let mut c: [u64; 7] = [0xfd, 0xffffffff, 0, 0x0, pFunc as u64, kernel as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 253, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(252, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(252, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetFunction`, whose C signature is this function's.
@@ -14145,10 +13841,9 @@ pub unsafe extern "C" fn cuKernelGetLibrary(pLib: *mut c_void, kernel: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pLib as u64, kernel as u64, 0];
+    let mut c: [u64; 7] = [0xfe, 0xffffffff, 0, 0x0, pLib as u64, kernel as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 254, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(253, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(253, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetLibrary`, whose C signature is this function's.
@@ -14192,10 +13887,9 @@ pub unsafe extern "C" fn cuKernelGetName(name: *mut c_void, hfunc: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, name as u64, hfunc as u64];
+    let mut c: [u64; 6] = [0xff, 0xffffffff, 0, 0x0, name as u64, hfunc as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 255, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(254, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(254, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetName`, whose C signature is this function's.
@@ -14237,10 +13931,9 @@ pub unsafe extern "C" fn cuKernelGetParamCount(kernel: *mut c_void, paramCount: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, kernel as u64, paramCount as u64, 0];
+    let mut c: [u64; 7] = [0x100, 0xffffffff, 0, 0x0, kernel as u64, paramCount as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 256, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(255, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(255, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetParamCount`, whose C signature is this function's.
@@ -14284,10 +13977,9 @@ pub unsafe extern "C" fn cuKernelGetParamInfo(kernel: *mut c_void, paramIndex: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, kernel as u64, paramIndex, paramOffset as u64, paramSize as u64, 0, 0];
+    let mut c: [u64; 10] = [0x101, 0xffffffff, 0, 0x0, kernel as u64, paramIndex, paramOffset as u64, paramSize as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 257, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(256, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(256, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetParamInfo`, whose C signature is this function's.
@@ -14333,10 +14025,9 @@ pub unsafe extern "C" fn cuKernelSetAttribute(attrib: u32, val: i32, kernel: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, u64::from(attrib), i64::from(val) as u64, kernel as u64, i64::from(dev) as u64];
+    let mut c: [u64; 8] = [0x102, 0xffffffff, 0, 0x0, u64::from(attrib), i64::from(val) as u64, kernel as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 258, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(257, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(257, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelSetAttribute`, whose C signature is this function's.
@@ -14378,10 +14069,9 @@ pub unsafe extern "C" fn cuKernelSetCacheConfig(kernel: *mut c_void, config: u32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, kernel as u64, u64::from(config), i64::from(dev) as u64];
+    let mut c: [u64; 7] = [0x103, 0xffffffff, 0, 0x0, kernel as u64, u64::from(config), i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 259, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(258, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(258, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelSetCacheConfig`, whose C signature is this function's.
@@ -14423,10 +14113,9 @@ pub unsafe extern "C" fn cuLaunch(f: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, f as u64];
+    let mut c: [u64; 5] = [0x104, 0xffffffff, 0, 0x0, f as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 260, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(259, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(259, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunch`, whose C signature is this function's.
@@ -14468,11 +14157,10 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel(f: *mut c_void, gridDimX: u32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 23] = [0, 0, 0, 0, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
+    let mut c: [u64; 23] = [0x105, 0xffffffff, 0, 0x0, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 261, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(260, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(260, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchCooperativeKernel`, whose C signature is this function's.
@@ -14514,11 +14202,10 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel_ptsz(f: *mut c_void, gridDimX
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 23] = [0, 0, 0, 0, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
+    let mut c: [u64; 23] = [0x105, 0x2ffffffff, 0, 0x100000000, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 261, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(260, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(260, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchCooperativeKernel_ptsz`, whose C signature is this function's.
@@ -14560,10 +14247,9 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernelMultiDevice(launchParamsList: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, launchParamsList as u64, u64::from(numDevices), u64::from(flags)];
+    let mut c: [u64; 7] = [0x106, 0xffffffff, 0, 0x0, launchParamsList as u64, u64::from(numDevices), u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 262, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(261, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(261, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchCooperativeKernelMultiDevice`, whose C signature is this function's.
@@ -14605,10 +14291,9 @@ pub unsafe extern "C" fn cuLaunchGrid(f: *mut c_void, grid_width: i32, grid_heig
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, f as u64, i64::from(grid_width) as u64, i64::from(grid_height) as u64];
+    let mut c: [u64; 7] = [0x107, 0xffffffff, 0, 0x0, f as u64, i64::from(grid_width) as u64, i64::from(grid_height) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 263, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(262, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(262, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchGrid`, whose C signature is this function's.
@@ -14650,11 +14335,10 @@ pub unsafe extern "C" fn cuLaunchGridAsync(f: *mut c_void, grid_width: i32, grid
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, f as u64, i64::from(grid_width) as u64, i64::from(grid_height) as u64, hStream as u64];
+    let mut c: [u64; 8] = [0x108, 0xffffffff, 0, 0x0, f as u64, i64::from(grid_width) as u64, i64::from(grid_height) as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 264, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(263, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(263, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchGridAsync`, whose C signature is this function's.
@@ -14696,11 +14380,10 @@ pub unsafe extern "C" fn cuLaunchHostFunc(hStream: *mut c_void, fn_: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hStream as u64, fn_ as u64, userData as u64, 0];
+    let mut c: [u64; 8] = [0x109, 0x4ffffffff, 0, 0x0, hStream as u64, fn_ as u64, userData as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 265, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(264, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(264, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchHostFunc`, whose C signature is this function's.
@@ -14742,11 +14425,10 @@ pub unsafe extern "C" fn cuLaunchHostFunc_v2(hStream: *mut c_void, fn_: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hStream as u64, fn_ as u64, userData as u64, u64::from(syncMode)];
+    let mut c: [u64; 8] = [0x109, 0xffffffff, 0, 0x100000000, hStream as u64, fn_ as u64, userData as u64, u64::from(syncMode)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 265, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(264, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(264, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchHostFunc_v2`, whose C signature is this function's.
@@ -14788,11 +14470,10 @@ pub unsafe extern "C" fn cuLaunchHostFunc_ptsz(hStream: *mut c_void, fn_: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hStream as u64, fn_ as u64, userData as u64, 0];
+    let mut c: [u64; 8] = [0x109, 0x6ffffffff, 0, 0x200000000, hStream as u64, fn_ as u64, userData as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 265, variant: 2, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(264, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(264, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchHostFunc_ptsz`, whose C signature is this function's.
@@ -14834,11 +14515,10 @@ pub unsafe extern "C" fn cuLaunchHostFunc_v2_ptsz(hStream: *mut c_void, fn_: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hStream as u64, fn_ as u64, userData as u64, u64::from(syncMode)];
+    let mut c: [u64; 8] = [0x109, 0x2ffffffff, 0, 0x300000000, hStream as u64, fn_ as u64, userData as u64, u64::from(syncMode)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 265, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(264, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(264, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchHostFunc_v2_ptsz`, whose C signature is this function's.
@@ -14880,11 +14560,10 @@ pub unsafe extern "C" fn cuLaunchKernel(f: *mut c_void, gridDimX: u32, gridDimY:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 24] = [0, 0, 0, 0, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, extra as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
+    let mut c: [u64; 24] = [0x10a, 0xffffffff, 0, 0x0, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, extra as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 266, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(265, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(265, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchKernel`, whose C signature is this function's.
@@ -14926,11 +14605,10 @@ pub unsafe extern "C" fn cuLaunchKernel_ptsz(f: *mut c_void, gridDimX: u32, grid
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 24] = [0, 0, 0, 0, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, extra as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
+    let mut c: [u64; 24] = [0x10a, 0x2ffffffff, 0, 0x100000000, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, extra as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 266, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(265, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(265, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchKernel_ptsz`, whose C signature is this function's.
@@ -14972,13 +14650,12 @@ pub unsafe extern "C" fn cuLaunchKernelEx(config: *mut c_void, f: *mut c_void, k
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 17] = [0, 0, 0, 0, config as u64, f as u64, kernelParams as u64, extra as u64, 0, 0, 0, 0, 0, 0, 0, 0, f as u64];
+    let mut c: [u64; 17] = [0x10b, 0xffffffff, 0, 0x0, config as u64, f as u64, kernelParams as u64, extra as u64, 0, 0, 0, 0, 0, 0, 0, 0, f as u64];
     // SAFETY: `config` is the caller's launch configuration or NULL.
     unsafe { hot::launch_from_config(config, &mut c[8..=15]) };
     let stream = c[15] as *mut c_void;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 267, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(266, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(266, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchKernelEx`, whose C signature is this function's.
@@ -15020,13 +14697,12 @@ pub unsafe extern "C" fn cuLaunchKernelEx_ptsz(config: *mut c_void, f: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 17] = [0, 0, 0, 0, config as u64, f as u64, kernelParams as u64, extra as u64, 0, 0, 0, 0, 0, 0, 0, 0, f as u64];
+    let mut c: [u64; 17] = [0x10b, 0x2ffffffff, 0, 0x100000000, config as u64, f as u64, kernelParams as u64, extra as u64, 0, 0, 0, 0, 0, 0, 0, 0, f as u64];
     // SAFETY: `config` is the caller's launch configuration or NULL.
     unsafe { hot::launch_from_config(config, &mut c[8..=15]) };
     let stream = c[15] as *mut c_void;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 267, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(266, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(266, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchKernelEx_ptsz`, whose C signature is this function's.
@@ -15068,10 +14744,9 @@ pub unsafe extern "C" fn cuLibraryEnumerateKernels(kernels: *mut c_void, numKern
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, kernels as u64, u64::from(numKernels), lib as u64];
+    let mut c: [u64; 7] = [0x10c, 0xffffffff, 0, 0x0, kernels as u64, u64::from(numKernels), lib as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 268, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(267, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(267, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryEnumerateKernels`, whose C signature is this function's.
@@ -15113,10 +14788,9 @@ pub unsafe extern "C" fn cuLibraryGetGlobal(dptr: *mut c_void, bytes: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dptr as u64, bytes as u64, library as u64, name as u64, 0, 0];
+    let mut c: [u64; 10] = [0x10d, 0xffffffff, 0, 0x0, dptr as u64, bytes as u64, library as u64, name as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 269, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(268, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(268, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetGlobal`, whose C signature is this function's.
@@ -15162,10 +14836,9 @@ pub unsafe extern "C" fn cuLibraryGetKernel(pKernel: *mut c_void, library: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pKernel as u64, library as u64, name as u64, 0];
+    let mut c: [u64; 8] = [0x10e, 0xffffffff, 0, 0x0, pKernel as u64, library as u64, name as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 270, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(269, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(269, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetKernel`, whose C signature is this function's.
@@ -15209,10 +14882,9 @@ pub unsafe extern "C" fn cuLibraryGetKernelCount(count: *mut c_void, lib: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, count as u64, lib as u64, 0];
+    let mut c: [u64; 7] = [0x10f, 0xffffffff, 0, 0x0, count as u64, lib as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 271, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(270, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(270, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetKernelCount`, whose C signature is this function's.
@@ -15256,10 +14928,9 @@ pub unsafe extern "C" fn cuLibraryGetManaged(dptr: *mut c_void, bytes: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dptr as u64, bytes as u64, library as u64, name as u64, 0, 0];
+    let mut c: [u64; 10] = [0x110, 0xffffffff, 0, 0x0, dptr as u64, bytes as u64, library as u64, name as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 272, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(271, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(271, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetManaged`, whose C signature is this function's.
@@ -15305,10 +14976,9 @@ pub unsafe extern "C" fn cuLibraryGetModule(pMod: *mut c_void, library: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pMod as u64, library as u64, 0];
+    let mut c: [u64; 7] = [0x111, 0xffffffff, 0, 0x0, pMod as u64, library as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 273, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(272, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(272, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetModule`, whose C signature is this function's.
@@ -15352,10 +15022,9 @@ pub unsafe extern "C" fn cuLibraryGetUnifiedFunction(fptr: *mut c_void, library:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, fptr as u64, library as u64, symbol as u64, 0];
+    let mut c: [u64; 8] = [0x112, 0xffffffff, 0, 0x0, fptr as u64, library as u64, symbol as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 274, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(273, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(273, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetUnifiedFunction`, whose C signature is this function's.
@@ -15399,10 +15068,9 @@ pub unsafe extern "C" fn cuLibraryLoadData(library: *mut c_void, code: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 13] = [0, 0, 0, 0, library as u64, code as u64, jitOptions as u64, jitOptionsValues as u64, u64::from(numJitOptions), libraryOptions as u64, libraryOptionValues as u64, u64::from(numLibraryOptions), 0];
+    let mut c: [u64; 13] = [0x113, 0xffffffff, 0, 0x0, library as u64, code as u64, jitOptions as u64, jitOptionsValues as u64, u64::from(numJitOptions), libraryOptions as u64, libraryOptionValues as u64, u64::from(numLibraryOptions), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 275, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(274, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(274, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryLoadData`, whose C signature is this function's.
@@ -15446,10 +15114,9 @@ pub unsafe extern "C" fn cuLibraryLoadFromFile(library: *mut c_void, fileName: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 13] = [0, 0, 0, 0, library as u64, fileName as u64, jitOptions as u64, jitOptionsValues as u64, u64::from(numJitOptions), libraryOptions as u64, libraryOptionValues as u64, u64::from(numLibraryOptions), 0];
+    let mut c: [u64; 13] = [0x114, 0xffffffff, 0, 0x0, library as u64, fileName as u64, jitOptions as u64, jitOptionsValues as u64, u64::from(numJitOptions), libraryOptions as u64, libraryOptionValues as u64, u64::from(numLibraryOptions), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 276, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(275, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(275, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryLoadFromFile`, whose C signature is this function's.
@@ -15495,10 +15162,9 @@ pub unsafe extern "C" fn cuLibraryUnload(library: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, library as u64];
+    let mut c: [u64; 5] = [0x115, 0xffffffff, 0, 0x0, library as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 277, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(276, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(276, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -15544,10 +15210,9 @@ pub unsafe extern "C" fn cuLinkAddData(state: *mut c_void, type_: u32, data: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 12] = [0, 0, 0, 0, state as u64, u64::from(type_), data as u64, size, name as u64, u64::from(numOptions), options as u64, optionValues as u64];
+    let mut c: [u64; 12] = [0x116, 0xffffffff, 0, 0x0, state as u64, u64::from(type_), data as u64, size, name as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 278, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(277, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(277, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkAddData`, whose C signature is this function's.
@@ -15589,10 +15254,9 @@ pub unsafe extern "C" fn cuLinkAddData_v2(state: *mut c_void, type_: u32, data: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 12] = [0, 0, 0, 0, state as u64, u64::from(type_), data as u64, size, name as u64, u64::from(numOptions), options as u64, optionValues as u64];
+    let mut c: [u64; 12] = [0x116, 0xffffffff, 0, 0x100000000, state as u64, u64::from(type_), data as u64, size, name as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 278, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(277, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(277, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkAddData_v2`, whose C signature is this function's.
@@ -15634,10 +15298,9 @@ pub unsafe extern "C" fn cuLinkAddFile(state: *mut c_void, type_: u32, path: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, state as u64, u64::from(type_), path as u64, u64::from(numOptions), options as u64, optionValues as u64];
+    let mut c: [u64; 10] = [0x117, 0xffffffff, 0, 0x0, state as u64, u64::from(type_), path as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 279, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(278, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(278, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkAddFile`, whose C signature is this function's.
@@ -15679,10 +15342,9 @@ pub unsafe extern "C" fn cuLinkAddFile_v2(state: *mut c_void, type_: u32, path: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, state as u64, u64::from(type_), path as u64, u64::from(numOptions), options as u64, optionValues as u64];
+    let mut c: [u64; 10] = [0x117, 0xffffffff, 0, 0x100000000, state as u64, u64::from(type_), path as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 279, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(278, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(278, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkAddFile_v2`, whose C signature is this function's.
@@ -15724,10 +15386,9 @@ pub unsafe extern "C" fn cuLinkComplete(state: *mut c_void, cubinOut: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, state as u64, cubinOut as u64, sizeOut as u64, 0, 0];
+    let mut c: [u64; 9] = [0x118, 0xffffffff, 0, 0x0, state as u64, cubinOut as u64, sizeOut as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 280, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(279, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(279, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkComplete`, whose C signature is this function's.
@@ -15773,10 +15434,9 @@ pub unsafe extern "C" fn cuLinkCreate(numOptions: u32, options: *mut c_void, opt
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, u64::from(numOptions), options as u64, optionValues as u64, stateOut as u64, 0];
+    let mut c: [u64; 9] = [0x119, 0xffffffff, 0, 0x0, u64::from(numOptions), options as u64, optionValues as u64, stateOut as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 281, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(280, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(280, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkCreate`, whose C signature is this function's.
@@ -15820,10 +15480,9 @@ pub unsafe extern "C" fn cuLinkCreate_v2(numOptions: u32, options: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, u64::from(numOptions), options as u64, optionValues as u64, stateOut as u64, 0];
+    let mut c: [u64; 9] = [0x119, 0xffffffff, 0, 0x100000000, u64::from(numOptions), options as u64, optionValues as u64, stateOut as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 281, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(280, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(280, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkCreate_v2`, whose C signature is this function's.
@@ -15867,10 +15526,9 @@ pub unsafe extern "C" fn cuLinkDestroy(state: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, state as u64];
+    let mut c: [u64; 5] = [0x11a, 0xffffffff, 0, 0x0, state as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 282, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(281, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(281, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkDestroy`, whose C signature is this function's.
@@ -15912,10 +15570,9 @@ pub unsafe extern "C" fn cuLogicalEndpointAddDevice(leId: u32, dev: i32) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, u64::from(leId), i64::from(dev) as u64];
+    let mut c: [u64; 6] = [0x11b, 0xffffffff, 0, 0x0, u64::from(leId), i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 283, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(282, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(282, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointAddDevice`, whose C signature is this function's.
@@ -15957,10 +15614,9 @@ pub unsafe extern "C" fn cuLogicalEndpointBindAddr(leId: u32, dev: i32, offset: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, u64::from(leId), i64::from(dev) as u64, offset, ptr as u64, size, flags];
+    let mut c: [u64; 10] = [0x11c, 0xffffffff, 0, 0x0, u64::from(leId), i64::from(dev) as u64, offset, ptr as u64, size, flags];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 284, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(283, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(283, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointBindAddr`, whose C signature is this function's.
@@ -16002,10 +15658,9 @@ pub unsafe extern "C" fn cuLogicalEndpointBindMem(leId: u32, dev: i32, offset: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, u64::from(leId), i64::from(dev) as u64, offset, memHandle, memOffset, size, flags];
+    let mut c: [u64; 11] = [0x11d, 0xffffffff, 0, 0x0, u64::from(leId), i64::from(dev) as u64, offset, memHandle, memOffset, size, flags];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 285, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(284, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(284, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointBindMem`, whose C signature is this function's.
@@ -16047,10 +15702,9 @@ pub unsafe extern "C" fn cuLogicalEndpointCreate(leId: u32, prop: *mut c_void) -
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, u64::from(leId), prop as u64];
+    let mut c: [u64; 6] = [0x11e, 0xffffffff, 0, 0x0, u64::from(leId), prop as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 286, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(285, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(285, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointCreate`, whose C signature is this function's.
@@ -16092,10 +15746,9 @@ pub unsafe extern "C" fn cuLogicalEndpointDestroy(leId: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, u64::from(leId)];
+    let mut c: [u64; 5] = [0x11f, 0xffffffff, 0, 0x0, u64::from(leId)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 287, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(286, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(286, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointDestroy`, whose C signature is this function's.
@@ -16137,10 +15790,9 @@ pub unsafe extern "C" fn cuLogicalEndpointExport(handle: *mut c_void, leId: u32,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, handle as u64, u64::from(leId), u64::from(handleType)];
+    let mut c: [u64; 7] = [0x120, 0xffffffff, 0, 0x0, handle as u64, u64::from(leId), u64::from(handleType)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 288, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(287, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(287, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointExport`, whose C signature is this function's.
@@ -16182,10 +15834,9 @@ pub unsafe extern "C" fn cuLogicalEndpointGetLimits(bindAlignment: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, bindAlignment as u64, maxSize as u64, prop as u64, 0, 0];
+    let mut c: [u64; 9] = [0x121, 0xffffffff, 0, 0x0, bindAlignment as u64, maxSize as u64, prop as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 289, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(288, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(288, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointGetLimits`, whose C signature is this function's.
@@ -16231,10 +15882,9 @@ pub unsafe extern "C" fn cuLogicalEndpointIdRelease(leId: u32, count: u32) -> CU
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, u64::from(leId), u64::from(count)];
+    let mut c: [u64; 6] = [0x122, 0xffffffff, 0, 0x0, u64::from(leId), u64::from(count)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 290, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(289, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(289, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointIdRelease`, whose C signature is this function's.
@@ -16276,10 +15926,9 @@ pub unsafe extern "C" fn cuLogicalEndpointIdReserve(leId: *mut c_void, count: u3
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, leId as u64, u64::from(count), 0];
+    let mut c: [u64; 7] = [0x123, 0xffffffff, 0, 0x0, leId as u64, u64::from(count), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 291, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(290, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(290, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointIdReserve`, whose C signature is this function's.
@@ -16323,10 +15972,9 @@ pub unsafe extern "C" fn cuLogicalEndpointImport(leId: u32, handle: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, u64::from(leId), handle as u64, u64::from(handleType)];
+    let mut c: [u64; 7] = [0x124, 0xffffffff, 0, 0x0, u64::from(leId), handle as u64, u64::from(handleType)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 292, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(291, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(291, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointImport`, whose C signature is this function's.
@@ -16368,10 +16016,9 @@ pub unsafe extern "C" fn cuLogicalEndpointQuery(leId: u32, count: u32, queryStat
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, u64::from(leId), u64::from(count), queryStatus as u64, 0];
+    let mut c: [u64; 8] = [0x125, 0xffffffff, 0, 0x0, u64::from(leId), u64::from(count), queryStatus as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 293, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(292, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(292, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointQuery`, whose C signature is this function's.
@@ -16415,10 +16062,9 @@ pub unsafe extern "C" fn cuLogicalEndpointUnbind(leId: u32, dev: i32, offset: u6
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, u64::from(leId), i64::from(dev) as u64, offset, size];
+    let mut c: [u64; 8] = [0x126, 0xffffffff, 0, 0x0, u64::from(leId), i64::from(dev) as u64, offset, size];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 294, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(293, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(293, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointUnbind`, whose C signature is this function's.
@@ -16460,10 +16106,9 @@ pub unsafe extern "C" fn cuLogsCurrent(iterator: *mut c_void, flags: u32) -> CUr
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, iterator as u64, u64::from(flags), 0];
+    let mut c: [u64; 7] = [0x127, 0xffffffff, 0, 0x0, iterator as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 295, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(294, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(294, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogsCurrent`, whose C signature is this function's.
@@ -16507,10 +16152,9 @@ pub unsafe extern "C" fn cuLogsDumpToFile(iterator: *mut c_void, pathToFile: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, iterator as u64, pathToFile as u64, u64::from(flags), 0];
+    let mut c: [u64; 8] = [0x128, 0xffffffff, 0, 0x0, iterator as u64, pathToFile as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 296, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(295, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(295, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogsDumpToFile`, whose C signature is this function's.
@@ -16554,10 +16198,9 @@ pub unsafe extern "C" fn cuLogsDumpToMemory(iterator: *mut c_void, buffer: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, iterator as u64, buffer as u64, size as u64, u64::from(flags), 0, 0];
+    let mut c: [u64; 10] = [0x129, 0xffffffff, 0, 0x0, iterator as u64, buffer as u64, size as u64, u64::from(flags), 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 297, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(296, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(296, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogsDumpToMemory`, whose C signature is this function's.
@@ -16603,10 +16246,9 @@ pub unsafe extern "C" fn cuLogsRegisterCallback(callbackFunc: *mut c_void, userD
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, callbackFunc as u64, userData as u64, callback as u64, 0];
+    let mut c: [u64; 8] = [0x12a, 0xffffffff, 0, 0x0, callbackFunc as u64, userData as u64, callback as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 298, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(297, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(297, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogsRegisterCallback`, whose C signature is this function's.
@@ -16650,10 +16292,9 @@ pub unsafe extern "C" fn cuLogsUnregisterCallback(callback: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, callback as u64];
+    let mut c: [u64; 5] = [0x12b, 0xffffffff, 0, 0x0, callback as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 299, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(298, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(298, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogsUnregisterCallback`, whose C signature is this function's.
@@ -16695,10 +16336,9 @@ pub unsafe extern "C" fn cuMemAddressFree(ptr: u64, size: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, ptr, size];
+    let mut c: [u64; 6] = [0x12c, 0xffffffff, 0, 0x0, ptr, size];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 300, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(299, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(299, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAddressFree`, whose C signature is this function's.
@@ -16740,10 +16380,9 @@ pub unsafe extern "C" fn cuMemAddressReserve(ptr: *mut c_void, size: u64, alignm
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, ptr as u64, size, alignment, addr, flags, 0];
+    let mut c: [u64; 10] = [0x12d, 0xffffffff, 0, 0x0, ptr as u64, size, alignment, addr, flags, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 301, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(300, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(300, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAddressReserve`, whose C signature is this function's.
@@ -16789,10 +16428,9 @@ pub unsafe extern "C" fn cuMemAdvise(devPtr: u64, count: u64, advice: u32, devic
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, devPtr, count, u64::from(advice), 0];
+    let mut c: [u64; 8] = [0x12e, 0x4ffffffff, 0, 0x0, devPtr, count, u64::from(advice), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 302, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(301, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(301, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAdvise`, whose C signature is this function's.
@@ -16834,10 +16472,9 @@ pub unsafe extern "C" fn cuMemAdvise_v2(devPtr: u64, count: u64, advice: u32, lo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, devPtr, count, u64::from(advice), core::ptr::addr_of!(location) as u64];
+    let mut c: [u64; 8] = [0x12e, 0xffffffff, 0, 0x100000000, devPtr, count, u64::from(advice), core::ptr::addr_of!(location) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 302, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(301, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(301, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAdvise_v2`, whose C signature is this function's.
@@ -16879,10 +16516,9 @@ pub unsafe extern "C" fn cuMemAlloc(dptr: *mut c_void, bytesize: u32) -> CUresul
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dptr as u64, u64::from(bytesize), 0];
+    let mut c: [u64; 7] = [0x12f, 0x4ffffffff, 0, 0x0, dptr as u64, u64::from(bytesize), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 303, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(302, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(302, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAlloc`, whose C signature is this function's.
@@ -16927,10 +16563,9 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut c_void, bytesize: u64) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dptr as u64, bytesize, 0];
+    let mut c: [u64; 7] = [0x12f, 0xffffffff, 0, 0x100000000, dptr as u64, bytesize, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 303, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(302, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(302, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAlloc_v2`, whose C signature is this function's.
@@ -16975,11 +16610,10 @@ pub unsafe extern "C" fn cuMemAllocAsync(dptr: *mut c_void, bytesize: u64, hStre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dptr as u64, bytesize, hStream as u64, 0];
+    let mut c: [u64; 8] = [0x130, 0xffffffff, 0, 0x0, dptr as u64, bytesize, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 304, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(303, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(303, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocAsync`, whose C signature is this function's.
@@ -17024,11 +16658,10 @@ pub unsafe extern "C" fn cuMemAllocAsync_ptsz(dptr: *mut c_void, bytesize: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dptr as u64, bytesize, hStream as u64, 0];
+    let mut c: [u64; 8] = [0x130, 0x2ffffffff, 0, 0x100000000, dptr as u64, bytesize, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 304, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(303, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(303, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocAsync_ptsz`, whose C signature is this function's.
@@ -17073,11 +16706,10 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync(dptr: *mut c_void, bytesize: u6
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dptr as u64, bytesize, pool as u64, hStream as u64, 0];
+    let mut c: [u64; 9] = [0x131, 0xffffffff, 0, 0x0, dptr as u64, bytesize, pool as u64, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 305, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(304, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(304, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocFromPoolAsync`, whose C signature is this function's.
@@ -17122,11 +16754,10 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(dptr: *mut c_void, bytesiz
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dptr as u64, bytesize, pool as u64, hStream as u64, 0];
+    let mut c: [u64; 9] = [0x131, 0x2ffffffff, 0, 0x100000000, dptr as u64, bytesize, pool as u64, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 305, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(304, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(304, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocFromPoolAsync_ptsz`, whose C signature is this function's.
@@ -17171,10 +16802,9 @@ pub unsafe extern "C" fn cuMemAllocHost(pp: *mut c_void, bytesize: u32) -> CUres
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pp as u64, u64::from(bytesize), 0];
+    let mut c: [u64; 7] = [0x132, 0x4ffffffff, 0, 0x0, pp as u64, u64::from(bytesize), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 306, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(305, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(305, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocHost`, whose C signature is this function's.
@@ -17219,10 +16849,9 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut c_void, bytesize: u64) -> CU
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pp as u64, bytesize, 0];
+    let mut c: [u64; 7] = [0x132, 0xffffffff, 0, 0x100000000, pp as u64, bytesize, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 306, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(305, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(305, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocHost_v2`, whose C signature is this function's.
@@ -17267,10 +16896,9 @@ pub unsafe extern "C" fn cuMemAllocManaged(dptr: *mut c_void, bytesize: u64, fla
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dptr as u64, bytesize, u64::from(flags), 0];
+    let mut c: [u64; 8] = [0x133, 0xffffffff, 0, 0x0, dptr as u64, bytesize, u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 307, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(306, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(306, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocManaged`, whose C signature is this function's.
@@ -17316,10 +16944,9 @@ pub unsafe extern "C" fn cuMemAllocPitch(dptr: *mut c_void, pPitch: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, dptr as u64, pPitch as u64, u64::from(WidthInBytes), u64::from(Height), u64::from(ElementSizeBytes), 0, 0];
+    let mut c: [u64; 11] = [0x134, 0x4ffffffff, 0, 0x0, dptr as u64, pPitch as u64, u64::from(WidthInBytes), u64::from(Height), u64::from(ElementSizeBytes), 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 308, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(307, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(307, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocPitch`, whose C signature is this function's.
@@ -17367,10 +16994,9 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(dptr: *mut c_void, pPitch: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, dptr as u64, pPitch as u64, WidthInBytes, Height, u64::from(ElementSizeBytes), 0, 0];
+    let mut c: [u64; 11] = [0x134, 0xffffffff, 0, 0x100000000, dptr as u64, pPitch as u64, WidthInBytes, Height, u64::from(ElementSizeBytes), 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 308, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(307, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(307, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocPitch_v2`, whose C signature is this function's.
@@ -17418,10 +17044,9 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync(paramsArray: *mut c_void, cou
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, paramsArray as u64, count, u64::from(flags), errorIndex as u64, stream as u64, 0];
+    let mut c: [u64; 10] = [0x135, 0xffffffff, 0, 0x0, paramsArray as u64, count, u64::from(flags), errorIndex as u64, stream as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 309, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(308, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(308, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemBatchDecompressAsync`, whose C signature is this function's.
@@ -17465,10 +17090,9 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync_ptsz(paramsArray: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, paramsArray as u64, count, u64::from(flags), errorIndex as u64, stream as u64, 0];
+    let mut c: [u64; 10] = [0x135, 0x2ffffffff, 0, 0x100000000, paramsArray as u64, count, u64::from(flags), errorIndex as u64, stream as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 309, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(308, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(308, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemBatchDecompressAsync_ptsz`, whose C signature is this function's.
@@ -17512,10 +17136,9 @@ pub unsafe extern "C" fn cuMemCreate(handle: *mut c_void, size: u64, prop: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, handle as u64, size, prop as u64, flags, 0];
+    let mut c: [u64; 9] = [0x136, 0xffffffff, 0, 0x0, handle as u64, size, prop as u64, flags, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 310, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(309, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(309, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemCreate`, whose C signature is this function's.
@@ -17560,11 +17183,10 @@ pub unsafe extern "C" fn cuMemDiscardAndPrefetchBatchAsync(dptrs: *mut c_void, s
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 12] = [0, 0, 0, 0, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
+    let mut c: [u64; 12] = [0x137, 0xffffffff, 0, 0x0, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 311, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(310, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(310, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemDiscardAndPrefetchBatchAsync`, whose C signature is this function's.
@@ -17606,11 +17228,10 @@ pub unsafe extern "C" fn cuMemDiscardAndPrefetchBatchAsync_ptsz(dptrs: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 12] = [0, 0, 0, 0, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
+    let mut c: [u64; 12] = [0x137, 0x2ffffffff, 0, 0x100000000, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 311, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(310, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(310, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemDiscardAndPrefetchBatchAsync_ptsz`, whose C signature is this function's.
@@ -17652,11 +17273,10 @@ pub unsafe extern "C" fn cuMemDiscardBatchAsync(dptrs: *mut c_void, sizes: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dptrs as u64, sizes as u64, count, flags, hStream as u64];
+    let mut c: [u64; 9] = [0x138, 0xffffffff, 0, 0x0, dptrs as u64, sizes as u64, count, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 312, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(311, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(311, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemDiscardBatchAsync`, whose C signature is this function's.
@@ -17698,11 +17318,10 @@ pub unsafe extern "C" fn cuMemDiscardBatchAsync_ptsz(dptrs: *mut c_void, sizes: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dptrs as u64, sizes as u64, count, flags, hStream as u64];
+    let mut c: [u64; 9] = [0x138, 0x2ffffffff, 0, 0x100000000, dptrs as u64, sizes as u64, count, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 312, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(311, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(311, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemDiscardBatchAsync_ptsz`, whose C signature is this function's.
@@ -17744,10 +17363,9 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(shareableHandle: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, shareableHandle as u64, handle, u64::from(handleType), flags];
+    let mut c: [u64; 8] = [0x139, 0xffffffff, 0, 0x0, shareableHandle as u64, handle, u64::from(handleType), flags];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 313, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(312, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(312, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemExportToShareableHandle`, whose C signature is this function's.
@@ -17789,10 +17407,9 @@ pub unsafe extern "C" fn cuMemFree(dptr: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, u64::from(dptr)];
+    let mut c: [u64; 5] = [0x13a, 0x4ffffffff, 0, 0x0, u64::from(dptr)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 314, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(313, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(313, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemFree`, whose C signature is this function's.
@@ -17834,10 +17451,9 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, dptr];
+    let mut c: [u64; 5] = [0x13a, 0xffffffff, 0, 0x100000000, dptr];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 314, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(313, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(313, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemFree_v2`, whose C signature is this function's.
@@ -17879,11 +17495,10 @@ pub unsafe extern "C" fn cuMemFreeAsync(dptr: u64, hStream: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, dptr, hStream as u64];
+    let mut c: [u64; 6] = [0x13b, 0xffffffff, 0, 0x0, dptr, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 315, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(314, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(314, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemFreeAsync`, whose C signature is this function's.
@@ -17925,11 +17540,10 @@ pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: u64, hStream: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, dptr, hStream as u64];
+    let mut c: [u64; 6] = [0x13b, 0x2ffffffff, 0, 0x100000000, dptr, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 315, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(314, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(314, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemFreeAsync_ptsz`, whose C signature is this function's.
@@ -17971,10 +17585,9 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, p as u64];
+    let mut c: [u64; 5] = [0x13c, 0xffffffff, 0, 0x0, p as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 316, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(315, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(315, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemFreeHost`, whose C signature is this function's.
@@ -18016,10 +17629,9 @@ pub unsafe extern "C" fn cuMemGetAccess(flags: *mut c_void, location: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, flags as u64, location as u64, ptr, 0];
+    let mut c: [u64; 8] = [0x13d, 0xffffffff, 0, 0x0, flags as u64, location as u64, ptr, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 317, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(316, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(316, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetAccess`, whose C signature is this function's.
@@ -18063,10 +17675,9 @@ pub unsafe extern "C" fn cuMemGetAddressRange(pbase: *mut c_void, psize: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pbase as u64, psize as u64, u64::from(dptr), 0, 0];
+    let mut c: [u64; 9] = [0x13e, 0x4ffffffff, 0, 0x0, pbase as u64, psize as u64, u64::from(dptr), 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 318, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(317, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(317, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetAddressRange`, whose C signature is this function's.
@@ -18112,10 +17723,9 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(pbase: *mut c_void, psize: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pbase as u64, psize as u64, dptr, 0, 0];
+    let mut c: [u64; 9] = [0x13e, 0xffffffff, 0, 0x100000000, pbase as u64, psize as u64, dptr, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 318, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(317, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(317, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetAddressRange_v2`, whose C signature is this function's.
@@ -18161,10 +17771,9 @@ pub unsafe extern "C" fn cuMemGetAllocationGranularity(granularity: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, granularity as u64, prop as u64, u64::from(option), 0];
+    let mut c: [u64; 8] = [0x13f, 0xffffffff, 0, 0x0, granularity as u64, prop as u64, u64::from(option), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 319, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(318, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(318, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetAllocationGranularity`, whose C signature is this function's.
@@ -18208,10 +17817,9 @@ pub unsafe extern "C" fn cuMemGetAllocationPropertiesFromHandle(prop: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, prop as u64, handle];
+    let mut c: [u64; 6] = [0x140, 0xffffffff, 0, 0x0, prop as u64, handle];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 320, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(319, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(319, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetAllocationPropertiesFromHandle`, whose C signature is this function's.
@@ -18253,10 +17861,9 @@ pub unsafe extern "C" fn cuMemGetDefaultMemPool(pool_out: *mut c_void, location:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pool_out as u64, location as u64, u64::from(type_), 0];
+    let mut c: [u64; 8] = [0x141, 0xffffffff, 0, 0x0, pool_out as u64, location as u64, u64::from(type_), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 321, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(320, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(320, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetDefaultMemPool`, whose C signature is this function's.
@@ -18300,10 +17907,9 @@ pub unsafe extern "C" fn cuMemGetHandleForAddressRange(handle: *mut c_void, dptr
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, handle as u64, dptr, size, u64::from(handleType), flags];
+    let mut c: [u64; 9] = [0x142, 0xffffffff, 0, 0x0, handle as u64, dptr, size, u64::from(handleType), flags];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 322, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(321, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(321, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetHandleForAddressRange`, whose C signature is this function's.
@@ -18345,10 +17951,9 @@ pub unsafe extern "C" fn cuMemGetInfo(free: *mut c_void, total: *mut c_void) -> 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, free as u64, total as u64, 0, 0];
+    let mut c: [u64; 8] = [0x143, 0x4ffffffff, 0, 0x0, free as u64, total as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 323, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(322, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(322, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetInfo`, whose C signature is this function's.
@@ -18401,10 +18006,9 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut c_void, total: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, free as u64, total as u64, 0, 0];
+    let mut c: [u64; 8] = [0x143, 0xffffffff, 0, 0x100000000, free as u64, total as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 323, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(322, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(322, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetInfo_v2`, whose C signature is this function's.
@@ -18457,10 +18061,9 @@ pub unsafe extern "C" fn cuMemGetLocationInfo(ptr: u64, size: u64, summaryGranul
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, ptr, size, summaryGranularity, samplingGranularity, location_out as u64];
+    let mut c: [u64; 9] = [0x144, 0xffffffff, 0, 0x0, ptr, size, summaryGranularity, samplingGranularity, location_out as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 324, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(323, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(323, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetLocationInfo`, whose C signature is this function's.
@@ -18502,10 +18105,9 @@ pub unsafe extern "C" fn cuMemGetMemPool(pool_out: *mut c_void, location: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pool_out as u64, location as u64, u64::from(type_), 0];
+    let mut c: [u64; 8] = [0x145, 0xffffffff, 0, 0x0, pool_out as u64, location as u64, u64::from(type_), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 325, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(324, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(324, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetMemPool`, whose C signature is this function's.
@@ -18549,10 +18151,9 @@ pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut c_void, bytesize: u64, Flags: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pp as u64, bytesize, u64::from(Flags), 0];
+    let mut c: [u64; 8] = [0x146, 0xffffffff, 0, 0x0, pp as u64, bytesize, u64::from(Flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 326, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(325, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(325, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostAlloc`, whose C signature is this function's.
@@ -18598,10 +18199,9 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer(pdptr: *mut c_void, p: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pdptr as u64, p as u64, u64::from(Flags), 0];
+    let mut c: [u64; 8] = [0x147, 0x4ffffffff, 0, 0x0, pdptr as u64, p as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 327, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(326, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(326, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostGetDevicePointer`, whose C signature is this function's.
@@ -18645,10 +18245,9 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(pdptr: *mut c_void, p: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pdptr as u64, p as u64, u64::from(Flags), 0];
+    let mut c: [u64; 8] = [0x147, 0xffffffff, 0, 0x100000000, pdptr as u64, p as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 327, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(326, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(326, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostGetDevicePointer_v2`, whose C signature is this function's.
@@ -18692,10 +18291,9 @@ pub unsafe extern "C" fn cuMemHostGetFlags(pFlags: *mut c_void, p: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pFlags as u64, p as u64, 0];
+    let mut c: [u64; 7] = [0x148, 0xffffffff, 0, 0x0, pFlags as u64, p as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 328, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(327, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(327, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostGetFlags`, whose C signature is this function's.
@@ -18739,10 +18337,9 @@ pub unsafe extern "C" fn cuMemHostRegister(p: *mut c_void, bytesize: u64, Flags:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, p as u64, bytesize, u64::from(Flags)];
+    let mut c: [u64; 7] = [0x149, 0xffffffff, 0, 0x0, p as u64, bytesize, u64::from(Flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 329, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(328, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(328, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostRegister`, whose C signature is this function's.
@@ -18784,10 +18381,9 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, bytesize: u64, Fla
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, p as u64, bytesize, u64::from(Flags)];
+    let mut c: [u64; 7] = [0x149, 0xffffffff, 0, 0x100000000, p as u64, bytesize, u64::from(Flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 329, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(328, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(328, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostRegister_v2`, whose C signature is this function's.
@@ -18829,10 +18425,9 @@ pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, p as u64];
+    let mut c: [u64; 5] = [0x14a, 0xffffffff, 0, 0x0, p as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 330, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(329, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(329, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostUnregister`, whose C signature is this function's.
@@ -18874,10 +18469,9 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(handle: *mut c_void, osH
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, handle as u64, osHandle as u64, u64::from(shHandleType), 0];
+    let mut c: [u64; 8] = [0x14b, 0xffffffff, 0, 0x0, handle as u64, osHandle as u64, u64::from(shHandleType), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 331, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(330, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(330, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemImportFromShareableHandle`, whose C signature is this function's.
@@ -18921,10 +18515,9 @@ pub unsafe extern "C" fn cuMemMap(ptr: u64, size: u64, offset: u64, handle: u64,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, ptr, size, offset, handle, flags];
+    let mut c: [u64; 9] = [0x14c, 0xffffffff, 0, 0x0, ptr, size, offset, handle, flags];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 332, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(331, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(331, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemMap`, whose C signature is this function's.
@@ -18966,11 +18559,10 @@ pub unsafe extern "C" fn cuMemMapArrayAsync(mapInfoList: *mut c_void, count: u32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, mapInfoList as u64, u64::from(count), hStream as u64];
+    let mut c: [u64; 7] = [0x14d, 0xffffffff, 0, 0x0, mapInfoList as u64, u64::from(count), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 333, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(332, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(332, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemMapArrayAsync`, whose C signature is this function's.
@@ -19012,11 +18604,10 @@ pub unsafe extern "C" fn cuMemMapArrayAsync_ptsz(mapInfoList: *mut c_void, count
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, mapInfoList as u64, u64::from(count), hStream as u64];
+    let mut c: [u64; 7] = [0x14d, 0x2ffffffff, 0, 0x100000000, mapInfoList as u64, u64::from(count), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 333, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(332, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(332, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemMapArrayAsync_ptsz`, whose C signature is this function's.
@@ -19058,10 +18649,9 @@ pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut c_void, poolProps: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pool as u64, poolProps as u64, 0];
+    let mut c: [u64; 7] = [0x14e, 0xffffffff, 0, 0x0, pool as u64, poolProps as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 334, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(333, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(333, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolCreate`, whose C signature is this function's.
@@ -19105,10 +18695,9 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pool as u64];
+    let mut c: [u64; 5] = [0x14f, 0xffffffff, 0, 0x0, pool as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 335, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(334, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(334, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolDestroy`, whose C signature is this function's.
@@ -19150,10 +18739,9 @@ pub unsafe extern "C" fn cuMemPoolExportPointer(shareData_out: *mut c_void, ptr:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, shareData_out as u64, ptr];
+    let mut c: [u64; 6] = [0x150, 0xffffffff, 0, 0x0, shareData_out as u64, ptr];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 336, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(335, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(335, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolExportPointer`, whose C signature is this function's.
@@ -19195,10 +18783,9 @@ pub unsafe extern "C" fn cuMemPoolExportToShareableHandle(handle_out: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, handle_out as u64, pool as u64, u64::from(handleType), flags];
+    let mut c: [u64; 8] = [0x151, 0xffffffff, 0, 0x0, handle_out as u64, pool as u64, u64::from(handleType), flags];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 337, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(336, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(336, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolExportToShareableHandle`, whose C signature is this function's.
@@ -19240,10 +18827,9 @@ pub unsafe extern "C" fn cuMemPoolGetAccess(flags: *mut c_void, memPool: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, flags as u64, memPool as u64, location as u64, 0];
+    let mut c: [u64; 8] = [0x152, 0xffffffff, 0, 0x0, flags as u64, memPool as u64, location as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 338, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(337, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(337, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolGetAccess`, whose C signature is this function's.
@@ -19287,10 +18873,9 @@ pub unsafe extern "C" fn cuMemPoolGetAttribute(pool: *mut c_void, attr: u32, val
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pool as u64, u64::from(attr), value as u64];
+    let mut c: [u64; 7] = [0x153, 0xffffffff, 0, 0x0, pool as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 339, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(338, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(338, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolGetAttribute`, whose C signature is this function's.
@@ -19332,10 +18917,9 @@ pub unsafe extern "C" fn cuMemPoolImportFromShareableHandle(pool_out: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pool_out as u64, handle as u64, u64::from(handleType), flags, 0];
+    let mut c: [u64; 9] = [0x154, 0xffffffff, 0, 0x0, pool_out as u64, handle as u64, u64::from(handleType), flags, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 340, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(339, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(339, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolImportFromShareableHandle`, whose C signature is this function's.
@@ -19379,10 +18963,9 @@ pub unsafe extern "C" fn cuMemPoolImportPointer(ptr_out: *mut c_void, pool: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, ptr_out as u64, pool as u64, shareData as u64, 0];
+    let mut c: [u64; 8] = [0x155, 0xffffffff, 0, 0x0, ptr_out as u64, pool as u64, shareData as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 341, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(340, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(340, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolImportPointer`, whose C signature is this function's.
@@ -19426,10 +19009,9 @@ pub unsafe extern "C" fn cuMemPoolSetAccess(pool: *mut c_void, map: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pool as u64, map as u64, count];
+    let mut c: [u64; 7] = [0x156, 0xffffffff, 0, 0x0, pool as u64, map as u64, count];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 342, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(341, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(341, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolSetAccess`, whose C signature is this function's.
@@ -19471,10 +19053,9 @@ pub unsafe extern "C" fn cuMemPoolSetAttribute(pool: *mut c_void, attr: u32, val
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pool as u64, u64::from(attr), value as u64];
+    let mut c: [u64; 7] = [0x157, 0xffffffff, 0, 0x0, pool as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 343, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(342, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(342, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolSetAttribute`, whose C signature is this function's.
@@ -19516,10 +19097,9 @@ pub unsafe extern "C" fn cuMemPoolTrimTo(pool: *mut c_void, minBytesToKeep: u64)
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pool as u64, minBytesToKeep];
+    let mut c: [u64; 6] = [0x158, 0xffffffff, 0, 0x0, pool as u64, minBytesToKeep];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 344, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(343, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(343, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolTrimTo`, whose C signature is this function's.
@@ -19562,11 +19142,10 @@ pub unsafe extern "C" fn cuMemPrefetchAsync(devPtr: u64, count: u64, dstDevice: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, devPtr, count, 0, 0, hStream as u64];
+    let mut c: [u64; 9] = [0x159, 0x4ffffffff, 0, 0x0, devPtr, count, 0, 0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 345, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(344, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(344, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchAsync`, whose C signature is this function's.
@@ -19608,11 +19187,10 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2(devPtr: u64, count: u64, location
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, devPtr, count, core::ptr::addr_of!(location) as u64, u64::from(flags), hStream as u64];
+    let mut c: [u64; 9] = [0x159, 0xffffffff, 0, 0x100000000, devPtr, count, core::ptr::addr_of!(location) as u64, u64::from(flags), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 345, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(344, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(344, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchAsync_v2`, whose C signature is this function's.
@@ -19654,11 +19232,10 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_ptsz(devPtr: u64, count: u64, dstDev
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, devPtr, count, 0, 0, hStream as u64];
+    let mut c: [u64; 9] = [0x159, 0x6ffffffff, 0, 0x200000000, devPtr, count, 0, 0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 345, variant: 2, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(344, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(344, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchAsync_ptsz`, whose C signature is this function's.
@@ -19700,11 +19277,10 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2_ptsz(devPtr: u64, count: u64, loc
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, devPtr, count, core::ptr::addr_of!(location) as u64, u64::from(flags), hStream as u64];
+    let mut c: [u64; 9] = [0x159, 0x2ffffffff, 0, 0x300000000, devPtr, count, core::ptr::addr_of!(location) as u64, u64::from(flags), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 345, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(344, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(344, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchAsync_v2_ptsz`, whose C signature is this function's.
@@ -19746,11 +19322,10 @@ pub unsafe extern "C" fn cuMemPrefetchBatchAsync(dptrs: *mut c_void, sizes: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 12] = [0, 0, 0, 0, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
+    let mut c: [u64; 12] = [0x15a, 0xffffffff, 0, 0x0, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 346, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(345, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(345, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchBatchAsync`, whose C signature is this function's.
@@ -19792,11 +19367,10 @@ pub unsafe extern "C" fn cuMemPrefetchBatchAsync_ptsz(dptrs: *mut c_void, sizes:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 12] = [0, 0, 0, 0, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
+    let mut c: [u64; 12] = [0x15a, 0x2ffffffff, 0, 0x100000000, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 346, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(345, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(345, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchBatchAsync_ptsz`, whose C signature is this function's.
@@ -19838,10 +19412,9 @@ pub unsafe extern "C" fn cuMemRangeGetAttribute(data: *mut c_void, dataSize: u64
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, data as u64, dataSize, u64::from(attribute), devPtr, count];
+    let mut c: [u64; 9] = [0x15b, 0xffffffff, 0, 0x0, data as u64, dataSize, u64::from(attribute), devPtr, count];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 347, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(346, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(346, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemRangeGetAttribute`, whose C signature is this function's.
@@ -19883,10 +19456,9 @@ pub unsafe extern "C" fn cuMemRangeGetAttributes(data: *mut c_void, dataSizes: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, data as u64, dataSizes as u64, attributes as u64, numAttributes, devPtr, count];
+    let mut c: [u64; 10] = [0x15c, 0xffffffff, 0, 0x0, data as u64, dataSizes as u64, attributes as u64, numAttributes, devPtr, count];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 348, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(347, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(347, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemRangeGetAttributes`, whose C signature is this function's.
@@ -19928,10 +19500,9 @@ pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, handle];
+    let mut c: [u64; 5] = [0x15d, 0xffffffff, 0, 0x0, handle];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 349, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(348, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(348, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemRelease`, whose C signature is this function's.
@@ -19973,10 +19544,9 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(handle: *mut c_void, addr: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, handle as u64, addr as u64, 0];
+    let mut c: [u64; 7] = [0x15e, 0xffffffff, 0, 0x0, handle as u64, addr as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 350, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(349, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(349, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemRetainAllocationHandle`, whose C signature is this function's.
@@ -20020,10 +19590,9 @@ pub unsafe extern "C" fn cuMemSetAccess(ptr: u64, size: u64, desc: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, ptr, size, desc as u64, count];
+    let mut c: [u64; 8] = [0x15f, 0xffffffff, 0, 0x0, ptr, size, desc as u64, count];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 351, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(350, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(350, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemSetAccess`, whose C signature is this function's.
@@ -20065,10 +19634,9 @@ pub unsafe extern "C" fn cuMemSetMemPool(location: *mut c_void, type_: u32, pool
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, location as u64, u64::from(type_), pool as u64];
+    let mut c: [u64; 7] = [0x160, 0xffffffff, 0, 0x0, location as u64, u64::from(type_), pool as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 352, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(351, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(351, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemSetMemPool`, whose C signature is this function's.
@@ -20110,10 +19678,9 @@ pub unsafe extern "C" fn cuMemUnmap(ptr: u64, size: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, ptr, size];
+    let mut c: [u64; 6] = [0x161, 0xffffffff, 0, 0x0, ptr, size];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 353, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(352, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(352, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemUnmap`, whose C signature is this function's.
@@ -20155,10 +19722,9 @@ pub unsafe extern "C" fn cuMemcpy(dst: u64, src: u64, ByteCount: u64) -> CUresul
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dst, src, ByteCount];
+    let mut c: [u64; 7] = [0x162, 0xffffffff, 0, 0x0, dst, src, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 354, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(353, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(353, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy`, whose C signature is this function's.
@@ -20200,10 +19766,9 @@ pub unsafe extern "C" fn cuMemcpy_ptds(dst: u64, src: u64, ByteCount: u64) -> CU
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dst, src, ByteCount];
+    let mut c: [u64; 7] = [0x162, 0x2ffffffff, 0, 0x100000000, dst, src, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 354, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(353, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(353, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy_ptds`, whose C signature is this function's.
@@ -20245,10 +19810,9 @@ pub unsafe extern "C" fn cuMemcpy2D(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pCopy as u64];
+    let mut c: [u64; 5] = [0x163, 0x4ffffffff, 0, 0x0, pCopy as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 355, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(354, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(354, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2D`, whose C signature is this function's.
@@ -20290,10 +19854,9 @@ pub unsafe extern "C" fn cuMemcpy2D_v2(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pCopy as u64];
+    let mut c: [u64; 5] = [0x163, 0xffffffff, 0, 0x100000000, pCopy as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 355, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(354, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(354, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2D_v2`, whose C signature is this function's.
@@ -20335,10 +19898,9 @@ pub unsafe extern "C" fn cuMemcpy2D_v2_ptds(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pCopy as u64];
+    let mut c: [u64; 5] = [0x163, 0x2ffffffff, 0, 0x200000000, pCopy as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 355, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(354, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(354, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2D_v2_ptds`, whose C signature is this function's.
@@ -20380,11 +19942,10 @@ pub unsafe extern "C" fn cuMemcpy2DAsync(pCopy: *mut c_void, hStream: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pCopy as u64, hStream as u64];
+    let mut c: [u64; 6] = [0x164, 0x4ffffffff, 0, 0x0, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 356, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(355, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(355, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DAsync`, whose C signature is this function's.
@@ -20426,11 +19987,10 @@ pub unsafe extern "C" fn cuMemcpy2DAsync_v2(pCopy: *mut c_void, hStream: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pCopy as u64, hStream as u64];
+    let mut c: [u64; 6] = [0x164, 0xffffffff, 0, 0x100000000, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 356, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(355, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(355, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DAsync_v2`, whose C signature is this function's.
@@ -20472,11 +20032,10 @@ pub unsafe extern "C" fn cuMemcpy2DAsync_v2_ptsz(pCopy: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pCopy as u64, hStream as u64];
+    let mut c: [u64; 6] = [0x164, 0x2ffffffff, 0, 0x200000000, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 356, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(355, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(355, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DAsync_v2_ptsz`, whose C signature is this function's.
@@ -20518,10 +20077,9 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pCopy as u64];
+    let mut c: [u64; 5] = [0x165, 0x4ffffffff, 0, 0x0, pCopy as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 357, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(356, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(356, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DUnaligned`, whose C signature is this function's.
@@ -20563,10 +20121,9 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned_v2(pCopy: *mut c_void) -> CUresult 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pCopy as u64];
+    let mut c: [u64; 5] = [0x165, 0xffffffff, 0, 0x100000000, pCopy as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 357, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(356, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(356, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DUnaligned_v2`, whose C signature is this function's.
@@ -20608,10 +20165,9 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned_v2_ptds(pCopy: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pCopy as u64];
+    let mut c: [u64; 5] = [0x165, 0x2ffffffff, 0, 0x200000000, pCopy as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 357, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(356, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(356, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DUnaligned_v2_ptds`, whose C signature is this function's.
@@ -20653,10 +20209,9 @@ pub unsafe extern "C" fn cuMemcpy3D(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pCopy as u64];
+    let mut c: [u64; 5] = [0x166, 0x4ffffffff, 0, 0x0, pCopy as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 358, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(357, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(357, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3D`, whose C signature is this function's.
@@ -20698,10 +20253,9 @@ pub unsafe extern "C" fn cuMemcpy3D_v2(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pCopy as u64];
+    let mut c: [u64; 5] = [0x166, 0xffffffff, 0, 0x100000000, pCopy as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 358, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(357, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(357, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3D_v2`, whose C signature is this function's.
@@ -20743,10 +20297,9 @@ pub unsafe extern "C" fn cuMemcpy3D_v2_ptds(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pCopy as u64];
+    let mut c: [u64; 5] = [0x166, 0x2ffffffff, 0, 0x200000000, pCopy as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 358, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(357, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(357, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3D_v2_ptds`, whose C signature is this function's.
@@ -20788,11 +20341,10 @@ pub unsafe extern "C" fn cuMemcpy3DAsync(pCopy: *mut c_void, hStream: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pCopy as u64, hStream as u64];
+    let mut c: [u64; 6] = [0x167, 0x4ffffffff, 0, 0x0, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 359, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(358, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(358, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DAsync`, whose C signature is this function's.
@@ -20834,11 +20386,10 @@ pub unsafe extern "C" fn cuMemcpy3DAsync_v2(pCopy: *mut c_void, hStream: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pCopy as u64, hStream as u64];
+    let mut c: [u64; 6] = [0x167, 0xffffffff, 0, 0x100000000, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 359, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(358, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(358, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DAsync_v2`, whose C signature is this function's.
@@ -20880,11 +20431,10 @@ pub unsafe extern "C" fn cuMemcpy3DAsync_v2_ptsz(pCopy: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pCopy as u64, hStream as u64];
+    let mut c: [u64; 6] = [0x167, 0x2ffffffff, 0, 0x200000000, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 359, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(358, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(358, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DAsync_v2_ptsz`, whose C signature is this function's.
@@ -20926,11 +20476,10 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync(numParams: u64, opList: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, numParams, opList as u64, flags, hStream as u64];
+    let mut c: [u64; 8] = [0x168, 0x4ffffffff, 0, 0x0, numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 360, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(359, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(359, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DBatchAsync`, whose C signature is this function's.
@@ -20972,11 +20521,10 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_v2(numParams: u64, opList: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, numParams, opList as u64, flags, hStream as u64];
+    let mut c: [u64; 8] = [0x168, 0xffffffff, 0, 0x100000000, numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 360, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(359, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(359, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DBatchAsync_v2`, whose C signature is this function's.
@@ -21018,11 +20566,10 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_ptsz(numParams: u64, opList: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, numParams, opList as u64, flags, hStream as u64];
+    let mut c: [u64; 8] = [0x168, 0x6ffffffff, 0, 0x200000000, numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 360, variant: 2, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(359, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(359, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DBatchAsync_ptsz`, whose C signature is this function's.
@@ -21064,11 +20611,10 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_v2_ptsz(numParams: u64, opList: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, numParams, opList as u64, flags, hStream as u64];
+    let mut c: [u64; 8] = [0x168, 0x2ffffffff, 0, 0x300000000, numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 360, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(359, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(359, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DBatchAsync_v2_ptsz`, whose C signature is this function's.
@@ -21110,10 +20656,9 @@ pub unsafe extern "C" fn cuMemcpy3DPeer(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pCopy as u64];
+    let mut c: [u64; 5] = [0x169, 0xffffffff, 0, 0x0, pCopy as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 361, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(360, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(360, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DPeer`, whose C signature is this function's.
@@ -21155,10 +20700,9 @@ pub unsafe extern "C" fn cuMemcpy3DPeer_ptds(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, pCopy as u64];
+    let mut c: [u64; 5] = [0x169, 0x2ffffffff, 0, 0x100000000, pCopy as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 361, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(360, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(360, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DPeer_ptds`, whose C signature is this function's.
@@ -21200,11 +20744,10 @@ pub unsafe extern "C" fn cuMemcpy3DPeerAsync(pCopy: *mut c_void, hStream: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pCopy as u64, hStream as u64];
+    let mut c: [u64; 6] = [0x16a, 0xffffffff, 0, 0x0, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 362, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(361, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(361, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DPeerAsync`, whose C signature is this function's.
@@ -21246,11 +20789,10 @@ pub unsafe extern "C" fn cuMemcpy3DPeerAsync_ptsz(pCopy: *mut c_void, hStream: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pCopy as u64, hStream as u64];
+    let mut c: [u64; 6] = [0x16a, 0x2ffffffff, 0, 0x100000000, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 362, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(361, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(361, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DPeerAsync_ptsz`, whose C signature is this function's.
@@ -21292,11 +20834,10 @@ pub unsafe extern "C" fn cuMemcpy3DWithAttributesAsync(op: *mut c_void, flags: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, op as u64, flags, hStream as u64];
+    let mut c: [u64; 7] = [0x16b, 0xffffffff, 0, 0x0, op as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 363, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(362, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(362, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DWithAttributesAsync`, whose C signature is this function's.
@@ -21338,11 +20879,10 @@ pub unsafe extern "C" fn cuMemcpy3DWithAttributesAsync_ptsz(op: *mut c_void, fla
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, op as u64, flags, hStream as u64];
+    let mut c: [u64; 7] = [0x16b, 0x2ffffffff, 0, 0x100000000, op as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 363, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(362, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(362, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DWithAttributesAsync_ptsz`, whose C signature is this function's.
@@ -21384,11 +20924,10 @@ pub unsafe extern "C" fn cuMemcpyAsync(dst: u64, src: u64, ByteCount: u64, hStre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dst, src, ByteCount, hStream as u64];
+    let mut c: [u64; 8] = [0x16c, 0xffffffff, 0, 0x0, dst, src, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 364, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(363, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(363, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAsync`, whose C signature is this function's.
@@ -21430,11 +20969,10 @@ pub unsafe extern "C" fn cuMemcpyAsync_ptsz(dst: u64, src: u64, ByteCount: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dst, src, ByteCount, hStream as u64];
+    let mut c: [u64; 8] = [0x16c, 0x2ffffffff, 0, 0x100000000, dst, src, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 364, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(363, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(363, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAsync_ptsz`, whose C signature is this function's.
@@ -21476,10 +21014,9 @@ pub unsafe extern "C" fn cuMemcpyAtoA(dstArray: *mut c_void, dstOffset: u32, src
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstArray as u64, u64::from(dstOffset), srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
+    let mut c: [u64; 9] = [0x16d, 0x4ffffffff, 0, 0x0, dstArray as u64, u64::from(dstOffset), srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 365, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(364, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(364, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoA`, whose C signature is this function's.
@@ -21521,10 +21058,9 @@ pub unsafe extern "C" fn cuMemcpyAtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstArray as u64, dstOffset, srcArray as u64, srcOffset, ByteCount];
+    let mut c: [u64; 9] = [0x16d, 0xffffffff, 0, 0x100000000, dstArray as u64, dstOffset, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 365, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(364, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(364, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoA_v2`, whose C signature is this function's.
@@ -21566,10 +21102,9 @@ pub unsafe extern "C" fn cuMemcpyAtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstArray as u64, dstOffset, srcArray as u64, srcOffset, ByteCount];
+    let mut c: [u64; 9] = [0x16d, 0x2ffffffff, 0, 0x200000000, dstArray as u64, dstOffset, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 365, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(364, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(364, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoA_v2_ptds`, whose C signature is this function's.
@@ -21611,10 +21146,9 @@ pub unsafe extern "C" fn cuMemcpyAtoD(dstDevice: u32, srcArray: *mut c_void, src
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, u64::from(dstDevice), srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
+    let mut c: [u64; 8] = [0x16e, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 366, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(365, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(365, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoD`, whose C signature is this function's.
@@ -21656,10 +21190,9 @@ pub unsafe extern "C" fn cuMemcpyAtoD_v2(dstDevice: u64, srcArray: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, srcArray as u64, srcOffset, ByteCount];
+    let mut c: [u64; 8] = [0x16e, 0xffffffff, 0, 0x100000000, dstDevice, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 366, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(365, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(365, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoD_v2`, whose C signature is this function's.
@@ -21701,10 +21234,9 @@ pub unsafe extern "C" fn cuMemcpyAtoD_v2_ptds(dstDevice: u64, srcArray: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, srcArray as u64, srcOffset, ByteCount];
+    let mut c: [u64; 8] = [0x16e, 0x2ffffffff, 0, 0x200000000, dstDevice, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 366, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(365, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(365, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoD_v2_ptds`, whose C signature is this function's.
@@ -21746,10 +21278,9 @@ pub unsafe extern "C" fn cuMemcpyAtoH(dstHost: *mut c_void, srcArray: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstHost as u64, srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
+    let mut c: [u64; 8] = [0x16f, 0x4ffffffff, 0, 0x0, dstHost as u64, srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 367, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(366, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(366, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoH`, whose C signature is this function's.
@@ -21791,10 +21322,9 @@ pub unsafe extern "C" fn cuMemcpyAtoH_v2(dstHost: *mut c_void, srcArray: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstHost as u64, srcArray as u64, srcOffset, ByteCount];
+    let mut c: [u64; 8] = [0x16f, 0xffffffff, 0, 0x100000000, dstHost as u64, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 367, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(366, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(366, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoH_v2`, whose C signature is this function's.
@@ -21836,10 +21366,9 @@ pub unsafe extern "C" fn cuMemcpyAtoH_v2_ptds(dstHost: *mut c_void, srcArray: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstHost as u64, srcArray as u64, srcOffset, ByteCount];
+    let mut c: [u64; 8] = [0x16f, 0x2ffffffff, 0, 0x200000000, dstHost as u64, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 367, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(366, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(366, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoH_v2_ptds`, whose C signature is this function's.
@@ -21881,11 +21410,10 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync(dstHost: *mut c_void, srcArray: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstHost as u64, srcArray as u64, u64::from(srcOffset), u64::from(ByteCount), hStream as u64];
+    let mut c: [u64; 9] = [0x170, 0x4ffffffff, 0, 0x0, dstHost as u64, srcArray as u64, u64::from(srcOffset), u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 368, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(367, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(367, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoHAsync`, whose C signature is this function's.
@@ -21927,11 +21455,10 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync_v2(dstHost: *mut c_void, srcArray: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstHost as u64, srcArray as u64, srcOffset, ByteCount, hStream as u64];
+    let mut c: [u64; 9] = [0x170, 0xffffffff, 0, 0x100000000, dstHost as u64, srcArray as u64, srcOffset, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 368, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(367, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(367, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoHAsync_v2`, whose C signature is this function's.
@@ -21973,11 +21500,10 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync_v2_ptsz(dstHost: *mut c_void, srcArra
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstHost as u64, srcArray as u64, srcOffset, ByteCount, hStream as u64];
+    let mut c: [u64; 9] = [0x170, 0x2ffffffff, 0, 0x200000000, dstHost as u64, srcArray as u64, srcOffset, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 368, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(367, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(367, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoHAsync_v2_ptsz`, whose C signature is this function's.
@@ -22019,11 +21545,10 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync(dsts: *mut c_void, srcs: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 12] = [0, 0, 0, 0, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
+    let mut c: [u64; 12] = [0x171, 0x4ffffffff, 0, 0x0, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 369, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(368, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(368, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyBatchAsync`, whose C signature is this function's.
@@ -22065,11 +21590,10 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_v2(dsts: *mut c_void, srcs: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 12] = [0, 0, 0, 0, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
+    let mut c: [u64; 12] = [0x171, 0xffffffff, 0, 0x100000000, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 369, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(368, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(368, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyBatchAsync_v2`, whose C signature is this function's.
@@ -22111,11 +21635,10 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_ptsz(dsts: *mut c_void, srcs: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 12] = [0, 0, 0, 0, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
+    let mut c: [u64; 12] = [0x171, 0x6ffffffff, 0, 0x200000000, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 369, variant: 2, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(368, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(368, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyBatchAsync_ptsz`, whose C signature is this function's.
@@ -22157,11 +21680,10 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_v2_ptsz(dsts: *mut c_void, srcs: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 12] = [0, 0, 0, 0, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
+    let mut c: [u64; 12] = [0x171, 0x2ffffffff, 0, 0x300000000, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 369, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(368, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(368, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyBatchAsync_v2_ptsz`, whose C signature is this function's.
@@ -22203,10 +21725,9 @@ pub unsafe extern "C" fn cuMemcpyDtoA(dstArray: *mut c_void, dstOffset: u32, src
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstArray as u64, u64::from(dstOffset), u64::from(srcDevice), u64::from(ByteCount)];
+    let mut c: [u64; 8] = [0x172, 0x4ffffffff, 0, 0x0, dstArray as u64, u64::from(dstOffset), u64::from(srcDevice), u64::from(ByteCount)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 370, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(369, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(369, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoA`, whose C signature is this function's.
@@ -22248,10 +21769,9 @@ pub unsafe extern "C" fn cuMemcpyDtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstArray as u64, dstOffset, srcDevice, ByteCount];
+    let mut c: [u64; 8] = [0x172, 0xffffffff, 0, 0x100000000, dstArray as u64, dstOffset, srcDevice, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 370, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(369, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(369, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoA_v2`, whose C signature is this function's.
@@ -22293,10 +21813,9 @@ pub unsafe extern "C" fn cuMemcpyDtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstArray as u64, dstOffset, srcDevice, ByteCount];
+    let mut c: [u64; 8] = [0x172, 0x2ffffffff, 0, 0x200000000, dstArray as u64, dstOffset, srcDevice, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 370, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(369, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(369, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoA_v2_ptds`, whose C signature is this function's.
@@ -22338,10 +21857,9 @@ pub unsafe extern "C" fn cuMemcpyDtoD(dstDevice: u32, srcDevice: u32, ByteCount:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, u64::from(dstDevice), u64::from(srcDevice), u64::from(ByteCount)];
+    let mut c: [u64; 7] = [0x173, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(srcDevice), u64::from(ByteCount)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 371, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(370, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(370, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoD`, whose C signature is this function's.
@@ -22383,10 +21901,9 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(dstDevice: u64, srcDevice: u64, ByteCou
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstDevice, srcDevice, ByteCount];
+    let mut c: [u64; 7] = [0x173, 0xffffffff, 0, 0x100000000, dstDevice, srcDevice, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 371, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(370, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(370, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoD_v2`, whose C signature is this function's.
@@ -22428,10 +21945,9 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2_ptds(dstDevice: u64, srcDevice: u64, By
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstDevice, srcDevice, ByteCount];
+    let mut c: [u64; 7] = [0x173, 0x2ffffffff, 0, 0x200000000, dstDevice, srcDevice, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 371, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(370, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(370, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoD_v2_ptds`, whose C signature is this function's.
@@ -22473,11 +21989,10 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync(dstDevice: u32, srcDevice: u32, ByteC
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, u64::from(dstDevice), u64::from(srcDevice), u64::from(ByteCount), hStream as u64];
+    let mut c: [u64; 8] = [0x174, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(srcDevice), u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 372, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(371, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(371, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoDAsync`, whose C signature is this function's.
@@ -22519,11 +22034,10 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(dstDevice: u64, srcDevice: u64, By
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, srcDevice, ByteCount, hStream as u64];
+    let mut c: [u64; 8] = [0x174, 0xffffffff, 0, 0x100000000, dstDevice, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 372, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(371, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(371, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoDAsync_v2`, whose C signature is this function's.
@@ -22565,11 +22079,10 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2_ptsz(dstDevice: u64, srcDevice: u6
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, srcDevice, ByteCount, hStream as u64];
+    let mut c: [u64; 8] = [0x174, 0x2ffffffff, 0, 0x200000000, dstDevice, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 372, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(371, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(371, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoDAsync_v2_ptsz`, whose C signature is this function's.
@@ -22611,10 +22124,9 @@ pub unsafe extern "C" fn cuMemcpyDtoH(dstHost: *mut c_void, srcDevice: u32, Byte
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstHost as u64, u64::from(srcDevice), u64::from(ByteCount)];
+    let mut c: [u64; 7] = [0x175, 0x4ffffffff, 0, 0x0, dstHost as u64, u64::from(srcDevice), u64::from(ByteCount)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 373, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(372, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(372, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoH`, whose C signature is this function's.
@@ -22656,10 +22168,9 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(dstHost: *mut c_void, srcDevice: u64, B
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstHost as u64, srcDevice, ByteCount];
+    let mut c: [u64; 7] = [0x175, 0xffffffff, 0, 0x100000000, dstHost as u64, srcDevice, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 373, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(372, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(372, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoH_v2`, whose C signature is this function's.
@@ -22701,10 +22212,9 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2_ptds(dstHost: *mut c_void, srcDevice: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstHost as u64, srcDevice, ByteCount];
+    let mut c: [u64; 7] = [0x175, 0x2ffffffff, 0, 0x200000000, dstHost as u64, srcDevice, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 373, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(372, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(372, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoH_v2_ptds`, whose C signature is this function's.
@@ -22746,11 +22256,10 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync(dstHost: *mut c_void, srcDevice: u32,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstHost as u64, u64::from(srcDevice), u64::from(ByteCount), hStream as u64];
+    let mut c: [u64; 8] = [0x176, 0x4ffffffff, 0, 0x0, dstHost as u64, u64::from(srcDevice), u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 374, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(373, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(373, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoHAsync`, whose C signature is this function's.
@@ -22792,11 +22301,10 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(dstHost: *mut c_void, srcDevice: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstHost as u64, srcDevice, ByteCount, hStream as u64];
+    let mut c: [u64; 8] = [0x176, 0xffffffff, 0, 0x100000000, dstHost as u64, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 374, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(373, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(373, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoHAsync_v2`, whose C signature is this function's.
@@ -22838,11 +22346,10 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2_ptsz(dstHost: *mut c_void, srcDevi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstHost as u64, srcDevice, ByteCount, hStream as u64];
+    let mut c: [u64; 8] = [0x176, 0x2ffffffff, 0, 0x200000000, dstHost as u64, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 374, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(373, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(373, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoHAsync_v2_ptsz`, whose C signature is this function's.
@@ -22884,10 +22391,9 @@ pub unsafe extern "C" fn cuMemcpyHtoA(dstArray: *mut c_void, dstOffset: u32, src
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstArray as u64, u64::from(dstOffset), srcHost as u64, u64::from(ByteCount)];
+    let mut c: [u64; 8] = [0x177, 0x4ffffffff, 0, 0x0, dstArray as u64, u64::from(dstOffset), srcHost as u64, u64::from(ByteCount)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 375, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(374, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(374, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoA`, whose C signature is this function's.
@@ -22929,10 +22435,9 @@ pub unsafe extern "C" fn cuMemcpyHtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstArray as u64, dstOffset, srcHost as u64, ByteCount];
+    let mut c: [u64; 8] = [0x177, 0xffffffff, 0, 0x100000000, dstArray as u64, dstOffset, srcHost as u64, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 375, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(374, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(374, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoA_v2`, whose C signature is this function's.
@@ -22974,10 +22479,9 @@ pub unsafe extern "C" fn cuMemcpyHtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstArray as u64, dstOffset, srcHost as u64, ByteCount];
+    let mut c: [u64; 8] = [0x177, 0x2ffffffff, 0, 0x200000000, dstArray as u64, dstOffset, srcHost as u64, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 375, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(374, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(374, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoA_v2_ptds`, whose C signature is this function's.
@@ -23019,11 +22523,10 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync(dstArray: *mut c_void, dstOffset: u32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstArray as u64, u64::from(dstOffset), srcHost as u64, u64::from(ByteCount), hStream as u64];
+    let mut c: [u64; 9] = [0x178, 0x4ffffffff, 0, 0x0, dstArray as u64, u64::from(dstOffset), srcHost as u64, u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 376, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(375, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(375, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoAAsync`, whose C signature is this function's.
@@ -23065,11 +22568,10 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync_v2(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstArray as u64, dstOffset, srcHost as u64, ByteCount, hStream as u64];
+    let mut c: [u64; 9] = [0x178, 0xffffffff, 0, 0x100000000, dstArray as u64, dstOffset, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 376, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(375, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(375, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoAAsync_v2`, whose C signature is this function's.
@@ -23111,11 +22613,10 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync_v2_ptsz(dstArray: *mut c_void, dstOff
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstArray as u64, dstOffset, srcHost as u64, ByteCount, hStream as u64];
+    let mut c: [u64; 9] = [0x178, 0x2ffffffff, 0, 0x200000000, dstArray as u64, dstOffset, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 376, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(375, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(375, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoAAsync_v2_ptsz`, whose C signature is this function's.
@@ -23157,10 +22658,9 @@ pub unsafe extern "C" fn cuMemcpyHtoD(dstDevice: u32, srcHost: *mut c_void, Byte
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, u64::from(dstDevice), srcHost as u64, u64::from(ByteCount)];
+    let mut c: [u64; 7] = [0x179, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), srcHost as u64, u64::from(ByteCount)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 377, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(376, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(376, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoD`, whose C signature is this function's.
@@ -23202,10 +22702,9 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(dstDevice: u64, srcHost: *mut c_void, B
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstDevice, srcHost as u64, ByteCount];
+    let mut c: [u64; 7] = [0x179, 0xffffffff, 0, 0x100000000, dstDevice, srcHost as u64, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 377, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(376, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(376, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoD_v2`, whose C signature is this function's.
@@ -23247,10 +22746,9 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2_ptds(dstDevice: u64, srcHost: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstDevice, srcHost as u64, ByteCount];
+    let mut c: [u64; 7] = [0x179, 0x2ffffffff, 0, 0x200000000, dstDevice, srcHost as u64, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 377, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(376, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(376, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoD_v2_ptds`, whose C signature is this function's.
@@ -23292,11 +22790,10 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync(dstDevice: u32, srcHost: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, u64::from(dstDevice), srcHost as u64, u64::from(ByteCount), hStream as u64];
+    let mut c: [u64; 8] = [0x17a, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), srcHost as u64, u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 378, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(377, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(377, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoDAsync`, whose C signature is this function's.
@@ -23338,11 +22835,10 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(dstDevice: u64, srcHost: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, srcHost as u64, ByteCount, hStream as u64];
+    let mut c: [u64; 8] = [0x17a, 0xffffffff, 0, 0x100000000, dstDevice, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 378, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(377, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(377, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoDAsync_v2`, whose C signature is this function's.
@@ -23384,11 +22880,10 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2_ptsz(dstDevice: u64, srcHost: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, srcHost as u64, ByteCount, hStream as u64];
+    let mut c: [u64; 8] = [0x17a, 0x2ffffffff, 0, 0x200000000, dstDevice, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 378, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(377, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(377, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoDAsync_v2_ptsz`, whose C signature is this function's.
@@ -23430,10 +22925,9 @@ pub unsafe extern "C" fn cuMemcpyPeer(dstDevice: u64, dstContext: *mut c_void, s
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount];
+    let mut c: [u64; 9] = [0x17b, 0xffffffff, 0, 0x0, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 379, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(378, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(378, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyPeer`, whose C signature is this function's.
@@ -23475,10 +22969,9 @@ pub unsafe extern "C" fn cuMemcpyPeer_ptds(dstDevice: u64, dstContext: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount];
+    let mut c: [u64; 9] = [0x17b, 0x2ffffffff, 0, 0x100000000, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 379, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(378, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(378, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyPeer_ptds`, whose C signature is this function's.
@@ -23520,11 +23013,10 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync(dstDevice: u64, dstContext: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount, hStream as u64];
+    let mut c: [u64; 10] = [0x17c, 0xffffffff, 0, 0x0, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 380, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(379, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(379, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyPeerAsync`, whose C signature is this function's.
@@ -23566,11 +23058,10 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync_ptsz(dstDevice: u64, dstContext: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount, hStream as u64];
+    let mut c: [u64; 10] = [0x17c, 0x2ffffffff, 0, 0x100000000, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 380, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(379, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(379, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyPeerAsync_ptsz`, whose C signature is this function's.
@@ -23612,11 +23103,10 @@ pub unsafe extern "C" fn cuMemcpyWithAttributesAsync(dst: u64, src: u64, size: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dst, src, size, attr as u64, hStream as u64];
+    let mut c: [u64; 9] = [0x17d, 0xffffffff, 0, 0x0, dst, src, size, attr as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 381, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(380, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(380, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyWithAttributesAsync`, whose C signature is this function's.
@@ -23658,11 +23148,10 @@ pub unsafe extern "C" fn cuMemcpyWithAttributesAsync_ptsz(dst: u64, src: u64, si
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dst, src, size, attr as u64, hStream as u64];
+    let mut c: [u64; 9] = [0x17d, 0x2ffffffff, 0, 0x100000000, dst, src, size, attr as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 381, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(380, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(380, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyWithAttributesAsync_ptsz`, whose C signature is this function's.
@@ -23704,10 +23193,9 @@ pub unsafe extern "C" fn cuMemsetD16(dstDevice: u32, us: u16, N: u32) -> CUresul
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, u64::from(dstDevice), u64::from(us), u64::from(N)];
+    let mut c: [u64; 7] = [0x17e, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(us), u64::from(N)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 382, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(381, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(381, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD16`, whose C signature is this function's.
@@ -23749,10 +23237,9 @@ pub unsafe extern "C" fn cuMemsetD16_v2(dstDevice: u64, us: u16, N: u64) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstDevice, u64::from(us), N];
+    let mut c: [u64; 7] = [0x17e, 0xffffffff, 0, 0x100000000, dstDevice, u64::from(us), N];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 382, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(381, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(381, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD16_v2`, whose C signature is this function's.
@@ -23794,10 +23281,9 @@ pub unsafe extern "C" fn cuMemsetD16_v2_ptds(dstDevice: u64, us: u16, N: u64) ->
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstDevice, u64::from(us), N];
+    let mut c: [u64; 7] = [0x17e, 0x2ffffffff, 0, 0x200000000, dstDevice, u64::from(us), N];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 382, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(381, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(381, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD16_v2_ptds`, whose C signature is this function's.
@@ -23839,11 +23325,10 @@ pub unsafe extern "C" fn cuMemsetD16Async(dstDevice: u64, us: u16, N: u64, hStre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, u64::from(us), N, hStream as u64];
+    let mut c: [u64; 8] = [0x17f, 0xffffffff, 0, 0x0, dstDevice, u64::from(us), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 383, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(382, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(382, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD16Async`, whose C signature is this function's.
@@ -23885,11 +23370,10 @@ pub unsafe extern "C" fn cuMemsetD16Async_ptsz(dstDevice: u64, us: u16, N: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, u64::from(us), N, hStream as u64];
+    let mut c: [u64; 8] = [0x17f, 0x2ffffffff, 0, 0x100000000, dstDevice, u64::from(us), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 383, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(382, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(382, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD16Async_ptsz`, whose C signature is this function's.
@@ -23931,10 +23415,9 @@ pub unsafe extern "C" fn cuMemsetD2D16(dstDevice: u32, dstPitch: u32, us: u16, W
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, u64::from(dstDevice), u64::from(dstPitch), u64::from(us), u64::from(Width), u64::from(Height)];
+    let mut c: [u64; 9] = [0x180, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(dstPitch), u64::from(us), u64::from(Width), u64::from(Height)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 384, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(383, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(383, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D16`, whose C signature is this function's.
@@ -23976,10 +23459,9 @@ pub unsafe extern "C" fn cuMemsetD2D16_v2(dstDevice: u64, dstPitch: u64, us: u16
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(us), Width, Height];
+    let mut c: [u64; 9] = [0x180, 0xffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(us), Width, Height];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 384, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(383, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(383, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D16_v2`, whose C signature is this function's.
@@ -24021,10 +23503,9 @@ pub unsafe extern "C" fn cuMemsetD2D16_v2_ptds(dstDevice: u64, dstPitch: u64, us
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(us), Width, Height];
+    let mut c: [u64; 9] = [0x180, 0x2ffffffff, 0, 0x200000000, dstDevice, dstPitch, u64::from(us), Width, Height];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 384, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(383, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(383, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D16_v2_ptds`, whose C signature is this function's.
@@ -24066,11 +23547,10 @@ pub unsafe extern "C" fn cuMemsetD2D16Async(dstDevice: u64, dstPitch: u64, us: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(us), Width, Height, hStream as u64];
+    let mut c: [u64; 10] = [0x181, 0xffffffff, 0, 0x0, dstDevice, dstPitch, u64::from(us), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 385, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(384, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(384, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D16Async`, whose C signature is this function's.
@@ -24112,11 +23592,10 @@ pub unsafe extern "C" fn cuMemsetD2D16Async_ptsz(dstDevice: u64, dstPitch: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(us), Width, Height, hStream as u64];
+    let mut c: [u64; 10] = [0x181, 0x2ffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(us), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 385, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(384, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(384, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D16Async_ptsz`, whose C signature is this function's.
@@ -24158,10 +23637,9 @@ pub unsafe extern "C" fn cuMemsetD2D32(dstDevice: u32, dstPitch: u32, ui: u32, W
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, u64::from(dstDevice), u64::from(dstPitch), u64::from(ui), u64::from(Width), u64::from(Height)];
+    let mut c: [u64; 9] = [0x182, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(dstPitch), u64::from(ui), u64::from(Width), u64::from(Height)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 386, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(385, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(385, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D32`, whose C signature is this function's.
@@ -24203,10 +23681,9 @@ pub unsafe extern "C" fn cuMemsetD2D32_v2(dstDevice: u64, dstPitch: u64, ui: u32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(ui), Width, Height];
+    let mut c: [u64; 9] = [0x182, 0xffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(ui), Width, Height];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 386, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(385, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(385, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D32_v2`, whose C signature is this function's.
@@ -24248,10 +23725,9 @@ pub unsafe extern "C" fn cuMemsetD2D32_v2_ptds(dstDevice: u64, dstPitch: u64, ui
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(ui), Width, Height];
+    let mut c: [u64; 9] = [0x182, 0x2ffffffff, 0, 0x200000000, dstDevice, dstPitch, u64::from(ui), Width, Height];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 386, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(385, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(385, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D32_v2_ptds`, whose C signature is this function's.
@@ -24293,11 +23769,10 @@ pub unsafe extern "C" fn cuMemsetD2D32Async(dstDevice: u64, dstPitch: u64, ui: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(ui), Width, Height, hStream as u64];
+    let mut c: [u64; 10] = [0x183, 0xffffffff, 0, 0x0, dstDevice, dstPitch, u64::from(ui), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 387, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(386, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(386, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D32Async`, whose C signature is this function's.
@@ -24339,11 +23814,10 @@ pub unsafe extern "C" fn cuMemsetD2D32Async_ptsz(dstDevice: u64, dstPitch: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(ui), Width, Height, hStream as u64];
+    let mut c: [u64; 10] = [0x183, 0x2ffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(ui), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 387, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(386, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(386, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D32Async_ptsz`, whose C signature is this function's.
@@ -24385,10 +23859,9 @@ pub unsafe extern "C" fn cuMemsetD2D8(dstDevice: u32, dstPitch: u32, uc: u8, Wid
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, u64::from(dstDevice), u64::from(dstPitch), u64::from(uc), u64::from(Width), u64::from(Height)];
+    let mut c: [u64; 9] = [0x184, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(dstPitch), u64::from(uc), u64::from(Width), u64::from(Height)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 388, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(387, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(387, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D8`, whose C signature is this function's.
@@ -24430,10 +23903,9 @@ pub unsafe extern "C" fn cuMemsetD2D8_v2(dstDevice: u64, dstPitch: u64, uc: u8, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(uc), Width, Height];
+    let mut c: [u64; 9] = [0x184, 0xffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(uc), Width, Height];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 388, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(387, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(387, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D8_v2`, whose C signature is this function's.
@@ -24475,10 +23947,9 @@ pub unsafe extern "C" fn cuMemsetD2D8_v2_ptds(dstDevice: u64, dstPitch: u64, uc:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(uc), Width, Height];
+    let mut c: [u64; 9] = [0x184, 0x2ffffffff, 0, 0x200000000, dstDevice, dstPitch, u64::from(uc), Width, Height];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 388, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(387, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(387, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D8_v2_ptds`, whose C signature is this function's.
@@ -24520,11 +23991,10 @@ pub unsafe extern "C" fn cuMemsetD2D8Async(dstDevice: u64, dstPitch: u64, uc: u8
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(uc), Width, Height, hStream as u64];
+    let mut c: [u64; 10] = [0x185, 0xffffffff, 0, 0x0, dstDevice, dstPitch, u64::from(uc), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 389, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(388, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(388, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D8Async`, whose C signature is this function's.
@@ -24566,11 +24036,10 @@ pub unsafe extern "C" fn cuMemsetD2D8Async_ptsz(dstDevice: u64, dstPitch: u64, u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dstDevice, dstPitch, u64::from(uc), Width, Height, hStream as u64];
+    let mut c: [u64; 10] = [0x185, 0x2ffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(uc), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 389, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(388, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(388, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D8Async_ptsz`, whose C signature is this function's.
@@ -24612,10 +24081,9 @@ pub unsafe extern "C" fn cuMemsetD32(dstDevice: u32, ui: u32, N: u32) -> CUresul
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, u64::from(dstDevice), u64::from(ui), u64::from(N)];
+    let mut c: [u64; 7] = [0x186, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(ui), u64::from(N)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 390, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(389, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(389, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD32`, whose C signature is this function's.
@@ -24657,10 +24125,9 @@ pub unsafe extern "C" fn cuMemsetD32_v2(dstDevice: u64, ui: u32, N: u64) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstDevice, u64::from(ui), N];
+    let mut c: [u64; 7] = [0x186, 0xffffffff, 0, 0x100000000, dstDevice, u64::from(ui), N];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 390, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(389, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(389, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD32_v2`, whose C signature is this function's.
@@ -24702,10 +24169,9 @@ pub unsafe extern "C" fn cuMemsetD32_v2_ptds(dstDevice: u64, ui: u32, N: u64) ->
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstDevice, u64::from(ui), N];
+    let mut c: [u64; 7] = [0x186, 0x2ffffffff, 0, 0x200000000, dstDevice, u64::from(ui), N];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 390, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(389, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(389, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD32_v2_ptds`, whose C signature is this function's.
@@ -24747,11 +24213,10 @@ pub unsafe extern "C" fn cuMemsetD32Async(dstDevice: u64, ui: u32, N: u64, hStre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, u64::from(ui), N, hStream as u64];
+    let mut c: [u64; 8] = [0x187, 0xffffffff, 0, 0x0, dstDevice, u64::from(ui), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 391, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(390, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(390, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD32Async`, whose C signature is this function's.
@@ -24793,11 +24258,10 @@ pub unsafe extern "C" fn cuMemsetD32Async_ptsz(dstDevice: u64, ui: u32, N: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, u64::from(ui), N, hStream as u64];
+    let mut c: [u64; 8] = [0x187, 0x2ffffffff, 0, 0x100000000, dstDevice, u64::from(ui), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 391, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(390, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(390, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD32Async_ptsz`, whose C signature is this function's.
@@ -24839,10 +24303,9 @@ pub unsafe extern "C" fn cuMemsetD8(dstDevice: u32, uc: u8, N: u32) -> CUresult 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, u64::from(dstDevice), u64::from(uc), u64::from(N)];
+    let mut c: [u64; 7] = [0x188, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(uc), u64::from(N)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 392, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(391, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(391, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD8`, whose C signature is this function's.
@@ -24884,10 +24347,9 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dstDevice: u64, uc: u8, N: u64) -> CUresu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstDevice, u64::from(uc), N];
+    let mut c: [u64; 7] = [0x188, 0xffffffff, 0, 0x100000000, dstDevice, u64::from(uc), N];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 392, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(391, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(391, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD8_v2`, whose C signature is this function's.
@@ -24929,10 +24391,9 @@ pub unsafe extern "C" fn cuMemsetD8_v2_ptds(dstDevice: u64, uc: u8, N: u64) -> C
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, dstDevice, u64::from(uc), N];
+    let mut c: [u64; 7] = [0x188, 0x2ffffffff, 0, 0x200000000, dstDevice, u64::from(uc), N];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 392, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(391, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(391, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD8_v2_ptds`, whose C signature is this function's.
@@ -24974,11 +24435,10 @@ pub unsafe extern "C" fn cuMemsetD8Async(dstDevice: u64, uc: u8, N: u64, hStream
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, u64::from(uc), N, hStream as u64];
+    let mut c: [u64; 8] = [0x189, 0xffffffff, 0, 0x0, dstDevice, u64::from(uc), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 393, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(392, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(392, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD8Async`, whose C signature is this function's.
@@ -25020,11 +24480,10 @@ pub unsafe extern "C" fn cuMemsetD8Async_ptsz(dstDevice: u64, uc: u8, N: u64, hS
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, dstDevice, u64::from(uc), N, hStream as u64];
+    let mut c: [u64; 8] = [0x189, 0x2ffffffff, 0, 0x100000000, dstDevice, u64::from(uc), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 393, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(392, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(392, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD8Async_ptsz`, whose C signature is this function's.
@@ -25066,10 +24525,9 @@ pub unsafe extern "C" fn cuMipmappedArrayCreate(pHandle: *mut c_void, pMipmapped
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pHandle as u64, pMipmappedArrayDesc as u64, u64::from(numMipmapLevels), 0];
+    let mut c: [u64; 8] = [0x18a, 0xffffffff, 0, 0x0, pHandle as u64, pMipmappedArrayDesc as u64, u64::from(numMipmapLevels), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 394, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(393, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(393, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMipmappedArrayCreate`, whose C signature is this function's.
@@ -25113,10 +24571,9 @@ pub unsafe extern "C" fn cuMipmappedArrayDestroy(hMipmappedArray: *mut c_void) -
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hMipmappedArray as u64];
+    let mut c: [u64; 5] = [0x18b, 0xffffffff, 0, 0x0, hMipmappedArray as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 395, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(394, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(394, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMipmappedArrayDestroy`, whose C signature is this function's.
@@ -25158,10 +24615,9 @@ pub unsafe extern "C" fn cuMipmappedArrayGetLevel(pLevelArray: *mut c_void, hMip
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pLevelArray as u64, hMipmappedArray as u64, u64::from(level), 0];
+    let mut c: [u64; 8] = [0x18c, 0xffffffff, 0, 0x0, pLevelArray as u64, hMipmappedArray as u64, u64::from(level), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 396, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(395, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(395, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMipmappedArrayGetLevel`, whose C signature is this function's.
@@ -25205,10 +24661,9 @@ pub unsafe extern "C" fn cuMipmappedArrayGetMemoryRequirements(memoryRequirement
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, memoryRequirements as u64, mipmap as u64, i64::from(device) as u64];
+    let mut c: [u64; 7] = [0x18d, 0xffffffff, 0, 0x0, memoryRequirements as u64, mipmap as u64, i64::from(device) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 397, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(396, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(396, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMipmappedArrayGetMemoryRequirements`, whose C signature is this function's.
@@ -25250,10 +24705,9 @@ pub unsafe extern "C" fn cuMipmappedArrayGetSparseProperties(sparseProperties: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, sparseProperties as u64, mipmap as u64];
+    let mut c: [u64; 6] = [0x18e, 0xffffffff, 0, 0x0, sparseProperties as u64, mipmap as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 398, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(397, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(397, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMipmappedArrayGetSparseProperties`, whose C signature is this function's.
@@ -25295,10 +24749,9 @@ pub unsafe extern "C" fn cuModuleEnumerateFunctions(functions: *mut c_void, numF
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, functions as u64, u64::from(numFunctions), mod_ as u64];
+    let mut c: [u64; 7] = [0x18f, 0xffffffff, 0, 0x0, functions as u64, u64::from(numFunctions), mod_ as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 399, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(398, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(398, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleEnumerateFunctions`, whose C signature is this function's.
@@ -25340,10 +24793,9 @@ pub unsafe extern "C" fn cuModuleGetFunction(hfunc: *mut c_void, hmod: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hfunc as u64, hmod as u64, name as u64, 0];
+    let mut c: [u64; 8] = [0x190, 0xffffffff, 0, 0x0, hfunc as u64, hmod as u64, name as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 400, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(399, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(399, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetFunction`, whose C signature is this function's.
@@ -25387,10 +24839,9 @@ pub unsafe extern "C" fn cuModuleGetFunctionCount(count: *mut c_void, hmod: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, count as u64, hmod as u64, 0];
+    let mut c: [u64; 7] = [0x191, 0xffffffff, 0, 0x0, count as u64, hmod as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 401, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(400, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(400, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetFunctionCount`, whose C signature is this function's.
@@ -25434,10 +24885,9 @@ pub unsafe extern "C" fn cuModuleGetGlobal(dptr: *mut c_void, bytes: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dptr as u64, bytes as u64, hmod as u64, name as u64, 0, 0];
+    let mut c: [u64; 10] = [0x192, 0x4ffffffff, 0, 0x0, dptr as u64, bytes as u64, hmod as u64, name as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 402, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(401, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(401, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetGlobal`, whose C signature is this function's.
@@ -25483,10 +24933,9 @@ pub unsafe extern "C" fn cuModuleGetGlobal_v2(dptr: *mut c_void, bytes: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, dptr as u64, bytes as u64, hmod as u64, name as u64, 0, 0];
+    let mut c: [u64; 10] = [0x192, 0xffffffff, 0, 0x100000000, dptr as u64, bytes as u64, hmod as u64, name as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 402, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(401, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(401, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetGlobal_v2`, whose C signature is this function's.
@@ -25532,10 +24981,9 @@ pub unsafe extern "C" fn cuModuleGetLoadingMode(mode: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, mode as u64, 0];
+    let mut c: [u64; 6] = [0x193, 0xffffffff, 0, 0x0, mode as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 403, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(402, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(402, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetLoadingMode`, whose C signature is this function's.
@@ -25579,10 +25027,9 @@ pub unsafe extern "C" fn cuModuleGetSurfRef(pSurfRef: *mut c_void, hmod: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pSurfRef as u64, hmod as u64, name as u64, 0];
+    let mut c: [u64; 8] = [0x194, 0xffffffff, 0, 0x0, pSurfRef as u64, hmod as u64, name as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 404, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(403, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(403, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetSurfRef`, whose C signature is this function's.
@@ -25626,10 +25073,9 @@ pub unsafe extern "C" fn cuModuleGetTexRef(pTexRef: *mut c_void, hmod: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pTexRef as u64, hmod as u64, name as u64, 0];
+    let mut c: [u64; 8] = [0x195, 0xffffffff, 0, 0x0, pTexRef as u64, hmod as u64, name as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 405, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(404, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(404, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetTexRef`, whose C signature is this function's.
@@ -25673,10 +25119,9 @@ pub unsafe extern "C" fn cuModuleLoad(module: *mut c_void, fname: *mut c_void) -
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, module as u64, fname as u64, 0];
+    let mut c: [u64; 7] = [0x196, 0xffffffff, 0, 0x0, module as u64, fname as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 406, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(405, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(405, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleLoad`, whose C signature is this function's.
@@ -25720,10 +25165,9 @@ pub unsafe extern "C" fn cuModuleLoadData(module: *mut c_void, image: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, module as u64, image as u64, 0];
+    let mut c: [u64; 7] = [0x197, 0xffffffff, 0, 0x0, module as u64, image as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 407, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(406, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(406, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleLoadData`, whose C signature is this function's.
@@ -25767,10 +25211,9 @@ pub unsafe extern "C" fn cuModuleLoadDataEx(module: *mut c_void, image: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, module as u64, image as u64, u64::from(numOptions), options as u64, optionValues as u64, 0];
+    let mut c: [u64; 10] = [0x198, 0xffffffff, 0, 0x0, module as u64, image as u64, u64::from(numOptions), options as u64, optionValues as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 408, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(407, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(407, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleLoadDataEx`, whose C signature is this function's.
@@ -25814,10 +25257,9 @@ pub unsafe extern "C" fn cuModuleLoadFatBinary(module: *mut c_void, fatCubin: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, module as u64, fatCubin as u64, 0];
+    let mut c: [u64; 7] = [0x199, 0xffffffff, 0, 0x0, module as u64, fatCubin as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 409, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(408, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(408, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleLoadFatBinary`, whose C signature is this function's.
@@ -25863,10 +25305,9 @@ pub unsafe extern "C" fn cuModuleUnload(hmod: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hmod as u64];
+    let mut c: [u64; 5] = [0x19a, 0xffffffff, 0, 0x0, hmod as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 410, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(409, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(409, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -25912,10 +25353,9 @@ pub unsafe extern "C" fn cuMulticastAddDevice(mcHandle: u64, dev: i32) -> CUresu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, mcHandle, i64::from(dev) as u64];
+    let mut c: [u64; 6] = [0x19b, 0xffffffff, 0, 0x0, mcHandle, i64::from(dev) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 411, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(410, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(410, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastAddDevice`, whose C signature is this function's.
@@ -25957,10 +25397,9 @@ pub unsafe extern "C" fn cuMulticastBindAddr(mcHandle: u64, mcOffset: u64, mempt
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, mcHandle, 0, mcOffset, memptr, size, flags];
+    let mut c: [u64; 10] = [0x19c, 0x4ffffffff, 0, 0x0, mcHandle, 0, mcOffset, memptr, size, flags];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 412, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(411, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(411, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastBindAddr`, whose C signature is this function's.
@@ -26002,10 +25441,9 @@ pub unsafe extern "C" fn cuMulticastBindAddr_v2(mcHandle: u64, dev: i32, mcOffse
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, mcHandle, i64::from(dev) as u64, mcOffset, memptr, size, flags];
+    let mut c: [u64; 10] = [0x19c, 0xffffffff, 0, 0x100000000, mcHandle, i64::from(dev) as u64, mcOffset, memptr, size, flags];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 412, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(411, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(411, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastBindAddr_v2`, whose C signature is this function's.
@@ -26047,10 +25485,9 @@ pub unsafe extern "C" fn cuMulticastBindMem(mcHandle: u64, mcOffset: u64, memHan
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, mcHandle, 0, mcOffset, memHandle, memOffset, size, flags];
+    let mut c: [u64; 11] = [0x19d, 0x4ffffffff, 0, 0x0, mcHandle, 0, mcOffset, memHandle, memOffset, size, flags];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 413, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(412, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(412, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastBindMem`, whose C signature is this function's.
@@ -26092,10 +25529,9 @@ pub unsafe extern "C" fn cuMulticastBindMem_v2(mcHandle: u64, dev: i32, mcOffset
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, mcHandle, i64::from(dev) as u64, mcOffset, memHandle, memOffset, size, flags];
+    let mut c: [u64; 11] = [0x19d, 0xffffffff, 0, 0x100000000, mcHandle, i64::from(dev) as u64, mcOffset, memHandle, memOffset, size, flags];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 413, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(412, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(412, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastBindMem_v2`, whose C signature is this function's.
@@ -26137,10 +25573,9 @@ pub unsafe extern "C" fn cuMulticastCreate(mcHandle: *mut c_void, prop: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, mcHandle as u64, prop as u64, 0];
+    let mut c: [u64; 7] = [0x19e, 0xffffffff, 0, 0x0, mcHandle as u64, prop as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 414, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(413, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(413, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastCreate`, whose C signature is this function's.
@@ -26184,10 +25619,9 @@ pub unsafe extern "C" fn cuMulticastGetGranularity(granularity: *mut c_void, pro
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, granularity as u64, prop as u64, u64::from(option), 0];
+    let mut c: [u64; 8] = [0x19f, 0xffffffff, 0, 0x0, granularity as u64, prop as u64, u64::from(option), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 415, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(414, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(414, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastGetGranularity`, whose C signature is this function's.
@@ -26231,10 +25665,9 @@ pub unsafe extern "C" fn cuMulticastUnbind(mcHandle: u64, dev: i32, mcOffset: u6
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, mcHandle, i64::from(dev) as u64, mcOffset, size];
+    let mut c: [u64; 8] = [0x1a0, 0xffffffff, 0, 0x0, mcHandle, i64::from(dev) as u64, mcOffset, size];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 416, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(415, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(415, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastUnbind`, whose C signature is this function's.
@@ -26276,10 +25709,9 @@ pub unsafe extern "C" fn cuOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, dynamicSmemSize as u64, func as u64, i64::from(numBlocks) as u64, i64::from(blockSize) as u64, 0];
+    let mut c: [u64; 9] = [0x1a1, 0xffffffff, 0, 0x0, dynamicSmemSize as u64, func as u64, i64::from(numBlocks) as u64, i64::from(blockSize) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 417, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(416, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(416, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyAvailableDynamicSMemPerBlock`, whose C signature is this function's.
@@ -26323,10 +25755,9 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, numBlocks as u64, func as u64, i64::from(blockSize) as u64, dynamicSMemSize, 0];
+    let mut c: [u64; 9] = [0x1a2, 0xffffffff, 0, 0x0, numBlocks as u64, func as u64, i64::from(blockSize) as u64, dynamicSMemSize, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 418, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(417, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(417, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxActiveBlocksPerMultiprocessor`, whose C signature is this function's.
@@ -26370,10 +25801,9 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(nu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, numBlocks as u64, func as u64, i64::from(blockSize) as u64, dynamicSMemSize, u64::from(flags), 0];
+    let mut c: [u64; 10] = [0x1a3, 0xffffffff, 0, 0x0, numBlocks as u64, func as u64, i64::from(blockSize) as u64, dynamicSMemSize, u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 419, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(418, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(418, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`, whose C signature is this function's.
@@ -26417,10 +25847,9 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveClusters(numClusters: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, numClusters as u64, func as u64, config as u64, 0];
+    let mut c: [u64; 8] = [0x1a4, 0xffffffff, 0, 0x0, numClusters as u64, func as u64, config as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 420, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(419, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(419, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxActiveClusters`, whose C signature is this function's.
@@ -26464,10 +25893,9 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialBlockSize(minGridSize: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 12] = [0, 0, 0, 0, minGridSize as u64, blockSize as u64, func as u64, blockSizeToDynamicSMemSize as u64, dynamicSMemSize, i64::from(blockSizeLimit) as u64, 0, 0];
+    let mut c: [u64; 12] = [0x1a5, 0xffffffff, 0, 0x0, minGridSize as u64, blockSize as u64, func as u64, blockSizeToDynamicSMemSize as u64, dynamicSMemSize, i64::from(blockSizeLimit) as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 421, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(420, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(420, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxPotentialBlockSize`, whose C signature is this function's.
@@ -26513,10 +25941,9 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 13] = [0, 0, 0, 0, minGridSize as u64, blockSize as u64, func as u64, blockSizeToDynamicSMemSize as u64, dynamicSMemSize, i64::from(blockSizeLimit) as u64, u64::from(flags), 0, 0];
+    let mut c: [u64; 13] = [0x1a6, 0xffffffff, 0, 0x0, minGridSize as u64, blockSize as u64, func as u64, blockSizeToDynamicSMemSize as u64, dynamicSMemSize, i64::from(blockSizeLimit) as u64, u64::from(flags), 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 422, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(421, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(421, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxPotentialBlockSizeWithFlags`, whose C signature is this function's.
@@ -26562,10 +25989,9 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialClusterSize(clusterSize: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, clusterSize as u64, func as u64, config as u64, 0];
+    let mut c: [u64; 8] = [0x1a7, 0xffffffff, 0, 0x0, clusterSize as u64, func as u64, config as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 423, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(422, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(422, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxPotentialClusterSize`, whose C signature is this function's.
@@ -26609,10 +26035,9 @@ pub unsafe extern "C" fn cuParamSetSize(hfunc: *mut c_void, numbytes: u32) -> CU
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hfunc as u64, u64::from(numbytes)];
+    let mut c: [u64; 6] = [0x1a8, 0xffffffff, 0, 0x0, hfunc as u64, u64::from(numbytes)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 424, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(423, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(423, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuParamSetSize`, whose C signature is this function's.
@@ -26654,10 +26079,9 @@ pub unsafe extern "C" fn cuParamSetTexRef(hfunc: *mut c_void, texunit: i32, hTex
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hfunc as u64, i64::from(texunit) as u64, hTexRef as u64];
+    let mut c: [u64; 7] = [0x1a9, 0xffffffff, 0, 0x0, hfunc as u64, i64::from(texunit) as u64, hTexRef as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 425, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(424, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(424, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuParamSetTexRef`, whose C signature is this function's.
@@ -26699,10 +26123,9 @@ pub unsafe extern "C" fn cuParamSetf(hfunc: *mut c_void, offset: i32, value: f32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hfunc as u64, i64::from(offset) as u64, u64::from(value.to_bits())];
+    let mut c: [u64; 7] = [0x1aa, 0xffffffff, 0, 0x0, hfunc as u64, i64::from(offset) as u64, u64::from(value.to_bits())];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 426, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(425, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(425, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuParamSetf`, whose C signature is this function's.
@@ -26744,10 +26167,9 @@ pub unsafe extern "C" fn cuParamSeti(hfunc: *mut c_void, offset: i32, value: u32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hfunc as u64, i64::from(offset) as u64, u64::from(value)];
+    let mut c: [u64; 7] = [0x1ab, 0xffffffff, 0, 0x0, hfunc as u64, i64::from(offset) as u64, u64::from(value)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 427, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(426, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(426, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuParamSeti`, whose C signature is this function's.
@@ -26789,10 +26211,9 @@ pub unsafe extern "C" fn cuParamSetv(hfunc: *mut c_void, offset: i32, ptr: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hfunc as u64, i64::from(offset) as u64, ptr as u64, u64::from(numbytes)];
+    let mut c: [u64; 8] = [0x1ac, 0xffffffff, 0, 0x0, hfunc as u64, i64::from(offset) as u64, ptr as u64, u64::from(numbytes)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 428, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(427, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(427, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuParamSetv`, whose C signature is this function's.
@@ -26834,10 +26255,9 @@ pub unsafe extern "C" fn cuPointerGetAttribute(data: *mut c_void, attribute: u32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, data as u64, u64::from(attribute), ptr];
+    let mut c: [u64; 7] = [0x1ad, 0xffffffff, 0, 0x0, data as u64, u64::from(attribute), ptr];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 429, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(428, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(428, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuPointerGetAttribute`, whose C signature is this function's.
@@ -26879,10 +26299,9 @@ pub unsafe extern "C" fn cuPointerGetAttributes(numAttributes: u32, attributes: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, u64::from(numAttributes), attributes as u64, data as u64, ptr];
+    let mut c: [u64; 8] = [0x1ae, 0xffffffff, 0, 0x0, u64::from(numAttributes), attributes as u64, data as u64, ptr];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 430, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(429, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(429, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuPointerGetAttributes`, whose C signature is this function's.
@@ -26924,10 +26343,9 @@ pub unsafe extern "C" fn cuPointerSetAttribute(value: *mut c_void, attribute: u3
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, value as u64, u64::from(attribute), ptr];
+    let mut c: [u64; 7] = [0x1af, 0xffffffff, 0, 0x0, value as u64, u64::from(attribute), ptr];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 431, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(430, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(430, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuPointerSetAttribute`, whose C signature is this function's.
@@ -26969,10 +26387,9 @@ pub unsafe extern "C" fn cuProfilerInitialize(configFile: *mut c_void, outputFil
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, configFile as u64, outputFile as u64, u64::from(outputMode)];
+    let mut c: [u64; 7] = [0x1b0, 0xffffffff, 0, 0x0, configFile as u64, outputFile as u64, u64::from(outputMode)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 432, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(431, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(431, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuProfilerInitialize`, whose C signature is this function's.
@@ -27014,10 +26431,9 @@ pub unsafe extern "C" fn cuProfilerStart() -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 4] = [0, 0, 0, 0];
+    let mut c: [u64; 4] = [0x1b1, 0xffffffff, 0, 0x0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 433, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(432, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(432, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuProfilerStart`, whose C signature is this function's.
@@ -27059,10 +26475,9 @@ pub unsafe extern "C" fn cuProfilerStop() -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 4] = [0, 0, 0, 0];
+    let mut c: [u64; 4] = [0x1b2, 0xffffffff, 0, 0x0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 434, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(433, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(433, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuProfilerStop`, whose C signature is this function's.
@@ -27104,10 +26519,9 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync(extSemArray: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
+    let mut c: [u64; 8] = [0x1b3, 0xffffffff, 0, 0x0, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 435, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(434, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(434, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSignalExternalSemaphoresAsync`, whose C signature is this function's.
@@ -27149,10 +26563,9 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync_ptsz(extSemArray: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
+    let mut c: [u64; 8] = [0x1b3, 0x2ffffffff, 0, 0x100000000, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 435, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(434, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(434, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSignalExternalSemaphoresAsync_ptsz`, whose C signature is this function's.
@@ -27194,11 +26607,10 @@ pub unsafe extern "C" fn cuStreamAddCallback(hStream: *mut c_void, callback: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hStream as u64, callback as u64, userData as u64, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1b4, 0xffffffff, 0, 0x0, hStream as u64, callback as u64, userData as u64, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 436, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(435, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(435, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamAddCallback`, whose C signature is this function's.
@@ -27240,11 +26652,10 @@ pub unsafe extern "C" fn cuStreamAddCallback_ptsz(hStream: *mut c_void, callback
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hStream as u64, callback as u64, userData as u64, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1b4, 0x2ffffffff, 0, 0x100000000, hStream as u64, callback as u64, userData as u64, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 436, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(435, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(435, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamAddCallback_ptsz`, whose C signature is this function's.
@@ -27286,11 +26697,10 @@ pub unsafe extern "C" fn cuStreamAttachMemAsync(hStream: *mut c_void, dptr: u64,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hStream as u64, dptr, length, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1b5, 0xffffffff, 0, 0x0, hStream as u64, dptr, length, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 437, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(436, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(436, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamAttachMemAsync`, whose C signature is this function's.
@@ -27332,11 +26742,10 @@ pub unsafe extern "C" fn cuStreamAttachMemAsync_ptsz(hStream: *mut c_void, dptr:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hStream as u64, dptr, length, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1b5, 0x2ffffffff, 0, 0x100000000, hStream as u64, dptr, length, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 437, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(436, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(436, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamAttachMemAsync_ptsz`, whose C signature is this function's.
@@ -27378,10 +26787,9 @@ pub unsafe extern "C" fn cuStreamBatchMemOp(stream: *mut c_void, count: u32, par
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1b6, 0xffffffff, 0, 0x0, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 438, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(437, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(437, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBatchMemOp`, whose C signature is this function's.
@@ -27423,10 +26831,9 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2(stream: *mut c_void, count: u32, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1b6, 0xffffffff, 0, 0x100000000, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 438, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(437, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(437, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBatchMemOp_v2`, whose C signature is this function's.
@@ -27468,10 +26875,9 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_ptsz(stream: *mut c_void, count: u32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1b6, 0x6ffffffff, 0, 0x200000000, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 438, variant: 2, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(437, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(437, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBatchMemOp_ptsz`, whose C signature is this function's.
@@ -27513,10 +26919,9 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2_ptsz(stream: *mut c_void, count: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1b6, 0x2ffffffff, 0, 0x300000000, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 438, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(437, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(437, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBatchMemOp_v2_ptsz`, whose C signature is this function's.
@@ -27558,11 +26963,10 @@ pub unsafe extern "C" fn cuStreamBeginCapture(hStream: *mut c_void) -> CUresult 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hStream as u64, 0];
+    let mut c: [u64; 6] = [0x1b7, 0x4ffffffff, 0, 0x0, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 439, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(438, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(438, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCapture`, whose C signature is this function's.
@@ -27604,11 +27008,10 @@ pub unsafe extern "C" fn cuStreamBeginCapture_v2(hStream: *mut c_void, mode: u32
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hStream as u64, u64::from(mode)];
+    let mut c: [u64; 6] = [0x1b7, 0xffffffff, 0, 0x100000000, hStream as u64, u64::from(mode)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 439, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(438, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(438, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCapture_v2`, whose C signature is this function's.
@@ -27650,11 +27053,10 @@ pub unsafe extern "C" fn cuStreamBeginCapture_ptsz(hStream: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hStream as u64, 0];
+    let mut c: [u64; 6] = [0x1b7, 0x6ffffffff, 0, 0x200000000, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 439, variant: 2, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(438, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(438, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCapture_ptsz`, whose C signature is this function's.
@@ -27696,11 +27098,10 @@ pub unsafe extern "C" fn cuStreamBeginCapture_v2_ptsz(hStream: *mut c_void, mode
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hStream as u64, u64::from(mode)];
+    let mut c: [u64; 6] = [0x1b7, 0x2ffffffff, 0, 0x300000000, hStream as u64, u64::from(mode)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 439, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(438, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(438, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCapture_v2_ptsz`, whose C signature is this function's.
@@ -27742,11 +27143,10 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToCig(hStream: *mut c_void, streamC
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hStream as u64, streamCigCaptureParams as u64];
+    let mut c: [u64; 6] = [0x1b8, 0xffffffff, 0, 0x0, hStream as u64, streamCigCaptureParams as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 440, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(439, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(439, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCaptureToCig`, whose C signature is this function's.
@@ -27788,11 +27188,10 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToCig_ptsz(hStream: *mut c_void, st
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hStream as u64, streamCigCaptureParams as u64];
+    let mut c: [u64; 6] = [0x1b8, 0x2ffffffff, 0, 0x100000000, hStream as u64, streamCigCaptureParams as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 440, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(439, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(439, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCaptureToCig_ptsz`, whose C signature is this function's.
@@ -27834,11 +27233,10 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph(hStream: *mut c_void, hGrap
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, hStream as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(mode)];
+    let mut c: [u64; 10] = [0x1b9, 0xffffffff, 0, 0x0, hStream as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(mode)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 441, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(440, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(440, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCaptureToGraph`, whose C signature is this function's.
@@ -27880,11 +27278,10 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph_ptsz(hStream: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, hStream as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(mode)];
+    let mut c: [u64; 10] = [0x1b9, 0x2ffffffff, 0, 0x100000000, hStream as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(mode)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 441, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(440, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(440, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCaptureToGraph_ptsz`, whose C signature is this function's.
@@ -27926,11 +27323,10 @@ pub unsafe extern "C" fn cuStreamBeginRecaptureToGraph(hStream: *mut c_void, mod
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hStream as u64, u64::from(mode), hGraph as u64, callbackFunc as u64, userData as u64];
+    let mut c: [u64; 9] = [0x1ba, 0xffffffff, 0, 0x0, hStream as u64, u64::from(mode), hGraph as u64, callbackFunc as u64, userData as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 442, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(441, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(441, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginRecaptureToGraph`, whose C signature is this function's.
@@ -27972,11 +27368,10 @@ pub unsafe extern "C" fn cuStreamBeginRecaptureToGraph_ptsz(hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hStream as u64, u64::from(mode), hGraph as u64, callbackFunc as u64, userData as u64];
+    let mut c: [u64; 9] = [0x1ba, 0x2ffffffff, 0, 0x100000000, hStream as u64, u64::from(mode), hGraph as u64, callbackFunc as u64, userData as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 442, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(441, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(441, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginRecaptureToGraph_ptsz`, whose C signature is this function's.
@@ -28018,11 +27413,10 @@ pub unsafe extern "C" fn cuStreamCopyAttributes(dstStream: *mut c_void, srcStrea
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, dstStream as u64, srcStream as u64];
+    let mut c: [u64; 6] = [0x1bb, 0xffffffff, 0, 0x0, dstStream as u64, srcStream as u64];
     let stream = dstStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 443, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(442, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(442, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamCopyAttributes`, whose C signature is this function's.
@@ -28064,10 +27458,9 @@ pub unsafe extern "C" fn cuStreamCopyAttributes_ptsz(dst: *mut c_void, src: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, 0, 0];
+    let mut c: [u64; 6] = [0x1bb, 0x6ffffffff, 0, 0x100000000, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 443, variant: 1, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(442, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(442, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamCopyAttributes_ptsz`, whose C signature is this function's.
@@ -28109,10 +27502,9 @@ pub unsafe extern "C" fn cuStreamCreate(phStream: *mut c_void, Flags: u32) -> CU
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, phStream as u64, u64::from(Flags), 0];
+    let mut c: [u64; 7] = [0x1bc, 0xffffffff, 0, 0x0, phStream as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 444, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(443, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(443, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamCreate`, whose C signature is this function's.
@@ -28157,10 +27549,9 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(phStream: *mut c_void, flags
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, phStream as u64, u64::from(flags), i64::from(priority) as u64, 0];
+    let mut c: [u64; 8] = [0x1bd, 0xffffffff, 0, 0x0, phStream as u64, u64::from(flags), i64::from(priority) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 445, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(444, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(444, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamCreateWithPriority`, whose C signature is this function's.
@@ -28206,11 +27597,10 @@ pub unsafe extern "C" fn cuStreamDestroy(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hStream as u64];
+    let mut c: [u64; 5] = [0x1be, 0xffffffff, 0, 0x0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 446, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(445, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(445, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamDestroy`, whose C signature is this function's.
@@ -28252,11 +27642,10 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hStream as u64];
+    let mut c: [u64; 5] = [0x1be, 0xffffffff, 0, 0x100000000, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 446, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(445, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(445, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamDestroy_v2`, whose C signature is this function's.
@@ -28298,11 +27687,10 @@ pub unsafe extern "C" fn cuStreamEndCapture(hStream: *mut c_void, phGraph: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, phGraph as u64, 0];
+    let mut c: [u64; 7] = [0x1bf, 0xffffffff, 0, 0x0, hStream as u64, phGraph as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 447, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(446, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(446, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamEndCapture`, whose C signature is this function's.
@@ -28346,11 +27734,10 @@ pub unsafe extern "C" fn cuStreamEndCapture_ptsz(hStream: *mut c_void, phGraph: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, phGraph as u64, 0];
+    let mut c: [u64; 7] = [0x1bf, 0x2ffffffff, 0, 0x100000000, hStream as u64, phGraph as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 447, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(446, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(446, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamEndCapture_ptsz`, whose C signature is this function's.
@@ -28394,11 +27781,10 @@ pub unsafe extern "C" fn cuStreamEndCaptureToCig(hStream: *mut c_void) -> CUresu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hStream as u64];
+    let mut c: [u64; 5] = [0x1c0, 0xffffffff, 0, 0x0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 448, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(447, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(447, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamEndCaptureToCig`, whose C signature is this function's.
@@ -28440,11 +27826,10 @@ pub unsafe extern "C" fn cuStreamEndCaptureToCig_ptsz(hStream: *mut c_void) -> C
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hStream as u64];
+    let mut c: [u64; 5] = [0x1c0, 0x2ffffffff, 0, 0x100000000, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 448, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(447, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(447, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamEndCaptureToCig_ptsz`, whose C signature is this function's.
@@ -28486,11 +27871,10 @@ pub unsafe extern "C" fn cuStreamGetAttribute(hStream: *mut c_void, attr: u32, v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, u64::from(attr), value as u64];
+    let mut c: [u64; 7] = [0x1c1, 0xffffffff, 0, 0x0, hStream as u64, u64::from(attr), value as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 449, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(448, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(448, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetAttribute`, whose C signature is this function's.
@@ -28532,11 +27916,10 @@ pub unsafe extern "C" fn cuStreamGetAttribute_ptsz(hStream: *mut c_void, attr: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, u64::from(attr), 0];
+    let mut c: [u64; 7] = [0x1c1, 0x6ffffffff, 0, 0x100000000, hStream as u64, u64::from(attr), 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 449, variant: 1, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(448, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(448, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetAttribute_ptsz`, whose C signature is this function's.
@@ -28578,11 +27961,10 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo(hStream: *mut c_void, captureSta
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 15] = [0, 0, 0, 0, hStream as u64, captureStatus_out as u64, id_out as u64, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut c: [u64; 15] = [0x1c2, 0x4ffffffff, 0, 0x0, hStream as u64, captureStatus_out as u64, id_out as u64, 0, 0, 0, 0, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 450, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(449, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo`, whose C signature is this function's.
@@ -28628,11 +28010,10 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2(hStream: *mut c_void, capture
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 15] = [0, 0, 0, 0, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, 0, numDependencies_out as u64, 0, 0, 0, 0];
+    let mut c: [u64; 15] = [0x1c2, 0x4ffffffff, 0, 0x100000000, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, 0, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 450, variant: 1, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(449, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo_v2`, whose C signature is this function's.
@@ -28682,11 +28063,10 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v3(hStream: *mut c_void, capture
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 15] = [0, 0, 0, 0, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, edgeData_out as u64, numDependencies_out as u64, 0, 0, 0, 0];
+    let mut c: [u64; 15] = [0x1c2, 0xffffffff, 0, 0x200000000, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, edgeData_out as u64, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 450, variant: 2, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(449, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo_v3`, whose C signature is this function's.
@@ -28736,11 +28116,10 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_ptsz(hStream: *mut c_void, captu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 15] = [0, 0, 0, 0, hStream as u64, captureStatus_out as u64, id_out as u64, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut c: [u64; 15] = [0x1c2, 0x6ffffffff, 0, 0x300000000, hStream as u64, captureStatus_out as u64, id_out as u64, 0, 0, 0, 0, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 450, variant: 3, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(449, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo_ptsz`, whose C signature is this function's.
@@ -28786,11 +28165,10 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2_ptsz(hStream: *mut c_void, ca
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 15] = [0, 0, 0, 0, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, 0, numDependencies_out as u64, 0, 0, 0, 0];
+    let mut c: [u64; 15] = [0x1c2, 0x6ffffffff, 0, 0x400000000, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, 0, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 450, variant: 4, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(449, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo_v2_ptsz`, whose C signature is this function's.
@@ -28840,11 +28218,10 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v3_ptsz(hStream: *mut c_void, ca
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 15] = [0, 0, 0, 0, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, edgeData_out as u64, numDependencies_out as u64, 0, 0, 0, 0];
+    let mut c: [u64; 15] = [0x1c2, 0x2ffffffff, 0, 0x500000000, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, edgeData_out as u64, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 450, variant: 5, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(449, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo_v3_ptsz`, whose C signature is this function's.
@@ -28894,11 +28271,10 @@ pub unsafe extern "C" fn cuStreamGetCtx(hStream: *mut c_void, pctx: *mut c_void)
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hStream as u64, pctx as u64, 0, 0, 0];
+    let mut c: [u64; 9] = [0x1c3, 0x4ffffffff, 0, 0x0, hStream as u64, pctx as u64, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 451, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(450, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(450, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCtx`, whose C signature is this function's.
@@ -28942,11 +28318,10 @@ pub unsafe extern "C" fn cuStreamGetCtx_v2(hStream: *mut c_void, pctx: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hStream as u64, pctx as u64, pGreenCtx as u64, 0, 0];
+    let mut c: [u64; 9] = [0x1c3, 0xffffffff, 0, 0x100000000, hStream as u64, pctx as u64, pGreenCtx as u64, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 451, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(450, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(450, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCtx_v2`, whose C signature is this function's.
@@ -28992,11 +28367,10 @@ pub unsafe extern "C" fn cuStreamGetCtx_ptsz(hStream: *mut c_void, pctx: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hStream as u64, pctx as u64, 0, 0, 0];
+    let mut c: [u64; 9] = [0x1c3, 0x6ffffffff, 0, 0x200000000, hStream as u64, pctx as u64, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 451, variant: 2, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(450, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(450, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCtx_ptsz`, whose C signature is this function's.
@@ -29040,11 +28414,10 @@ pub unsafe extern "C" fn cuStreamGetCtx_v2_ptsz(hStream: *mut c_void, pctx: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hStream as u64, pctx as u64, pGreenCtx as u64, 0, 0];
+    let mut c: [u64; 9] = [0x1c3, 0x2ffffffff, 0, 0x300000000, hStream as u64, pctx as u64, pGreenCtx as u64, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 451, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(450, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(450, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCtx_v2_ptsz`, whose C signature is this function's.
@@ -29090,11 +28463,10 @@ pub unsafe extern "C" fn cuStreamGetDevResource(hStream: *mut c_void, result: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, result as u64, u64::from(type_)];
+    let mut c: [u64; 7] = [0x1c4, 0xffffffff, 0, 0x0, hStream as u64, result as u64, u64::from(type_)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 452, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(451, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(451, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetDevResource`, whose C signature is this function's.
@@ -29136,11 +28508,10 @@ pub unsafe extern "C" fn cuStreamGetDevResource_ptsz(hStream: *mut c_void, resul
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, result as u64, u64::from(type_)];
+    let mut c: [u64; 7] = [0x1c4, 0x2ffffffff, 0, 0x100000000, hStream as u64, result as u64, u64::from(type_)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 452, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(451, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(451, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetDevResource_ptsz`, whose C signature is this function's.
@@ -29182,11 +28553,10 @@ pub unsafe extern "C" fn cuStreamGetDevice(hStream: *mut c_void, device: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, device as u64, 0];
+    let mut c: [u64; 7] = [0x1c5, 0xffffffff, 0, 0x0, hStream as u64, device as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 453, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(452, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(452, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetDevice`, whose C signature is this function's.
@@ -29230,11 +28600,10 @@ pub unsafe extern "C" fn cuStreamGetDevice_ptsz(hStream: *mut c_void, device: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, device as u64, 0];
+    let mut c: [u64; 7] = [0x1c5, 0x2ffffffff, 0, 0x100000000, hStream as u64, device as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 453, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(452, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(452, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetDevice_ptsz`, whose C signature is this function's.
@@ -29278,11 +28647,10 @@ pub unsafe extern "C" fn cuStreamGetFlags(hStream: *mut c_void, flags: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, flags as u64, 0];
+    let mut c: [u64; 7] = [0x1c6, 0xffffffff, 0, 0x0, hStream as u64, flags as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 454, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(453, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(453, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetFlags`, whose C signature is this function's.
@@ -29326,11 +28694,10 @@ pub unsafe extern "C" fn cuStreamGetFlags_ptsz(hStream: *mut c_void, flags: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, flags as u64, 0];
+    let mut c: [u64; 7] = [0x1c6, 0x2ffffffff, 0, 0x100000000, hStream as u64, flags as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 454, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(453, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(453, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetFlags_ptsz`, whose C signature is this function's.
@@ -29374,11 +28741,10 @@ pub unsafe extern "C" fn cuStreamGetGreenCtx(hStream: *mut c_void, phCtx: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, phCtx as u64, 0];
+    let mut c: [u64; 7] = [0x1c7, 0xffffffff, 0, 0x0, hStream as u64, phCtx as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 455, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(454, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(454, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetGreenCtx`, whose C signature is this function's.
@@ -29422,11 +28788,10 @@ pub unsafe extern "C" fn cuStreamGetId(hStream: *mut c_void, streamId: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, streamId as u64, 0];
+    let mut c: [u64; 7] = [0x1c8, 0xffffffff, 0, 0x0, hStream as u64, streamId as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 456, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(455, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(455, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetId`, whose C signature is this function's.
@@ -29470,11 +28835,10 @@ pub unsafe extern "C" fn cuStreamGetId_ptsz(hStream: *mut c_void, streamId: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, streamId as u64, 0];
+    let mut c: [u64; 7] = [0x1c8, 0x2ffffffff, 0, 0x100000000, hStream as u64, streamId as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 456, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(455, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(455, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetId_ptsz`, whose C signature is this function's.
@@ -29518,11 +28882,10 @@ pub unsafe extern "C" fn cuStreamGetPriority(hStream: *mut c_void, priority: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, priority as u64, 0];
+    let mut c: [u64; 7] = [0x1c9, 0xffffffff, 0, 0x0, hStream as u64, priority as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 457, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(456, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(456, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetPriority`, whose C signature is this function's.
@@ -29566,11 +28929,10 @@ pub unsafe extern "C" fn cuStreamGetPriority_ptsz(hStream: *mut c_void, priority
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, priority as u64, 0];
+    let mut c: [u64; 7] = [0x1c9, 0x2ffffffff, 0, 0x100000000, hStream as u64, priority as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 457, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(456, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(456, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetPriority_ptsz`, whose C signature is this function's.
@@ -29614,11 +28976,10 @@ pub unsafe extern "C" fn cuStreamIsCapturing(hStream: *mut c_void, captureStatus
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, captureStatus as u64, 0];
+    let mut c: [u64; 7] = [0x1ca, 0xffffffff, 0, 0x0, hStream as u64, captureStatus as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 458, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(457, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(457, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamIsCapturing`, whose C signature is this function's.
@@ -29662,11 +29023,10 @@ pub unsafe extern "C" fn cuStreamIsCapturing_ptsz(hStream: *mut c_void, captureS
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, captureStatus as u64, 0];
+    let mut c: [u64; 7] = [0x1ca, 0x2ffffffff, 0, 0x100000000, hStream as u64, captureStatus as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 458, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(457, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(457, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamIsCapturing_ptsz`, whose C signature is this function's.
@@ -29710,11 +29070,10 @@ pub unsafe extern "C" fn cuStreamQuery(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hStream as u64];
+    let mut c: [u64; 5] = [0x1cb, 0xffffffff, 0, 0x0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 459, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(458, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(458, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamQuery`, whose C signature is this function's.
@@ -29756,11 +29115,10 @@ pub unsafe extern "C" fn cuStreamQuery_ptsz(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hStream as u64];
+    let mut c: [u64; 5] = [0x1cb, 0x2ffffffff, 0, 0x100000000, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 459, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(458, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(458, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamQuery_ptsz`, whose C signature is this function's.
@@ -29802,11 +29160,10 @@ pub unsafe extern "C" fn cuStreamSetAttribute(hStream: *mut c_void, attr: u32, p
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, u64::from(attr), param as u64];
+    let mut c: [u64; 7] = [0x1cc, 0xffffffff, 0, 0x0, hStream as u64, u64::from(attr), param as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 460, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(459, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(459, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamSetAttribute`, whose C signature is this function's.
@@ -29848,11 +29205,10 @@ pub unsafe extern "C" fn cuStreamSetAttribute_ptsz(hStream: *mut c_void, attr: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, u64::from(attr), 0];
+    let mut c: [u64; 7] = [0x1cc, 0x6ffffffff, 0, 0x100000000, hStream as u64, u64::from(attr), 0];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 460, variant: 1, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(459, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(459, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamSetAttribute_ptsz`, whose C signature is this function's.
@@ -29894,11 +29250,10 @@ pub unsafe extern "C" fn cuStreamSynchronize(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hStream as u64];
+    let mut c: [u64; 5] = [0x1cd, 0xffffffff, 0, 0x0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 461, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(460, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(460, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamSynchronize`, whose C signature is this function's.
@@ -29940,11 +29295,10 @@ pub unsafe extern "C" fn cuStreamSynchronize_ptsz(hStream: *mut c_void) -> CUres
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hStream as u64];
+    let mut c: [u64; 5] = [0x1cd, 0x2ffffffff, 0, 0x100000000, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 461, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(460, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(460, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamSynchronize_ptsz`, whose C signature is this function's.
@@ -29986,11 +29340,10 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies(hStream: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hStream as u64, dependencies as u64, 0, numDependencies, u64::from(flags)];
+    let mut c: [u64; 9] = [0x1ce, 0x4ffffffff, 0, 0x0, hStream as u64, dependencies as u64, 0, numDependencies, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 462, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(461, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(461, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamUpdateCaptureDependencies`, whose C signature is this function's.
@@ -30032,11 +29385,10 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_v2(hStream: *mut c_vo
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hStream as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(flags)];
+    let mut c: [u64; 9] = [0x1ce, 0xffffffff, 0, 0x100000000, hStream as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 462, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(461, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(461, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamUpdateCaptureDependencies_v2`, whose C signature is this function's.
@@ -30078,11 +29430,10 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_ptsz(hStream: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hStream as u64, dependencies as u64, 0, numDependencies, u64::from(flags)];
+    let mut c: [u64; 9] = [0x1ce, 0x6ffffffff, 0, 0x200000000, hStream as u64, dependencies as u64, 0, numDependencies, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 462, variant: 2, flags: 0x6 };
-    let Some((policed, verdict)) = hot::enter(461, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(461, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamUpdateCaptureDependencies_ptsz`, whose C signature is this function's.
@@ -30124,11 +29475,10 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_v2_ptsz(hStream: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, hStream as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(flags)];
+    let mut c: [u64; 9] = [0x1ce, 0x2ffffffff, 0, 0x300000000, hStream as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 462, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(461, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(461, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamUpdateCaptureDependencies_v2_ptsz`, whose C signature is this function's.
@@ -30170,11 +29520,10 @@ pub unsafe extern "C" fn cuStreamWaitEvent(hStream: *mut c_void, hEvent: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, hEvent as u64, u64::from(Flags)];
+    let mut c: [u64; 7] = [0x1cf, 0xffffffff, 0, 0x0, hStream as u64, hEvent as u64, u64::from(Flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 463, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(462, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(462, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitEvent`, whose C signature is this function's.
@@ -30216,11 +29565,10 @@ pub unsafe extern "C" fn cuStreamWaitEvent_ptsz(hStream: *mut c_void, hEvent: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hStream as u64, hEvent as u64, u64::from(Flags)];
+    let mut c: [u64; 7] = [0x1cf, 0x2ffffffff, 0, 0x100000000, hStream as u64, hEvent as u64, u64::from(Flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let call = hot::Call { api_id: 463, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(462, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(462, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitEvent_ptsz`, whose C signature is this function's.
@@ -30262,10 +29610,9 @@ pub unsafe extern "C" fn cuStreamWaitValue32(stream: *mut c_void, addr: u64, val
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, u64::from(value), u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d0, 0xffffffff, 0, 0x0, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 464, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(463, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(463, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue32`, whose C signature is this function's.
@@ -30307,10 +29654,9 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2(stream: *mut c_void, addr: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, u64::from(value), u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d0, 0xffffffff, 0, 0x100000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 464, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(463, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(463, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue32_v2`, whose C signature is this function's.
@@ -30352,10 +29698,9 @@ pub unsafe extern "C" fn cuStreamWaitValue32_ptsz(stream: *mut c_void, addr: u64
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, u64::from(value), u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d0, 0x2ffffffff, 0, 0x200000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 464, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(463, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(463, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue32_ptsz`, whose C signature is this function's.
@@ -30397,10 +29742,9 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2_ptsz(stream: *mut c_void, addr: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, u64::from(value), u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d0, 0x2ffffffff, 0, 0x300000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 464, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(463, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(463, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue32_v2_ptsz`, whose C signature is this function's.
@@ -30442,10 +29786,9 @@ pub unsafe extern "C" fn cuStreamWaitValue64(stream: *mut c_void, addr: u64, val
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, value, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d1, 0xffffffff, 0, 0x0, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 465, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(464, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(464, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue64`, whose C signature is this function's.
@@ -30487,10 +29830,9 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2(stream: *mut c_void, addr: u64, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, value, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d1, 0xffffffff, 0, 0x100000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 465, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(464, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(464, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue64_v2`, whose C signature is this function's.
@@ -30532,10 +29874,9 @@ pub unsafe extern "C" fn cuStreamWaitValue64_ptsz(stream: *mut c_void, addr: u64
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, value, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d1, 0x2ffffffff, 0, 0x200000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 465, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(464, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(464, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue64_ptsz`, whose C signature is this function's.
@@ -30577,10 +29918,9 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2_ptsz(stream: *mut c_void, addr: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, value, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d1, 0x2ffffffff, 0, 0x300000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 465, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(464, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(464, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue64_v2_ptsz`, whose C signature is this function's.
@@ -30622,10 +29962,9 @@ pub unsafe extern "C" fn cuStreamWriteValue32(stream: *mut c_void, addr: u64, va
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, u64::from(value), u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d2, 0xffffffff, 0, 0x0, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 466, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(465, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(465, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue32`, whose C signature is this function's.
@@ -30667,10 +30006,9 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2(stream: *mut c_void, addr: u64,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, u64::from(value), u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d2, 0xffffffff, 0, 0x100000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 466, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(465, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(465, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue32_v2`, whose C signature is this function's.
@@ -30712,10 +30050,9 @@ pub unsafe extern "C" fn cuStreamWriteValue32_ptsz(stream: *mut c_void, addr: u6
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, u64::from(value), u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d2, 0x2ffffffff, 0, 0x200000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 466, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(465, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(465, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue32_ptsz`, whose C signature is this function's.
@@ -30757,10 +30094,9 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2_ptsz(stream: *mut c_void, addr:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, u64::from(value), u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d2, 0x2ffffffff, 0, 0x300000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 466, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(465, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(465, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue32_v2_ptsz`, whose C signature is this function's.
@@ -30802,10 +30138,9 @@ pub unsafe extern "C" fn cuStreamWriteValue64(stream: *mut c_void, addr: u64, va
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, value, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d3, 0xffffffff, 0, 0x0, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 467, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(466, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(466, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue64`, whose C signature is this function's.
@@ -30847,10 +30182,9 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2(stream: *mut c_void, addr: u64,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, value, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d3, 0xffffffff, 0, 0x100000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 467, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(466, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(466, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue64_v2`, whose C signature is this function's.
@@ -30892,10 +30226,9 @@ pub unsafe extern "C" fn cuStreamWriteValue64_ptsz(stream: *mut c_void, addr: u6
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, value, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d3, 0x2ffffffff, 0, 0x200000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 467, variant: 2, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(466, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(466, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue64_ptsz`, whose C signature is this function's.
@@ -30937,10 +30270,9 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2_ptsz(stream: *mut c_void, addr:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, stream as u64, addr, value, u64::from(flags)];
+    let mut c: [u64; 8] = [0x1d3, 0x2ffffffff, 0, 0x300000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 467, variant: 3, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(466, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(466, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue64_v2_ptsz`, whose C signature is this function's.
@@ -30982,10 +30314,9 @@ pub unsafe extern "C" fn cuSurfObjectCreate(pSurfObject: *mut c_void, pResDesc: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pSurfObject as u64, pResDesc as u64, 0];
+    let mut c: [u64; 7] = [0x1d4, 0xffffffff, 0, 0x0, pSurfObject as u64, pResDesc as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 468, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(467, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(467, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSurfObjectCreate`, whose C signature is this function's.
@@ -31029,10 +30360,9 @@ pub unsafe extern "C" fn cuSurfObjectDestroy(surfObject: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, surfObject];
+    let mut c: [u64; 5] = [0x1d5, 0xffffffff, 0, 0x0, surfObject];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 469, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(468, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(468, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSurfObjectDestroy`, whose C signature is this function's.
@@ -31074,10 +30404,9 @@ pub unsafe extern "C" fn cuSurfObjectGetResourceDesc(pResDesc: *mut c_void, surf
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pResDesc as u64, surfObject];
+    let mut c: [u64; 6] = [0x1d6, 0xffffffff, 0, 0x0, pResDesc as u64, surfObject];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 470, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(469, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(469, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSurfObjectGetResourceDesc`, whose C signature is this function's.
@@ -31119,10 +30448,9 @@ pub unsafe extern "C" fn cuSurfRefGetArray(phArray: *mut c_void, hSurfRef: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, phArray as u64, hSurfRef as u64, 0];
+    let mut c: [u64; 7] = [0x1d7, 0xffffffff, 0, 0x0, phArray as u64, hSurfRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 471, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(470, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(470, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSurfRefGetArray`, whose C signature is this function's.
@@ -31166,10 +30494,9 @@ pub unsafe extern "C" fn cuSurfRefSetArray(hSurfRef: *mut c_void, hArray: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hSurfRef as u64, hArray as u64, u64::from(Flags)];
+    let mut c: [u64; 7] = [0x1d8, 0xffffffff, 0, 0x0, hSurfRef as u64, hArray as u64, u64::from(Flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 472, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(471, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(471, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSurfRefSetArray`, whose C signature is this function's.
@@ -31211,10 +30538,9 @@ pub unsafe extern "C" fn cuTensorMapEncodeIm2col(tensorMap: *mut c_void, tensorD
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 19] = [0, 0, 0, 0, tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, pixelBoxLowerCorner as u64, pixelBoxUpperCorner as u64, u64::from(channelsPerPixel), u64::from(pixelsPerColumn), elementStrides as u64, u64::from(interleave), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
+    let mut c: [u64; 19] = [0x1d9, 0xffffffff, 0, 0x0, tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, pixelBoxLowerCorner as u64, pixelBoxUpperCorner as u64, u64::from(channelsPerPixel), u64::from(pixelsPerColumn), elementStrides as u64, u64::from(interleave), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 473, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(472, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(472, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTensorMapEncodeIm2col`, whose C signature is this function's.
@@ -31256,10 +30582,9 @@ pub unsafe extern "C" fn cuTensorMapEncodeIm2colWide(tensorMap: *mut c_void, ten
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 20] = [0, 0, 0, 0, tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, i64::from(pixelBoxLowerCornerWidth) as u64, i64::from(pixelBoxUpperCornerWidth) as u64, u64::from(channelsPerPixel), u64::from(pixelsPerColumn), elementStrides as u64, u64::from(interleave), u64::from(mode), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
+    let mut c: [u64; 20] = [0x1da, 0xffffffff, 0, 0x0, tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, i64::from(pixelBoxLowerCornerWidth) as u64, i64::from(pixelBoxUpperCornerWidth) as u64, u64::from(channelsPerPixel), u64::from(pixelsPerColumn), elementStrides as u64, u64::from(interleave), u64::from(mode), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 474, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(473, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(473, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTensorMapEncodeIm2colWide`, whose C signature is this function's.
@@ -31301,10 +30626,9 @@ pub unsafe extern "C" fn cuTensorMapEncodeTiled(tensorMap: *mut c_void, tensorDa
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 16] = [0, 0, 0, 0, tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, boxDim as u64, elementStrides as u64, u64::from(interleave), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
+    let mut c: [u64; 16] = [0x1db, 0xffffffff, 0, 0x0, tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, boxDim as u64, elementStrides as u64, u64::from(interleave), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 475, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(474, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(474, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTensorMapEncodeTiled`, whose C signature is this function's.
@@ -31346,10 +30670,9 @@ pub unsafe extern "C" fn cuTensorMapReplaceAddress(tensorMap: *mut c_void, globa
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, tensorMap as u64, globalAddress as u64];
+    let mut c: [u64; 6] = [0x1dc, 0xffffffff, 0, 0x0, tensorMap as u64, globalAddress as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 476, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(475, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(475, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTensorMapReplaceAddress`, whose C signature is this function's.
@@ -31391,10 +30714,9 @@ pub unsafe extern "C" fn cuTensorMapSetAllocationClass(tensorMap: *mut c_void, a
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, tensorMap as u64, u64::from(allocClass), outAllocClass as u64, 0];
+    let mut c: [u64; 8] = [0x1dd, 0xffffffff, 0, 0x0, tensorMap as u64, u64::from(allocClass), outAllocClass as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 477, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(476, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(476, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTensorMapSetAllocationClass`, whose C signature is this function's.
@@ -31438,10 +30760,9 @@ pub unsafe extern "C" fn cuTexObjectCreate(pTexObject: *mut c_void, pResDesc: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pTexObject as u64, pResDesc as u64, pTexDesc as u64, pResViewDesc as u64, 0];
+    let mut c: [u64; 9] = [0x1de, 0xffffffff, 0, 0x0, pTexObject as u64, pResDesc as u64, pTexDesc as u64, pResViewDesc as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 478, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(477, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(477, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexObjectCreate`, whose C signature is this function's.
@@ -31485,10 +30806,9 @@ pub unsafe extern "C" fn cuTexObjectDestroy(texObject: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, texObject];
+    let mut c: [u64; 5] = [0x1df, 0xffffffff, 0, 0x0, texObject];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 479, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(478, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(478, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexObjectDestroy`, whose C signature is this function's.
@@ -31530,10 +30850,9 @@ pub unsafe extern "C" fn cuTexObjectGetResourceDesc(pResDesc: *mut c_void, texOb
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pResDesc as u64, texObject];
+    let mut c: [u64; 6] = [0x1e0, 0xffffffff, 0, 0x0, pResDesc as u64, texObject];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 480, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(479, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(479, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexObjectGetResourceDesc`, whose C signature is this function's.
@@ -31575,10 +30894,9 @@ pub unsafe extern "C" fn cuTexObjectGetResourceViewDesc(pResViewDesc: *mut c_voi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pResViewDesc as u64, texObject];
+    let mut c: [u64; 6] = [0x1e1, 0xffffffff, 0, 0x0, pResViewDesc as u64, texObject];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 481, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(480, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(480, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexObjectGetResourceViewDesc`, whose C signature is this function's.
@@ -31620,10 +30938,9 @@ pub unsafe extern "C" fn cuTexObjectGetTextureDesc(pTexDesc: *mut c_void, texObj
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pTexDesc as u64, texObject];
+    let mut c: [u64; 6] = [0x1e2, 0xffffffff, 0, 0x0, pTexDesc as u64, texObject];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 482, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(481, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(481, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexObjectGetTextureDesc`, whose C signature is this function's.
@@ -31665,10 +30982,9 @@ pub unsafe extern "C" fn cuTexRefCreate(pTexRef: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, pTexRef as u64, 0];
+    let mut c: [u64; 6] = [0x1e3, 0xffffffff, 0, 0x0, pTexRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 483, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(482, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(482, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefCreate`, whose C signature is this function's.
@@ -31712,10 +31028,9 @@ pub unsafe extern "C" fn cuTexRefDestroy(hTexRef: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 5] = [0, 0, 0, 0, hTexRef as u64];
+    let mut c: [u64; 5] = [0x1e4, 0xffffffff, 0, 0x0, hTexRef as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 484, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(483, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(483, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefDestroy`, whose C signature is this function's.
@@ -31757,10 +31072,9 @@ pub unsafe extern "C" fn cuTexRefGetAddress(pdptr: *mut c_void, hTexRef: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pdptr as u64, hTexRef as u64, 0];
+    let mut c: [u64; 7] = [0x1e5, 0x4ffffffff, 0, 0x0, pdptr as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 485, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(484, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(484, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetAddress`, whose C signature is this function's.
@@ -31804,10 +31118,9 @@ pub unsafe extern "C" fn cuTexRefGetAddress_v2(pdptr: *mut c_void, hTexRef: *mut
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pdptr as u64, hTexRef as u64, 0];
+    let mut c: [u64; 7] = [0x1e5, 0xffffffff, 0, 0x100000000, pdptr as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 485, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(484, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(484, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetAddress_v2`, whose C signature is this function's.
@@ -31851,10 +31164,9 @@ pub unsafe extern "C" fn cuTexRefGetAddressMode(pam: *mut c_void, hTexRef: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, pam as u64, hTexRef as u64, i64::from(dim) as u64, 0];
+    let mut c: [u64; 8] = [0x1e6, 0xffffffff, 0, 0x0, pam as u64, hTexRef as u64, i64::from(dim) as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 486, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(485, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(485, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetAddressMode`, whose C signature is this function's.
@@ -31898,10 +31210,9 @@ pub unsafe extern "C" fn cuTexRefGetArray(phArray: *mut c_void, hTexRef: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, phArray as u64, hTexRef as u64, 0];
+    let mut c: [u64; 7] = [0x1e7, 0xffffffff, 0, 0x0, phArray as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 487, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(486, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(486, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetArray`, whose C signature is this function's.
@@ -31945,10 +31256,9 @@ pub unsafe extern "C" fn cuTexRefGetBorderColor(pBorderColor: *mut c_void, hTexR
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pBorderColor as u64, hTexRef as u64, 0];
+    let mut c: [u64; 7] = [0x1e8, 0xffffffff, 0, 0x0, pBorderColor as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 488, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(487, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(487, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetBorderColor`, whose C signature is this function's.
@@ -31992,10 +31302,9 @@ pub unsafe extern "C" fn cuTexRefGetFilterMode(pfm: *mut c_void, hTexRef: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pfm as u64, hTexRef as u64, 0];
+    let mut c: [u64; 7] = [0x1e9, 0xffffffff, 0, 0x0, pfm as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 489, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(488, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(488, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetFilterMode`, whose C signature is this function's.
@@ -32039,10 +31348,9 @@ pub unsafe extern "C" fn cuTexRefGetFlags(pFlags: *mut c_void, hTexRef: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pFlags as u64, hTexRef as u64, 0];
+    let mut c: [u64; 7] = [0x1ea, 0xffffffff, 0, 0x0, pFlags as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 490, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(489, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(489, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetFlags`, whose C signature is this function's.
@@ -32086,10 +31394,9 @@ pub unsafe extern "C" fn cuTexRefGetFormat(pFormat: *mut c_void, pNumChannels: *
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pFormat as u64, pNumChannels as u64, hTexRef as u64, 0, 0];
+    let mut c: [u64; 9] = [0x1eb, 0xffffffff, 0, 0x0, pFormat as u64, pNumChannels as u64, hTexRef as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 491, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(490, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(490, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetFormat`, whose C signature is this function's.
@@ -32135,10 +31442,9 @@ pub unsafe extern "C" fn cuTexRefGetMaxAnisotropy(pmaxAniso: *mut c_void, hTexRe
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pmaxAniso as u64, hTexRef as u64, 0];
+    let mut c: [u64; 7] = [0x1ec, 0xffffffff, 0, 0x0, pmaxAniso as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 492, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(491, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(491, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetMaxAnisotropy`, whose C signature is this function's.
@@ -32182,10 +31488,9 @@ pub unsafe extern "C" fn cuTexRefGetMipmapFilterMode(pfm: *mut c_void, hTexRef: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pfm as u64, hTexRef as u64, 0];
+    let mut c: [u64; 7] = [0x1ed, 0xffffffff, 0, 0x0, pfm as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 493, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(492, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(492, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetMipmapFilterMode`, whose C signature is this function's.
@@ -32229,10 +31534,9 @@ pub unsafe extern "C" fn cuTexRefGetMipmapLevelBias(pbias: *mut c_void, hTexRef:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, pbias as u64, hTexRef as u64, 0];
+    let mut c: [u64; 7] = [0x1ee, 0xffffffff, 0, 0x0, pbias as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 494, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(493, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(493, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetMipmapLevelBias`, whose C signature is this function's.
@@ -32276,10 +31580,9 @@ pub unsafe extern "C" fn cuTexRefGetMipmapLevelClamp(pminMipmapLevelClamp: *mut 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pminMipmapLevelClamp as u64, pmaxMipmapLevelClamp as u64, hTexRef as u64, 0, 0];
+    let mut c: [u64; 9] = [0x1ef, 0xffffffff, 0, 0x0, pminMipmapLevelClamp as u64, pmaxMipmapLevelClamp as u64, hTexRef as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 495, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(494, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(494, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetMipmapLevelClamp`, whose C signature is this function's.
@@ -32325,10 +31628,9 @@ pub unsafe extern "C" fn cuTexRefGetMipmappedArray(phMipmappedArray: *mut c_void
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, phMipmappedArray as u64, hTexRef as u64, 0];
+    let mut c: [u64; 7] = [0x1f0, 0xffffffff, 0, 0x0, phMipmappedArray as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 496, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(495, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(495, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetMipmappedArray`, whose C signature is this function's.
@@ -32372,10 +31674,9 @@ pub unsafe extern "C" fn cuTexRefSetAddress(ByteOffset: *mut c_void, hTexRef: *m
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, ByteOffset as u64, hTexRef as u64, u64::from(dptr), u64::from(bytes), 0];
+    let mut c: [u64; 9] = [0x1f1, 0x4ffffffff, 0, 0x0, ByteOffset as u64, hTexRef as u64, u64::from(dptr), u64::from(bytes), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 497, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(496, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(496, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddress`, whose C signature is this function's.
@@ -32419,10 +31720,9 @@ pub unsafe extern "C" fn cuTexRefSetAddress_v2(ByteOffset: *mut c_void, hTexRef:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, ByteOffset as u64, hTexRef as u64, dptr, bytes, 0];
+    let mut c: [u64; 9] = [0x1f1, 0xffffffff, 0, 0x100000000, ByteOffset as u64, hTexRef as u64, dptr, bytes, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 497, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(496, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(496, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddress_v2`, whose C signature is this function's.
@@ -32466,10 +31766,9 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D(hTexRef: *mut c_void, desc: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hTexRef as u64, desc as u64, u64::from(dptr), u64::from(Pitch)];
+    let mut c: [u64; 8] = [0x1f2, 0x4ffffffff, 0, 0x0, hTexRef as u64, desc as u64, u64::from(dptr), u64::from(Pitch)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 498, variant: 0, flags: 0x4 };
-    let Some((policed, verdict)) = hot::enter(497, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(497, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddress2D`, whose C signature is this function's.
@@ -32511,10 +31810,9 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D_v2(hTexRef: *mut c_void, desc: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hTexRef as u64, desc as u64, dptr, Pitch];
+    let mut c: [u64; 8] = [0x1f2, 0xffffffff, 0, 0x100000000, hTexRef as u64, desc as u64, dptr, Pitch];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 498, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(497, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(497, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddress2D_v2`, whose C signature is this function's.
@@ -32556,10 +31854,9 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D_v3(hTexRef: *mut c_void, desc: *mu
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, hTexRef as u64, desc as u64, dptr, Pitch];
+    let mut c: [u64; 8] = [0x1f2, 0xffffffff, 0, 0x200000000, hTexRef as u64, desc as u64, dptr, Pitch];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 498, variant: 2, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(497, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(497, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddress2D_v3`, whose C signature is this function's.
@@ -32601,10 +31898,9 @@ pub unsafe extern "C" fn cuTexRefSetAddressMode(hTexRef: *mut c_void, dim: i32, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hTexRef as u64, i64::from(dim) as u64, u64::from(am)];
+    let mut c: [u64; 7] = [0x1f3, 0xffffffff, 0, 0x0, hTexRef as u64, i64::from(dim) as u64, u64::from(am)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 499, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(498, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(498, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddressMode`, whose C signature is this function's.
@@ -32646,10 +31942,9 @@ pub unsafe extern "C" fn cuTexRefSetArray(hTexRef: *mut c_void, hArray: *mut c_v
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hTexRef as u64, hArray as u64, u64::from(Flags)];
+    let mut c: [u64; 7] = [0x1f4, 0xffffffff, 0, 0x0, hTexRef as u64, hArray as u64, u64::from(Flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 500, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(499, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(499, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetArray`, whose C signature is this function's.
@@ -32691,10 +31986,9 @@ pub unsafe extern "C" fn cuTexRefSetBorderColor(hTexRef: *mut c_void, pBorderCol
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hTexRef as u64, pBorderColor as u64, 0];
+    let mut c: [u64; 7] = [0x1f5, 0xffffffff, 0, 0x0, hTexRef as u64, pBorderColor as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 501, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(500, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(500, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetBorderColor`, whose C signature is this function's.
@@ -32738,10 +32032,9 @@ pub unsafe extern "C" fn cuTexRefSetFilterMode(hTexRef: *mut c_void, fm: u32) ->
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hTexRef as u64, u64::from(fm)];
+    let mut c: [u64; 6] = [0x1f6, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(fm)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 502, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(501, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(501, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetFilterMode`, whose C signature is this function's.
@@ -32783,10 +32076,9 @@ pub unsafe extern "C" fn cuTexRefSetFlags(hTexRef: *mut c_void, Flags: u32) -> C
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hTexRef as u64, u64::from(Flags)];
+    let mut c: [u64; 6] = [0x1f7, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(Flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 503, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(502, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(502, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetFlags`, whose C signature is this function's.
@@ -32828,10 +32120,9 @@ pub unsafe extern "C" fn cuTexRefSetFormat(hTexRef: *mut c_void, fmt: u32, NumPa
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hTexRef as u64, u64::from(fmt), i64::from(NumPackedComponents) as u64];
+    let mut c: [u64; 7] = [0x1f8, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(fmt), i64::from(NumPackedComponents) as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 504, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(503, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(503, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetFormat`, whose C signature is this function's.
@@ -32873,10 +32164,9 @@ pub unsafe extern "C" fn cuTexRefSetMaxAnisotropy(hTexRef: *mut c_void, maxAniso
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hTexRef as u64, u64::from(maxAniso)];
+    let mut c: [u64; 6] = [0x1f9, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(maxAniso)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 505, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(504, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(504, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetMaxAnisotropy`, whose C signature is this function's.
@@ -32918,10 +32208,9 @@ pub unsafe extern "C" fn cuTexRefSetMipmapFilterMode(hTexRef: *mut c_void, fm: u
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hTexRef as u64, u64::from(fm)];
+    let mut c: [u64; 6] = [0x1fa, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(fm)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 506, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(505, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(505, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetMipmapFilterMode`, whose C signature is this function's.
@@ -32963,10 +32252,9 @@ pub unsafe extern "C" fn cuTexRefSetMipmapLevelBias(hTexRef: *mut c_void, bias: 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, hTexRef as u64, u64::from(bias.to_bits())];
+    let mut c: [u64; 6] = [0x1fb, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(bias.to_bits())];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 507, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(506, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(506, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetMipmapLevelBias`, whose C signature is this function's.
@@ -33008,10 +32296,9 @@ pub unsafe extern "C" fn cuTexRefSetMipmapLevelClamp(hTexRef: *mut c_void, minMi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hTexRef as u64, u64::from(minMipmapLevelClamp.to_bits()), u64::from(maxMipmapLevelClamp.to_bits())];
+    let mut c: [u64; 7] = [0x1fc, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(minMipmapLevelClamp.to_bits()), u64::from(maxMipmapLevelClamp.to_bits())];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 508, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(507, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(507, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetMipmapLevelClamp`, whose C signature is this function's.
@@ -33053,10 +32340,9 @@ pub unsafe extern "C" fn cuTexRefSetMipmappedArray(hTexRef: *mut c_void, hMipmap
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 7] = [0, 0, 0, 0, hTexRef as u64, hMipmappedArray as u64, u64::from(Flags)];
+    let mut c: [u64; 7] = [0x1fd, 0xffffffff, 0, 0x0, hTexRef as u64, hMipmappedArray as u64, u64::from(Flags)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 509, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(508, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(508, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetMipmappedArray`, whose C signature is this function's.
@@ -33098,10 +32384,9 @@ pub unsafe extern "C" fn cuThreadExchangeStreamCaptureMode(mode: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, mode as u64, 0];
+    let mut c: [u64; 6] = [0x1fe, 0xffffffff, 0, 0x0, mode as u64, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 510, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(509, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(509, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuThreadExchangeStreamCaptureMode`, whose C signature is this function's.
@@ -33145,10 +32430,9 @@ pub unsafe extern "C" fn cuUserObjectCreate(object_out: *mut c_void, ptr: *mut c
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 10] = [0, 0, 0, 0, object_out as u64, ptr as u64, destroy as u64, u64::from(initialRefcount), u64::from(flags), 0];
+    let mut c: [u64; 10] = [0x1ff, 0xffffffff, 0, 0x0, object_out as u64, ptr as u64, destroy as u64, u64::from(initialRefcount), u64::from(flags), 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 511, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(510, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(510, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuUserObjectCreate`, whose C signature is this function's.
@@ -33192,10 +32476,9 @@ pub unsafe extern "C" fn cuUserObjectRelease(object: *mut c_void, count: u32) ->
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, object as u64, u64::from(count)];
+    let mut c: [u64; 6] = [0x200, 0xffffffff, 0, 0x0, object as u64, u64::from(count)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 512, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(511, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(511, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuUserObjectRelease`, whose C signature is this function's.
@@ -33237,10 +32520,9 @@ pub unsafe extern "C" fn cuUserObjectRetain(object: *mut c_void, count: u32) -> 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 6] = [0, 0, 0, 0, object as u64, u64::from(count)];
+    let mut c: [u64; 6] = [0x201, 0xffffffff, 0, 0x0, object as u64, u64::from(count)];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 513, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(512, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(512, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuUserObjectRetain`, whose C signature is this function's.
@@ -33282,10 +32564,9 @@ pub unsafe extern "C" fn cuVDPAUCtxCreate(pCtx: *mut c_void, flags: u32, device:
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, pCtx as u64, u64::from(flags), i64::from(device) as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
+    let mut c: [u64; 11] = [0x202, 0xffffffff, 0, 0x0, pCtx as u64, u64::from(flags), i64::from(device) as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 514, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(513, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(513, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuVDPAUCtxCreate`, whose C signature is this function's.
@@ -33331,10 +32612,9 @@ pub unsafe extern "C" fn cuVDPAUCtxCreate_v2(pCtx: *mut c_void, flags: u32, devi
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 11] = [0, 0, 0, 0, pCtx as u64, u64::from(flags), i64::from(device) as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
+    let mut c: [u64; 11] = [0x202, 0xffffffff, 0, 0x100000000, pCtx as u64, u64::from(flags), i64::from(device) as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 514, variant: 1, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(513, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(513, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuVDPAUCtxCreate_v2`, whose C signature is this function's.
@@ -33380,10 +32660,9 @@ pub unsafe extern "C" fn cuVDPAUGetDevice(pDevice: *mut c_void, vdpDevice: u32, 
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 9] = [0, 0, 0, 0, pDevice as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
+    let mut c: [u64; 9] = [0x203, 0xffffffff, 0, 0x0, pDevice as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 515, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(514, &mut c, call, None) else {
+    let Some((policed, verdict)) = hot::enter(514, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuVDPAUGetDevice`, whose C signature is this function's.
@@ -33429,10 +32708,9 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync(extSemArray: *mut c_void,
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
+    let mut c: [u64; 8] = [0x204, 0xffffffff, 0, 0x0, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 516, variant: 0, flags: 0x0 };
-    let Some((policed, verdict)) = hot::enter(515, &mut c, call, Some((stream, false))) else {
+    let Some((policed, verdict)) = hot::enter(515, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuWaitExternalSemaphoresAsync`, whose C signature is this function's.
@@ -33474,10 +32752,9 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync_ptsz(extSemArray: *mut c_
             None => hot::NO_DRIVER,
         };
     }
-    let mut c: [u64; 8] = [0, 0, 0, 0, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
+    let mut c: [u64; 8] = [0x204, 0x2ffffffff, 0, 0x100000000, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     let mut out_valid = false;
-    let call = hot::Call { api_id: 516, variant: 1, flags: 0x2 };
-    let Some((policed, verdict)) = hot::enter(515, &mut c, call, Some((stream, true))) else {
+    let Some((policed, verdict)) = hot::enter(515, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuWaitExternalSemaphoresAsync_ptsz`, whose C signature is this function's.

@@ -400,10 +400,10 @@ pub(crate) fn armed(point: usize) -> bool {
         .is_some_and(|s| !s.hint.load(Ordering::Relaxed).is_null())
 }
 
-/// Starts a policed call at `point` on the ctx `c` the wrapper built (argument slots):
-/// holds the point's chain, fills the header of `call` (and, for a call on a stream,
-/// `Some((stream, per-thread variant))`, whether the stream is being captured) and runs
-/// the entry programs. `None` when the call goes straight to the driver (a re-entrant
+/// Starts a policed call at `point` on the ctx `c` the wrapper built (the header's constant
+/// words, [`header_constants`], and the argument slots): holds the point's chain, fills in
+/// the rest of the header (and, for a call on a stream, `Some((stream, per-thread
+/// variant))`, whether the stream is being captured) and runs the entry programs. `None` when the call goes straight to the driver (a re-entrant
 /// call, a thread being torn down, nothing attached after all); otherwise the call's
 /// handle and the verdict of a refusal. Out of line, shared by every wrapper: a wrapper's
 /// own code is only its ctx and its real call.
@@ -411,11 +411,10 @@ pub(crate) fn armed(point: usize) -> bool {
 pub(crate) fn enter(
     point: usize,
     c: &mut [u64],
-    call: Call,
     stream: Option<(*mut c_void, bool)>,
 ) -> Option<(Policed, Option<CUresult>)> {
     let policed = hold(point)?;
-    let verdict = policed.enter(c, call, stream);
+    let verdict = policed.enter(c, stream);
     Some((policed, verdict))
 }
 
@@ -537,15 +536,33 @@ pub fn set_pid(pid: u32) {
     }
 }
 
-/// What a wrapper says of its call for the ctx header ([`enter`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Call {
-    /// The attach point's api id (`hdr.api_id`).
-    pub api_id: u32,
-    /// The exported variant's index among its point's variants (`hdr.variant`).
-    pub variant: u32,
-    /// The variant's `GPUBPF_CTX_F_*` bits (`hdr.flags`).
-    pub flags: u32,
+/// Header word of `hdr.device` (low half) and `hdr.flags` (high half).
+const W_DEVICE_FLAGS: usize = 1;
+/// Header word of `hdr.pid` (low half) and `hdr.tid` (high half).
+const W_PID_TID: usize = 2;
+
+/// Writes the current device into `hdr.device`, the low half of its word (the wrapper wrote
+/// -1 there, "unknown").
+#[inline(always)]
+fn set_device(c: &mut [u64]) {
+    if let Some(w) = c.get_mut(W_DEVICE_FLAGS) {
+        *w = (*w & !u64::from(u32::MAX)) | u64::from(current_device() as u32);
+    }
+}
+
+/// The ctx header's words that are the same on every call of a wrapper, as `(word, value)`:
+/// the api id (`hdr.api_id`; the phase, the high half, is set when programs run), the
+/// variant's `GPUBPF_CTX_F_*` bits with the device unknown (`hdr.flags`, `hdr.device` =
+/// -1), the exported variant's index among its point's variants (`hdr.variant`; the
+/// result, the low half, is set at exit). The generator writes them into each wrapper's
+/// ctx literal ([`crate::codegen`]); [`enter`] fills in pid and tid, and the device and
+/// the capturing flag where a program reads them.
+pub const fn header_constants(api_id: u32, variant: u32, flags: u32) -> [(usize, u64); 3] {
+    [
+        (0, api_id as u64),
+        (W_DEVICE_FLAGS, ((flags as u64) << 32) | u32::MAX as u64),
+        (3, (variant as u64) << 32),
+    ]
 }
 
 /// A call that runs policies: holds the chain alive until the call has left.
@@ -624,22 +641,18 @@ impl Policed {
         self.thread.frames.get(self.tagged.get() & DEPTH_MASK)
     }
 
-    /// The ctx header's four words: api id, phase (entry), device, flags, pid, tid, variant.
+    /// Fills in the ctx header's words that vary between calls ([`header_constants`] has
+    /// the rest): pid and tid, and the device when some program reads it (it costs a driver
+    /// call; the verifier reports every ctx field a program reads; the wrapper's -1,
+    /// "unknown", stays otherwise).
     #[inline(always)]
-    fn header(&self, s: &ChainSummary, api_id: u32, variant: u32, flags: u32) -> [u64; 4] {
-        // The device costs a driver call: only when some program reads it (the verifier
-        // reports every ctx field a program reads); -1 ("unknown") otherwise.
-        let device = if s.reads_device() {
-            current_device()
-        } else {
-            -1
-        };
-        [
-            u64::from(api_id),
-            u64::from(device as u32) | (u64::from(flags) << 32),
-            u64::from(HOT.pid.load(Ordering::Relaxed)) | (u64::from(self.thread.tid()) << 32),
-            u64::from(variant) << 32,
-        ]
+    fn header(&self, s: &ChainSummary, c: &mut [u64]) {
+        if let Some(w) = c.get_mut(W_PID_TID) {
+            *w = u64::from(HOT.pid.load(Ordering::Relaxed)) | (u64::from(self.thread.tid()) << 32);
+        }
+        if s.reads_device() {
+            set_device(c);
+        }
     }
 
     /// Sets `GPUBPF_CTX_F_CAPTURING` in `hdr.flags` when `stream` is being captured into a
@@ -659,31 +672,21 @@ impl Policed {
     /// `Some(verdict)` when one refused the call (the wrapper returns the verdict without
     /// calling the driver).
     #[inline(always)]
-    fn enter(
-        &self,
-        c: &mut [u64],
-        call: Call,
-        stream: Option<(*mut c_void, bool)>,
-    ) -> Option<CUresult> {
+    fn enter(&self, c: &mut [u64], stream: Option<(*mut c_void, bool)>) -> Option<CUresult> {
         if self.is_nested() {
-            return self.enter_nested(c, call, stream);
+            return self.enter_nested(c, stream);
         }
         // SAFETY: an outermost call's summary is its chain's (`Policed::outer_summary`).
-        unsafe { self.enter_with(self.outer_summary(), c, call, stream) }
+        unsafe { self.enter_with(self.outer_summary(), c, stream) }
     }
 
     /// [`Policed::enter`] of a nested call, with its chain's summary from the publication.
     #[cold]
     #[inline(never)]
-    fn enter_nested(
-        &self,
-        c: &mut [u64],
-        call: Call,
-        stream: Option<(*mut c_void, bool)>,
-    ) -> Option<CUresult> {
+    fn enter_nested(&self, c: &mut [u64], stream: Option<(*mut c_void, bool)>) -> Option<CUresult> {
         let p = self.published();
         // SAFETY: the summary of this call's chain, taken when it was published.
-        unsafe { self.enter_with(p.summary(), c, call, stream) }
+        unsafe { self.enter_with(p.summary(), c, stream) }
     }
 
     /// [`Policed::enter`] with `s`.
@@ -695,13 +698,9 @@ impl Policed {
         &self,
         s: &ChainSummary,
         c: &mut [u64],
-        call: Call,
         stream: Option<(*mut c_void, bool)>,
     ) -> Option<CUresult> {
-        let h = self.header(s, call.api_id, call.variant, call.flags);
-        if let Some(head) = c.get_mut(..4) {
-            head.copy_from_slice(&h);
-        }
+        self.header(s, c);
         if let Some((stream, per_thread)) = stream {
             self.capturing(s, c, stream, per_thread);
         }
