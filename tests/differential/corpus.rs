@@ -38,6 +38,36 @@ pub const CORPUS: &[(&str, &str, usize)] = &[
         0,
     ),
     (
+        // A slot written through `r10 + k`, then by a subprogram through the pointer it
+        // was passed, then read back: the call between the caller's store and its load
+        // must stop the JIT from forwarding the caller's value.
+        "stack_slot_written_by_a_callee",
+        "
+        mov %r6, 5
+        mov %r1, %r10
+        add %r1, -8
+        stxdw [%r1], %r6
+        stxw [%r10-16], %r6
+        call local f
+        ldxdw %r0, [%r10-8]
+        mov %r2, %r10
+        add %r2, -16
+        ldxw %r3, [%r2]
+        lsh %r3, 8
+        add %r0, %r3
+        exit
+    f:
+        mov %r2, 77
+        stxdw [%r1], %r2
+        mov %r3, %r1
+        add %r3, -8
+        stxw [%r3], %r2
+        mov %r0, 0
+        exit
+    ",
+        0,
+    ),
+    (
         "frames_of_nested_calls",
         "
         mov %r6, 11
