@@ -373,11 +373,11 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
     let _ = writeln!(out, "    let mut out_valid = false;");
     let _ = writeln!(
         out,
-        "    let Some((policed, verdict)) = hot::enter({point_index}, &mut c, {stream}) else {{"
+        "    let Some(policed) = hot::enter({point_index}, &mut c, {stream}) else {{"
     );
     unpoliced(out);
     let _ = writeln!(out, "    }};");
-    let _ = writeln!(out, "    let r = match verdict {{");
+    let _ = writeln!(out, "    let r = match policed.refusal() {{");
     let _ = writeln!(out, "        Some(verdict) => verdict,");
     let _ = writeln!(out, "        None => match hot::real(V) {{");
     let _ = writeln!(out, "            None => hot::NO_DRIVER,");

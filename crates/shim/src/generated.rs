@@ -28,7 +28,7 @@ pub unsafe extern "C" fn cuArray3DCreate(pHandle: *mut c_void, pAllocateArray: *
     }
     let mut c: [u64; 7] = [0x1, 0x4ffffffff, 0, 0x0, pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(0, &mut c, None) else {
+    let Some(policed) = hot::enter(0, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArray3DCreate`, whose C signature is this function's.
@@ -37,7 +37,7 @@ pub unsafe extern "C" fn cuArray3DCreate(pHandle: *mut c_void, pAllocateArray: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -74,7 +74,7 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(pHandle: *mut c_void, pAllocateArray
     }
     let mut c: [u64; 7] = [0x1, 0xffffffff, 0, 0x100000000, pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(0, &mut c, None) else {
+    let Some(policed) = hot::enter(0, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArray3DCreate_v2`, whose C signature is this function's.
@@ -83,7 +83,7 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(pHandle: *mut c_void, pAllocateArray
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -120,7 +120,7 @@ pub unsafe extern "C" fn cuArray3DGetDescriptor(pArrayDescriptor: *mut c_void, h
     }
     let mut c: [u64; 6] = [0x2, 0x4ffffffff, 0, 0x0, pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(1, &mut c, None) else {
+    let Some(policed) = hot::enter(1, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArray3DGetDescriptor`, whose C signature is this function's.
@@ -129,7 +129,7 @@ pub unsafe extern "C" fn cuArray3DGetDescriptor(pArrayDescriptor: *mut c_void, h
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -164,7 +164,7 @@ pub unsafe extern "C" fn cuArray3DGetDescriptor_v2(pArrayDescriptor: *mut c_void
     }
     let mut c: [u64; 6] = [0x2, 0xffffffff, 0, 0x100000000, pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(1, &mut c, None) else {
+    let Some(policed) = hot::enter(1, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArray3DGetDescriptor_v2`, whose C signature is this function's.
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn cuArray3DGetDescriptor_v2(pArrayDescriptor: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -208,7 +208,7 @@ pub unsafe extern "C" fn cuArrayCreate(pHandle: *mut c_void, pAllocateArray: *mu
     }
     let mut c: [u64; 7] = [0x3, 0x4ffffffff, 0, 0x0, pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(2, &mut c, None) else {
+    let Some(policed) = hot::enter(2, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayCreate`, whose C signature is this function's.
@@ -217,7 +217,7 @@ pub unsafe extern "C" fn cuArrayCreate(pHandle: *mut c_void, pAllocateArray: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -254,7 +254,7 @@ pub unsafe extern "C" fn cuArrayCreate_v2(pHandle: *mut c_void, pAllocateArray: 
     }
     let mut c: [u64; 7] = [0x3, 0xffffffff, 0, 0x100000000, pHandle as u64, pAllocateArray as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(2, &mut c, None) else {
+    let Some(policed) = hot::enter(2, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayCreate_v2`, whose C signature is this function's.
@@ -263,7 +263,7 @@ pub unsafe extern "C" fn cuArrayCreate_v2(pHandle: *mut c_void, pAllocateArray: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -300,7 +300,7 @@ pub unsafe extern "C" fn cuArrayDestroy(hArray: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x4, 0xffffffff, 0, 0x0, hArray as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(3, &mut c, None) else {
+    let Some(policed) = hot::enter(3, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayDestroy`, whose C signature is this function's.
@@ -309,7 +309,7 @@ pub unsafe extern "C" fn cuArrayDestroy(hArray: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -344,7 +344,7 @@ pub unsafe extern "C" fn cuArrayGetDescriptor(pArrayDescriptor: *mut c_void, hAr
     }
     let mut c: [u64; 6] = [0x5, 0x4ffffffff, 0, 0x0, pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(4, &mut c, None) else {
+    let Some(policed) = hot::enter(4, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayGetDescriptor`, whose C signature is this function's.
@@ -353,7 +353,7 @@ pub unsafe extern "C" fn cuArrayGetDescriptor(pArrayDescriptor: *mut c_void, hAr
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -388,7 +388,7 @@ pub unsafe extern "C" fn cuArrayGetDescriptor_v2(pArrayDescriptor: *mut c_void, 
     }
     let mut c: [u64; 6] = [0x5, 0xffffffff, 0, 0x100000000, pArrayDescriptor as u64, hArray as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(4, &mut c, None) else {
+    let Some(policed) = hot::enter(4, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayGetDescriptor_v2`, whose C signature is this function's.
@@ -397,7 +397,7 @@ pub unsafe extern "C" fn cuArrayGetDescriptor_v2(pArrayDescriptor: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -432,7 +432,7 @@ pub unsafe extern "C" fn cuArrayGetMemoryRequirements(memoryRequirements: *mut c
     }
     let mut c: [u64; 7] = [0x6, 0xffffffff, 0, 0x0, memoryRequirements as u64, array as u64, i64::from(device) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(5, &mut c, None) else {
+    let Some(policed) = hot::enter(5, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayGetMemoryRequirements`, whose C signature is this function's.
@@ -441,7 +441,7 @@ pub unsafe extern "C" fn cuArrayGetMemoryRequirements(memoryRequirements: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -476,7 +476,7 @@ pub unsafe extern "C" fn cuArrayGetPlane(pPlaneArray: *mut c_void, hArray: *mut 
     }
     let mut c: [u64; 8] = [0x7, 0xffffffff, 0, 0x0, pPlaneArray as u64, hArray as u64, u64::from(planeIdx), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(6, &mut c, None) else {
+    let Some(policed) = hot::enter(6, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayGetPlane`, whose C signature is this function's.
@@ -485,7 +485,7 @@ pub unsafe extern "C" fn cuArrayGetPlane(pPlaneArray: *mut c_void, hArray: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -522,7 +522,7 @@ pub unsafe extern "C" fn cuArrayGetSparseProperties(sparseProperties: *mut c_voi
     }
     let mut c: [u64; 6] = [0x8, 0xffffffff, 0, 0x0, sparseProperties as u64, array as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(7, &mut c, None) else {
+    let Some(policed) = hot::enter(7, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuArrayGetSparseProperties`, whose C signature is this function's.
@@ -531,7 +531,7 @@ pub unsafe extern "C" fn cuArrayGetSparseProperties(sparseProperties: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -566,7 +566,7 @@ pub unsafe extern "C" fn cuCheckpointOperationComplete(handle: *mut c_void) -> C
     }
     let mut c: [u64; 5] = [0x9, 0xffffffff, 0, 0x0, handle as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(8, &mut c, None) else {
+    let Some(policed) = hot::enter(8, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointOperationComplete`, whose C signature is this function's.
@@ -575,7 +575,7 @@ pub unsafe extern "C" fn cuCheckpointOperationComplete(handle: *mut c_void) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -610,7 +610,7 @@ pub unsafe extern "C" fn cuCheckpointProcessCheckpoint(pid: i32, args: *mut c_vo
     }
     let mut c: [u64; 6] = [0xa, 0xffffffff, 0, 0x0, i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(9, &mut c, None) else {
+    let Some(policed) = hot::enter(9, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessCheckpoint`, whose C signature is this function's.
@@ -619,7 +619,7 @@ pub unsafe extern "C" fn cuCheckpointProcessCheckpoint(pid: i32, args: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -654,7 +654,7 @@ pub unsafe extern "C" fn cuCheckpointProcessGetRestoreThreadId(pid: i32, tid: *m
     }
     let mut c: [u64; 7] = [0xb, 0xffffffff, 0, 0x0, i64::from(pid) as u64, tid as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(10, &mut c, None) else {
+    let Some(policed) = hot::enter(10, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessGetRestoreThreadId`, whose C signature is this function's.
@@ -663,7 +663,7 @@ pub unsafe extern "C" fn cuCheckpointProcessGetRestoreThreadId(pid: i32, tid: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -700,7 +700,7 @@ pub unsafe extern "C" fn cuCheckpointProcessGetState(pid: i32, state: *mut c_voi
     }
     let mut c: [u64; 7] = [0xc, 0xffffffff, 0, 0x0, i64::from(pid) as u64, state as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(11, &mut c, None) else {
+    let Some(policed) = hot::enter(11, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessGetState`, whose C signature is this function's.
@@ -709,7 +709,7 @@ pub unsafe extern "C" fn cuCheckpointProcessGetState(pid: i32, state: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -746,7 +746,7 @@ pub unsafe extern "C" fn cuCheckpointProcessLock(pid: i32, args: *mut c_void) ->
     }
     let mut c: [u64; 6] = [0xd, 0xffffffff, 0, 0x0, i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(12, &mut c, None) else {
+    let Some(policed) = hot::enter(12, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessLock`, whose C signature is this function's.
@@ -755,7 +755,7 @@ pub unsafe extern "C" fn cuCheckpointProcessLock(pid: i32, args: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -790,7 +790,7 @@ pub unsafe extern "C" fn cuCheckpointProcessRestore(pid: i32, args: *mut c_void)
     }
     let mut c: [u64; 6] = [0xe, 0xffffffff, 0, 0x0, i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(13, &mut c, None) else {
+    let Some(policed) = hot::enter(13, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessRestore`, whose C signature is this function's.
@@ -799,7 +799,7 @@ pub unsafe extern "C" fn cuCheckpointProcessRestore(pid: i32, args: *mut c_void)
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -834,7 +834,7 @@ pub unsafe extern "C" fn cuCheckpointProcessUnlock(pid: i32, args: *mut c_void) 
     }
     let mut c: [u64; 6] = [0xf, 0xffffffff, 0, 0x0, i64::from(pid) as u64, args as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(14, &mut c, None) else {
+    let Some(policed) = hot::enter(14, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCheckpointProcessUnlock`, whose C signature is this function's.
@@ -843,7 +843,7 @@ pub unsafe extern "C" fn cuCheckpointProcessUnlock(pid: i32, args: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -878,7 +878,7 @@ pub unsafe extern "C" fn cuCoredumpDeregisterCompleteCallback(callback: *mut c_v
     }
     let mut c: [u64; 5] = [0x10, 0xffffffff, 0, 0x0, callback as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(15, &mut c, None) else {
+    let Some(policed) = hot::enter(15, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpDeregisterCompleteCallback`, whose C signature is this function's.
@@ -887,7 +887,7 @@ pub unsafe extern "C" fn cuCoredumpDeregisterCompleteCallback(callback: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -922,7 +922,7 @@ pub unsafe extern "C" fn cuCoredumpDeregisterStartCallback(callback: *mut c_void
     }
     let mut c: [u64; 5] = [0x11, 0xffffffff, 0, 0x0, callback as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(16, &mut c, None) else {
+    let Some(policed) = hot::enter(16, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpDeregisterStartCallback`, whose C signature is this function's.
@@ -931,7 +931,7 @@ pub unsafe extern "C" fn cuCoredumpDeregisterStartCallback(callback: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -966,7 +966,7 @@ pub unsafe extern "C" fn cuCoredumpGetAttribute(get: u32, value: *mut c_void, si
     }
     let mut c: [u64; 8] = [0x12, 0xffffffff, 0, 0x0, u64::from(get), value as u64, size as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(17, &mut c, None) else {
+    let Some(policed) = hot::enter(17, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpGetAttribute`, whose C signature is this function's.
@@ -975,7 +975,7 @@ pub unsafe extern "C" fn cuCoredumpGetAttribute(get: u32, value: *mut c_void, si
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1012,7 +1012,7 @@ pub unsafe extern "C" fn cuCoredumpGetAttributeGlobal(get: u32, value: *mut c_vo
     }
     let mut c: [u64; 8] = [0x13, 0xffffffff, 0, 0x0, u64::from(get), value as u64, size as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(18, &mut c, None) else {
+    let Some(policed) = hot::enter(18, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpGetAttributeGlobal`, whose C signature is this function's.
@@ -1021,7 +1021,7 @@ pub unsafe extern "C" fn cuCoredumpGetAttributeGlobal(get: u32, value: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1058,7 +1058,7 @@ pub unsafe extern "C" fn cuCoredumpRegisterCompleteCallback(callback: *mut c_voi
     }
     let mut c: [u64; 8] = [0x14, 0xffffffff, 0, 0x0, callback as u64, userData as u64, callbackOut as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(19, &mut c, None) else {
+    let Some(policed) = hot::enter(19, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpRegisterCompleteCallback`, whose C signature is this function's.
@@ -1067,7 +1067,7 @@ pub unsafe extern "C" fn cuCoredumpRegisterCompleteCallback(callback: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1104,7 +1104,7 @@ pub unsafe extern "C" fn cuCoredumpRegisterStartCallback(callback: *mut c_void, 
     }
     let mut c: [u64; 8] = [0x15, 0xffffffff, 0, 0x0, callback as u64, userData as u64, callbackOut as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(20, &mut c, None) else {
+    let Some(policed) = hot::enter(20, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpRegisterStartCallback`, whose C signature is this function's.
@@ -1113,7 +1113,7 @@ pub unsafe extern "C" fn cuCoredumpRegisterStartCallback(callback: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1150,7 +1150,7 @@ pub unsafe extern "C" fn cuCoredumpSetAttribute(set: u32, value: *mut c_void, si
     }
     let mut c: [u64; 8] = [0x16, 0xffffffff, 0, 0x0, u64::from(set), value as u64, size as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(21, &mut c, None) else {
+    let Some(policed) = hot::enter(21, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpSetAttribute`, whose C signature is this function's.
@@ -1159,7 +1159,7 @@ pub unsafe extern "C" fn cuCoredumpSetAttribute(set: u32, value: *mut c_void, si
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1196,7 +1196,7 @@ pub unsafe extern "C" fn cuCoredumpSetAttributeGlobal(set: u32, value: *mut c_vo
     }
     let mut c: [u64; 8] = [0x17, 0xffffffff, 0, 0x0, u64::from(set), value as u64, size as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(22, &mut c, None) else {
+    let Some(policed) = hot::enter(22, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCoredumpSetAttributeGlobal`, whose C signature is this function's.
@@ -1205,7 +1205,7 @@ pub unsafe extern "C" fn cuCoredumpSetAttributeGlobal(set: u32, value: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1242,7 +1242,7 @@ pub unsafe extern "C" fn cuCtxAttach(pctx: *mut c_void, flags: u32) -> CUresult 
     }
     let mut c: [u64; 7] = [0x18, 0xffffffff, 0, 0x0, pctx as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(23, &mut c, None) else {
+    let Some(policed) = hot::enter(23, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxAttach`, whose C signature is this function's.
@@ -1251,7 +1251,7 @@ pub unsafe extern "C" fn cuCtxAttach(pctx: *mut c_void, flags: u32) -> CUresult 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1288,7 +1288,7 @@ pub unsafe extern "C" fn cuCtxCreate(pctx: *mut c_void, flags: u32, dev: i32) ->
     }
     let mut c: [u64; 9] = [0x19, 0x4ffffffff, 0, 0x0, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(24, &mut c, None) else {
+    let Some(policed) = hot::enter(24, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate`, whose C signature is this function's.
@@ -1297,7 +1297,7 @@ pub unsafe extern "C" fn cuCtxCreate(pctx: *mut c_void, flags: u32, dev: i32) ->
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1335,7 +1335,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(pctx: *mut c_void, flags: u32, dev: i32)
     }
     let mut c: [u64; 9] = [0x19, 0x4ffffffff, 0, 0x100000000, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(24, &mut c, None) else {
+    let Some(policed) = hot::enter(24, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate_v2`, whose C signature is this function's.
@@ -1344,7 +1344,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(pctx: *mut c_void, flags: u32, dev: i32)
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1382,7 +1382,7 @@ pub unsafe extern "C" fn cuCtxCreate_v3(pctx: *mut c_void, paramsArray: *mut c_v
     }
     let mut c: [u64; 9] = [0x19, 0x4ffffffff, 0, 0x200000000, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(24, &mut c, None) else {
+    let Some(policed) = hot::enter(24, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate_v3`, whose C signature is this function's.
@@ -1391,7 +1391,7 @@ pub unsafe extern "C" fn cuCtxCreate_v3(pctx: *mut c_void, paramsArray: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1429,7 +1429,7 @@ pub unsafe extern "C" fn cuCtxCreate_v4(pctx: *mut c_void, ctxCreateParams: *mut
     }
     let mut c: [u64; 9] = [0x19, 0xffffffff, 0, 0x300000000, pctx as u64, ctxCreateParams as u64, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(24, &mut c, None) else {
+    let Some(policed) = hot::enter(24, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate_v4`, whose C signature is this function's.
@@ -1438,7 +1438,7 @@ pub unsafe extern "C" fn cuCtxCreate_v4(pctx: *mut c_void, ctxCreateParams: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1478,7 +1478,7 @@ pub unsafe extern "C" fn cuCtxDestroy(ctx: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x1a, 0xffffffff, 0, 0x0, ctx as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(25, &mut c, None) else {
+    let Some(policed) = hot::enter(25, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -1489,7 +1489,7 @@ pub unsafe extern "C" fn cuCtxDestroy(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1528,7 +1528,7 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x1a, 0xffffffff, 0, 0x100000000, ctx as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(25, &mut c, None) else {
+    let Some(policed) = hot::enter(25, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -1539,7 +1539,7 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1576,7 +1576,7 @@ pub unsafe extern "C" fn cuCtxDetach(ctx: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x1b, 0xffffffff, 0, 0x0, ctx as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(26, &mut c, None) else {
+    let Some(policed) = hot::enter(26, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxDetach`, whose C signature is this function's.
@@ -1585,7 +1585,7 @@ pub unsafe extern "C" fn cuCtxDetach(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1620,7 +1620,7 @@ pub unsafe extern "C" fn cuCtxDisablePeerAccess(peerContext: *mut c_void) -> CUr
     }
     let mut c: [u64; 5] = [0x1c, 0xffffffff, 0, 0x0, peerContext as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(27, &mut c, None) else {
+    let Some(policed) = hot::enter(27, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxDisablePeerAccess`, whose C signature is this function's.
@@ -1629,7 +1629,7 @@ pub unsafe extern "C" fn cuCtxDisablePeerAccess(peerContext: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1664,7 +1664,7 @@ pub unsafe extern "C" fn cuCtxEnablePeerAccess(peerContext: *mut c_void, Flags: 
     }
     let mut c: [u64; 6] = [0x1d, 0xffffffff, 0, 0x0, peerContext as u64, u64::from(Flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(28, &mut c, None) else {
+    let Some(policed) = hot::enter(28, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxEnablePeerAccess`, whose C signature is this function's.
@@ -1673,7 +1673,7 @@ pub unsafe extern "C" fn cuCtxEnablePeerAccess(peerContext: *mut c_void, Flags: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1708,7 +1708,7 @@ pub unsafe extern "C" fn cuCtxFromGreenCtx(pContext: *mut c_void, hCtx: *mut c_v
     }
     let mut c: [u64; 7] = [0x1e, 0xffffffff, 0, 0x0, pContext as u64, hCtx as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(29, &mut c, None) else {
+    let Some(policed) = hot::enter(29, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxFromGreenCtx`, whose C signature is this function's.
@@ -1717,7 +1717,7 @@ pub unsafe extern "C" fn cuCtxFromGreenCtx(pContext: *mut c_void, hCtx: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1754,7 +1754,7 @@ pub unsafe extern "C" fn cuCtxGetApiVersion(ctx: *mut c_void, version: *mut c_vo
     }
     let mut c: [u64; 7] = [0x1f, 0xffffffff, 0, 0x0, ctx as u64, version as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(30, &mut c, None) else {
+    let Some(policed) = hot::enter(30, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetApiVersion`, whose C signature is this function's.
@@ -1763,7 +1763,7 @@ pub unsafe extern "C" fn cuCtxGetApiVersion(ctx: *mut c_void, version: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1800,7 +1800,7 @@ pub unsafe extern "C" fn cuCtxGetCacheConfig(pconfig: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 6] = [0x20, 0xffffffff, 0, 0x0, pconfig as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(31, &mut c, None) else {
+    let Some(policed) = hot::enter(31, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetCacheConfig`, whose C signature is this function's.
@@ -1809,7 +1809,7 @@ pub unsafe extern "C" fn cuCtxGetCacheConfig(pconfig: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1846,7 +1846,7 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 6] = [0x21, 0xffffffff, 0, 0x0, pctx as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(32, &mut c, None) else {
+    let Some(policed) = hot::enter(32, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetCurrent`, whose C signature is this function's.
@@ -1855,7 +1855,7 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1892,7 +1892,7 @@ pub unsafe extern "C" fn cuCtxGetDevResource(hCtx: *mut c_void, result: *mut c_v
     }
     let mut c: [u64; 7] = [0x22, 0xffffffff, 0, 0x0, hCtx as u64, result as u64, u64::from(type_)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(33, &mut c, None) else {
+    let Some(policed) = hot::enter(33, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetDevResource`, whose C signature is this function's.
@@ -1901,7 +1901,7 @@ pub unsafe extern "C" fn cuCtxGetDevResource(hCtx: *mut c_void, result: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1936,7 +1936,7 @@ pub unsafe extern "C" fn cuCtxGetDevice(device: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 7] = [0x23, 0x4ffffffff, 0, 0x0, device as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(34, &mut c, None) else {
+    let Some(policed) = hot::enter(34, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetDevice`, whose C signature is this function's.
@@ -1945,7 +1945,7 @@ pub unsafe extern "C" fn cuCtxGetDevice(device: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -1982,7 +1982,7 @@ pub unsafe extern "C" fn cuCtxGetDevice_v2(device: *mut c_void, ctx: *mut c_void
     }
     let mut c: [u64; 7] = [0x23, 0xffffffff, 0, 0x100000000, device as u64, ctx as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(34, &mut c, None) else {
+    let Some(policed) = hot::enter(34, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetDevice_v2`, whose C signature is this function's.
@@ -1991,7 +1991,7 @@ pub unsafe extern "C" fn cuCtxGetDevice_v2(device: *mut c_void, ctx: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2028,7 +2028,7 @@ pub unsafe extern "C" fn cuCtxGetExecAffinity(pExecAffinity: *mut c_void, type_:
     }
     let mut c: [u64; 6] = [0x24, 0xffffffff, 0, 0x0, pExecAffinity as u64, u64::from(type_)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(35, &mut c, None) else {
+    let Some(policed) = hot::enter(35, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetExecAffinity`, whose C signature is this function's.
@@ -2037,7 +2037,7 @@ pub unsafe extern "C" fn cuCtxGetExecAffinity(pExecAffinity: *mut c_void, type_:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2072,7 +2072,7 @@ pub unsafe extern "C" fn cuCtxGetFlags(flags: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 6] = [0x25, 0xffffffff, 0, 0x0, flags as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(36, &mut c, None) else {
+    let Some(policed) = hot::enter(36, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetFlags`, whose C signature is this function's.
@@ -2081,7 +2081,7 @@ pub unsafe extern "C" fn cuCtxGetFlags(flags: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2118,7 +2118,7 @@ pub unsafe extern "C" fn cuCtxGetId(ctx: *mut c_void, ctxId: *mut c_void) -> CUr
     }
     let mut c: [u64; 7] = [0x26, 0xffffffff, 0, 0x0, ctx as u64, ctxId as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(37, &mut c, None) else {
+    let Some(policed) = hot::enter(37, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetId`, whose C signature is this function's.
@@ -2127,7 +2127,7 @@ pub unsafe extern "C" fn cuCtxGetId(ctx: *mut c_void, ctxId: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2164,7 +2164,7 @@ pub unsafe extern "C" fn cuCtxGetLimit(pvalue: *mut c_void, limit: u32) -> CUres
     }
     let mut c: [u64; 7] = [0x27, 0xffffffff, 0, 0x0, pvalue as u64, u64::from(limit), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(38, &mut c, None) else {
+    let Some(policed) = hot::enter(38, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetLimit`, whose C signature is this function's.
@@ -2173,7 +2173,7 @@ pub unsafe extern "C" fn cuCtxGetLimit(pvalue: *mut c_void, limit: u32) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2215,7 +2215,7 @@ pub unsafe extern "C" fn cuCtxGetSharedMemConfig(pConfig: *mut c_void) -> CUresu
     }
     let mut c: [u64; 6] = [0x28, 0xffffffff, 0, 0x0, pConfig as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(39, &mut c, None) else {
+    let Some(policed) = hot::enter(39, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetSharedMemConfig`, whose C signature is this function's.
@@ -2224,7 +2224,7 @@ pub unsafe extern "C" fn cuCtxGetSharedMemConfig(pConfig: *mut c_void) -> CUresu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2261,7 +2261,7 @@ pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(leastPriority: *mut c_void,
     }
     let mut c: [u64; 8] = [0x29, 0xffffffff, 0, 0x0, leastPriority as u64, greatestPriority as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(40, &mut c, None) else {
+    let Some(policed) = hot::enter(40, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxGetStreamPriorityRange`, whose C signature is this function's.
@@ -2270,7 +2270,7 @@ pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(leastPriority: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2309,7 +2309,7 @@ pub unsafe extern "C" fn cuCtxPopCurrent(pctx: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 6] = [0x2a, 0xffffffff, 0, 0x0, pctx as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(41, &mut c, None) else {
+    let Some(policed) = hot::enter(41, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxPopCurrent`, whose C signature is this function's.
@@ -2318,7 +2318,7 @@ pub unsafe extern "C" fn cuCtxPopCurrent(pctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2355,7 +2355,7 @@ pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 6] = [0x2a, 0xffffffff, 0, 0x100000000, pctx as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(41, &mut c, None) else {
+    let Some(policed) = hot::enter(41, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxPopCurrent_v2`, whose C signature is this function's.
@@ -2364,7 +2364,7 @@ pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2401,7 +2401,7 @@ pub unsafe extern "C" fn cuCtxPushCurrent(ctx: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x2b, 0xffffffff, 0, 0x0, ctx as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(42, &mut c, None) else {
+    let Some(policed) = hot::enter(42, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxPushCurrent`, whose C signature is this function's.
@@ -2410,7 +2410,7 @@ pub unsafe extern "C" fn cuCtxPushCurrent(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2445,7 +2445,7 @@ pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x2b, 0xffffffff, 0, 0x100000000, ctx as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(42, &mut c, None) else {
+    let Some(policed) = hot::enter(42, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxPushCurrent_v2`, whose C signature is this function's.
@@ -2454,7 +2454,7 @@ pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2489,7 +2489,7 @@ pub unsafe extern "C" fn cuCtxRecordEvent(hCtx: *mut c_void, hEvent: *mut c_void
     }
     let mut c: [u64; 6] = [0x2c, 0xffffffff, 0, 0x0, hCtx as u64, hEvent as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(43, &mut c, None) else {
+    let Some(policed) = hot::enter(43, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxRecordEvent`, whose C signature is this function's.
@@ -2498,7 +2498,7 @@ pub unsafe extern "C" fn cuCtxRecordEvent(hCtx: *mut c_void, hEvent: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2533,7 +2533,7 @@ pub unsafe extern "C" fn cuCtxResetPersistingL2Cache() -> CUresult {
     }
     let mut c: [u64; 4] = [0x2d, 0xffffffff, 0, 0x0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(44, &mut c, None) else {
+    let Some(policed) = hot::enter(44, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxResetPersistingL2Cache`, whose C signature is this function's.
@@ -2542,7 +2542,7 @@ pub unsafe extern "C" fn cuCtxResetPersistingL2Cache() -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2577,7 +2577,7 @@ pub unsafe extern "C" fn cuCtxSetCacheConfig(config: u32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x2e, 0xffffffff, 0, 0x0, u64::from(config)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(45, &mut c, None) else {
+    let Some(policed) = hot::enter(45, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSetCacheConfig`, whose C signature is this function's.
@@ -2586,7 +2586,7 @@ pub unsafe extern "C" fn cuCtxSetCacheConfig(config: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2621,7 +2621,7 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x2f, 0xffffffff, 0, 0x0, ctx as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(46, &mut c, None) else {
+    let Some(policed) = hot::enter(46, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSetCurrent`, whose C signature is this function's.
@@ -2630,7 +2630,7 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2665,7 +2665,7 @@ pub unsafe extern "C" fn cuCtxSetFlags(flags: u32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x30, 0xffffffff, 0, 0x0, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(47, &mut c, None) else {
+    let Some(policed) = hot::enter(47, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSetFlags`, whose C signature is this function's.
@@ -2674,7 +2674,7 @@ pub unsafe extern "C" fn cuCtxSetFlags(flags: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2709,7 +2709,7 @@ pub unsafe extern "C" fn cuCtxSetLimit(limit: u32, value: u64) -> CUresult {
     }
     let mut c: [u64; 6] = [0x31, 0xffffffff, 0, 0x0, u64::from(limit), value];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(48, &mut c, None) else {
+    let Some(policed) = hot::enter(48, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSetLimit`, whose C signature is this function's.
@@ -2718,7 +2718,7 @@ pub unsafe extern "C" fn cuCtxSetLimit(limit: u32, value: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2754,7 +2754,7 @@ pub unsafe extern "C" fn cuCtxSetSharedMemConfig(config: u32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x32, 0xffffffff, 0, 0x0, u64::from(config)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(49, &mut c, None) else {
+    let Some(policed) = hot::enter(49, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSetSharedMemConfig`, whose C signature is this function's.
@@ -2763,7 +2763,7 @@ pub unsafe extern "C" fn cuCtxSetSharedMemConfig(config: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2798,7 +2798,7 @@ pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
     }
     let mut c: [u64; 5] = [0x33, 0x4ffffffff, 0, 0x0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(50, &mut c, None) else {
+    let Some(policed) = hot::enter(50, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSynchronize`, whose C signature is this function's.
@@ -2807,7 +2807,7 @@ pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2842,7 +2842,7 @@ pub unsafe extern "C" fn cuCtxSynchronize_v2(ctx: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x33, 0xffffffff, 0, 0x100000000, ctx as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(50, &mut c, None) else {
+    let Some(policed) = hot::enter(50, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSynchronize_v2`, whose C signature is this function's.
@@ -2851,7 +2851,7 @@ pub unsafe extern "C" fn cuCtxSynchronize_v2(ctx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2886,7 +2886,7 @@ pub unsafe extern "C" fn cuCtxWaitEvent(hCtx: *mut c_void, hEvent: *mut c_void) 
     }
     let mut c: [u64; 6] = [0x34, 0xffffffff, 0, 0x0, hCtx as u64, hEvent as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(51, &mut c, None) else {
+    let Some(policed) = hot::enter(51, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxWaitEvent`, whose C signature is this function's.
@@ -2895,7 +2895,7 @@ pub unsafe extern "C" fn cuCtxWaitEvent(hCtx: *mut c_void, hEvent: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2930,7 +2930,7 @@ pub unsafe extern "C" fn cuDestroyExternalMemory(extMem: *mut c_void) -> CUresul
     }
     let mut c: [u64; 5] = [0x35, 0xffffffff, 0, 0x0, extMem as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(52, &mut c, None) else {
+    let Some(policed) = hot::enter(52, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDestroyExternalMemory`, whose C signature is this function's.
@@ -2939,7 +2939,7 @@ pub unsafe extern "C" fn cuDestroyExternalMemory(extMem: *mut c_void) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -2974,7 +2974,7 @@ pub unsafe extern "C" fn cuDestroyExternalSemaphore(extSem: *mut c_void) -> CUre
     }
     let mut c: [u64; 5] = [0x36, 0xffffffff, 0, 0x0, extSem as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(53, &mut c, None) else {
+    let Some(policed) = hot::enter(53, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDestroyExternalSemaphore`, whose C signature is this function's.
@@ -2983,7 +2983,7 @@ pub unsafe extern "C" fn cuDestroyExternalSemaphore(extSem: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3018,7 +3018,7 @@ pub unsafe extern "C" fn cuDevResourceGenerateDesc(phDesc: *mut c_void, resource
     }
     let mut c: [u64; 8] = [0x37, 0xffffffff, 0, 0x0, phDesc as u64, resources as u64, u64::from(nbResources), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(54, &mut c, None) else {
+    let Some(policed) = hot::enter(54, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevResourceGenerateDesc`, whose C signature is this function's.
@@ -3027,7 +3027,7 @@ pub unsafe extern "C" fn cuDevResourceGenerateDesc(phDesc: *mut c_void, resource
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3064,7 +3064,7 @@ pub unsafe extern "C" fn cuDevSmResourceSplit(result: *mut c_void, nbGroups: u32
     }
     let mut c: [u64; 10] = [0x38, 0xffffffff, 0, 0x0, result as u64, u64::from(nbGroups), input as u64, remainder as u64, u64::from(flags), groupParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(55, &mut c, None) else {
+    let Some(policed) = hot::enter(55, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevSmResourceSplit`, whose C signature is this function's.
@@ -3073,7 +3073,7 @@ pub unsafe extern "C" fn cuDevSmResourceSplit(result: *mut c_void, nbGroups: u32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3108,7 +3108,7 @@ pub unsafe extern "C" fn cuDevSmResourceSplitByCount(result: *mut c_void, nbGrou
     }
     let mut c: [u64; 11] = [0x39, 0xffffffff, 0, 0x0, result as u64, nbGroups as u64, input as u64, remaining as u64, u64::from(useFlags), u64::from(minCount), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(56, &mut c, None) else {
+    let Some(policed) = hot::enter(56, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevSmResourceSplitByCount`, whose C signature is this function's.
@@ -3117,7 +3117,7 @@ pub unsafe extern "C" fn cuDevSmResourceSplitByCount(result: *mut c_void, nbGrou
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3154,7 +3154,7 @@ pub unsafe extern "C" fn cuDeviceCanAccessPeer(canAccessPeer: *mut c_void, dev: 
     }
     let mut c: [u64; 8] = [0x3a, 0xffffffff, 0, 0x0, canAccessPeer as u64, i64::from(dev) as u64, i64::from(peerDev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(57, &mut c, None) else {
+    let Some(policed) = hot::enter(57, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceCanAccessPeer`, whose C signature is this function's.
@@ -3163,7 +3163,7 @@ pub unsafe extern "C" fn cuDeviceCanAccessPeer(canAccessPeer: *mut c_void, dev: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3200,7 +3200,7 @@ pub unsafe extern "C" fn cuDeviceComputeCapability(major: *mut c_void, minor: *m
     }
     let mut c: [u64; 9] = [0x3b, 0xffffffff, 0, 0x0, major as u64, minor as u64, i64::from(dev) as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(58, &mut c, None) else {
+    let Some(policed) = hot::enter(58, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceComputeCapability`, whose C signature is this function's.
@@ -3209,7 +3209,7 @@ pub unsafe extern "C" fn cuDeviceComputeCapability(major: *mut c_void, minor: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3248,7 +3248,7 @@ pub unsafe extern "C" fn cuDeviceGet(device: *mut c_void, ordinal: i32) -> CUres
     }
     let mut c: [u64; 7] = [0x3c, 0xffffffff, 0, 0x0, device as u64, i64::from(ordinal) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(59, &mut c, None) else {
+    let Some(policed) = hot::enter(59, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGet`, whose C signature is this function's.
@@ -3257,7 +3257,7 @@ pub unsafe extern "C" fn cuDeviceGet(device: *mut c_void, ordinal: i32) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3294,7 +3294,7 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(pi: *mut c_void, attrib: u32, dev:
     }
     let mut c: [u64; 8] = [0x3d, 0xffffffff, 0, 0x0, pi as u64, u64::from(attrib), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(60, &mut c, None) else {
+    let Some(policed) = hot::enter(60, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetAttribute`, whose C signature is this function's.
@@ -3303,7 +3303,7 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(pi: *mut c_void, attrib: u32, dev:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3345,7 +3345,7 @@ pub unsafe extern "C" fn cuDeviceGetByPCIBusId(dev: *mut c_void, pciBusId: *mut 
     }
     let mut c: [u64; 7] = [0x3e, 0xffffffff, 0, 0x0, dev as u64, pciBusId as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(61, &mut c, None) else {
+    let Some(policed) = hot::enter(61, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetByPCIBusId`, whose C signature is this function's.
@@ -3354,7 +3354,7 @@ pub unsafe extern "C" fn cuDeviceGetByPCIBusId(dev: *mut c_void, pciBusId: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3391,7 +3391,7 @@ pub unsafe extern "C" fn cuDeviceGetCliqueCount(count: *mut c_void, dev: i32) ->
     }
     let mut c: [u64; 7] = [0x3f, 0xffffffff, 0, 0x0, count as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(62, &mut c, None) else {
+    let Some(policed) = hot::enter(62, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetCliqueCount`, whose C signature is this function's.
@@ -3400,7 +3400,7 @@ pub unsafe extern "C" fn cuDeviceGetCliqueCount(count: *mut c_void, dev: i32) ->
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3437,7 +3437,7 @@ pub unsafe extern "C" fn cuDeviceGetCliqueInfo(cliqueInfo: *mut c_void, count: *
     }
     let mut c: [u64; 8] = [0x40, 0xffffffff, 0, 0x0, cliqueInfo as u64, count as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(63, &mut c, None) else {
+    let Some(policed) = hot::enter(63, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetCliqueInfo`, whose C signature is this function's.
@@ -3446,7 +3446,7 @@ pub unsafe extern "C" fn cuDeviceGetCliqueInfo(cliqueInfo: *mut c_void, count: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3483,7 +3483,7 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 6] = [0x41, 0xffffffff, 0, 0x0, count as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(64, &mut c, None) else {
+    let Some(policed) = hot::enter(64, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetCount`, whose C signature is this function's.
@@ -3492,7 +3492,7 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3534,7 +3534,7 @@ pub unsafe extern "C" fn cuDeviceGetDefaultMemPool(pool_out: *mut c_void, dev: i
     }
     let mut c: [u64; 7] = [0x42, 0xffffffff, 0, 0x0, pool_out as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(65, &mut c, None) else {
+    let Some(policed) = hot::enter(65, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetDefaultMemPool`, whose C signature is this function's.
@@ -3543,7 +3543,7 @@ pub unsafe extern "C" fn cuDeviceGetDefaultMemPool(pool_out: *mut c_void, dev: i
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3580,7 +3580,7 @@ pub unsafe extern "C" fn cuDeviceGetDevResource(dev: i32, result: *mut c_void, t
     }
     let mut c: [u64; 7] = [0x43, 0xffffffff, 0, 0x0, i64::from(dev) as u64, result as u64, u64::from(type_)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(66, &mut c, None) else {
+    let Some(policed) = hot::enter(66, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetDevResource`, whose C signature is this function's.
@@ -3589,7 +3589,7 @@ pub unsafe extern "C" fn cuDeviceGetDevResource(dev: i32, result: *mut c_void, t
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3624,7 +3624,7 @@ pub unsafe extern "C" fn cuDeviceGetExecAffinitySupport(pi: *mut c_void, type_: 
     }
     let mut c: [u64; 8] = [0x44, 0xffffffff, 0, 0x0, pi as u64, u64::from(type_), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(67, &mut c, None) else {
+    let Some(policed) = hot::enter(67, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetExecAffinitySupport`, whose C signature is this function's.
@@ -3633,7 +3633,7 @@ pub unsafe extern "C" fn cuDeviceGetExecAffinitySupport(pi: *mut c_void, type_: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3670,7 +3670,7 @@ pub unsafe extern "C" fn cuDeviceGetFabricClusterUuid(uuid: *mut c_void, dev: i3
     }
     let mut c: [u64; 6] = [0x45, 0xffffffff, 0, 0x0, uuid as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(68, &mut c, None) else {
+    let Some(policed) = hot::enter(68, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetFabricClusterUuid`, whose C signature is this function's.
@@ -3679,7 +3679,7 @@ pub unsafe extern "C" fn cuDeviceGetFabricClusterUuid(uuid: *mut c_void, dev: i3
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3714,7 +3714,7 @@ pub unsafe extern "C" fn cuDeviceGetGraphMemAttribute(device: i32, attr: u32, va
     }
     let mut c: [u64; 7] = [0x46, 0xffffffff, 0, 0x0, i64::from(device) as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(69, &mut c, None) else {
+    let Some(policed) = hot::enter(69, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetGraphMemAttribute`, whose C signature is this function's.
@@ -3723,7 +3723,7 @@ pub unsafe extern "C" fn cuDeviceGetGraphMemAttribute(device: i32, attr: u32, va
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3758,7 +3758,7 @@ pub unsafe extern "C" fn cuDeviceGetHostAtomicCapabilities(capabilities: *mut c_
     }
     let mut c: [u64; 8] = [0x47, 0xffffffff, 0, 0x0, capabilities as u64, operations as u64, u64::from(count), i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(70, &mut c, None) else {
+    let Some(policed) = hot::enter(70, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetHostAtomicCapabilities`, whose C signature is this function's.
@@ -3767,7 +3767,7 @@ pub unsafe extern "C" fn cuDeviceGetHostAtomicCapabilities(capabilities: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3802,7 +3802,7 @@ pub unsafe extern "C" fn cuDeviceGetLuid(luid: *mut c_void, deviceNodeMask: *mut
     }
     let mut c: [u64; 8] = [0x48, 0xffffffff, 0, 0x0, luid as u64, deviceNodeMask as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(71, &mut c, None) else {
+    let Some(policed) = hot::enter(71, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetLuid`, whose C signature is this function's.
@@ -3811,7 +3811,7 @@ pub unsafe extern "C" fn cuDeviceGetLuid(luid: *mut c_void, deviceNodeMask: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3848,7 +3848,7 @@ pub unsafe extern "C" fn cuDeviceGetMemPool(pool: *mut c_void, dev: i32) -> CUre
     }
     let mut c: [u64; 7] = [0x49, 0xffffffff, 0, 0x0, pool as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(72, &mut c, None) else {
+    let Some(policed) = hot::enter(72, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetMemPool`, whose C signature is this function's.
@@ -3857,7 +3857,7 @@ pub unsafe extern "C" fn cuDeviceGetMemPool(pool: *mut c_void, dev: i32) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3894,7 +3894,7 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_void, len: i32, dev: i32) 
     }
     let mut c: [u64; 7] = [0x4a, 0xffffffff, 0, 0x0, name as u64, i64::from(len) as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(73, &mut c, None) else {
+    let Some(policed) = hot::enter(73, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetName`, whose C signature is this function's.
@@ -3903,7 +3903,7 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_void, len: i32, dev: i32) 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3938,7 +3938,7 @@ pub unsafe extern "C" fn cuDeviceGetNvSciSyncAttributes(nvSciSyncAttrList: *mut 
     }
     let mut c: [u64; 7] = [0x4b, 0xffffffff, 0, 0x0, nvSciSyncAttrList as u64, i64::from(dev) as u64, i64::from(flags) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(74, &mut c, None) else {
+    let Some(policed) = hot::enter(74, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetNvSciSyncAttributes`, whose C signature is this function's.
@@ -3947,7 +3947,7 @@ pub unsafe extern "C" fn cuDeviceGetNvSciSyncAttributes(nvSciSyncAttrList: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -3982,7 +3982,7 @@ pub unsafe extern "C" fn cuDeviceGetP2PAtomicCapabilities(capabilities: *mut c_v
     }
     let mut c: [u64; 9] = [0x4c, 0xffffffff, 0, 0x0, capabilities as u64, operations as u64, u64::from(count), i64::from(srcDevice) as u64, i64::from(dstDevice) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(75, &mut c, None) else {
+    let Some(policed) = hot::enter(75, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetP2PAtomicCapabilities`, whose C signature is this function's.
@@ -3991,7 +3991,7 @@ pub unsafe extern "C" fn cuDeviceGetP2PAtomicCapabilities(capabilities: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4026,7 +4026,7 @@ pub unsafe extern "C" fn cuDeviceGetP2PAttribute(value: *mut c_void, attrib: u32
     }
     let mut c: [u64; 9] = [0x4d, 0xffffffff, 0, 0x0, value as u64, u64::from(attrib), i64::from(srcDevice) as u64, i64::from(dstDevice) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(76, &mut c, None) else {
+    let Some(policed) = hot::enter(76, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetP2PAttribute`, whose C signature is this function's.
@@ -4035,7 +4035,7 @@ pub unsafe extern "C" fn cuDeviceGetP2PAttribute(value: *mut c_void, attrib: u32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4072,7 +4072,7 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(pciBusId: *mut c_void, len: i32, de
     }
     let mut c: [u64; 7] = [0x4e, 0xffffffff, 0, 0x0, pciBusId as u64, i64::from(len) as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(77, &mut c, None) else {
+    let Some(policed) = hot::enter(77, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetPCIBusId`, whose C signature is this function's.
@@ -4081,7 +4081,7 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(pciBusId: *mut c_void, len: i32, de
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4116,7 +4116,7 @@ pub unsafe extern "C" fn cuDeviceGetProperties(prop: *mut c_void, dev: i32) -> C
     }
     let mut c: [u64; 6] = [0x4f, 0xffffffff, 0, 0x0, prop as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(78, &mut c, None) else {
+    let Some(policed) = hot::enter(78, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetProperties`, whose C signature is this function's.
@@ -4125,7 +4125,7 @@ pub unsafe extern "C" fn cuDeviceGetProperties(prop: *mut c_void, dev: i32) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4160,7 +4160,7 @@ pub unsafe extern "C" fn cuDeviceGetTexture1DLinearMaxWidth(maxWidthInElements: 
     }
     let mut c: [u64; 9] = [0x50, 0xffffffff, 0, 0x0, maxWidthInElements as u64, u64::from(format), u64::from(numChannels), i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(79, &mut c, None) else {
+    let Some(policed) = hot::enter(79, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetTexture1DLinearMaxWidth`, whose C signature is this function's.
@@ -4169,7 +4169,7 @@ pub unsafe extern "C" fn cuDeviceGetTexture1DLinearMaxWidth(maxWidthInElements: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4206,7 +4206,7 @@ pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut c_void, dev: i32) -> CUresul
     }
     let mut c: [u64; 6] = [0x51, 0xffffffff, 0, 0x0, uuid as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(80, &mut c, None) else {
+    let Some(policed) = hot::enter(80, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetUuid`, whose C signature is this function's.
@@ -4215,7 +4215,7 @@ pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut c_void, dev: i32) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4250,7 +4250,7 @@ pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut c_void, dev: i32) -> CUre
     }
     let mut c: [u64; 6] = [0x51, 0xffffffff, 0, 0x100000000, uuid as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(80, &mut c, None) else {
+    let Some(policed) = hot::enter(80, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGetUuid_v2`, whose C signature is this function's.
@@ -4259,7 +4259,7 @@ pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut c_void, dev: i32) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4294,7 +4294,7 @@ pub unsafe extern "C" fn cuDeviceGraphMemTrim(device: i32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x52, 0xffffffff, 0, 0x0, i64::from(device) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(81, &mut c, None) else {
+    let Some(policed) = hot::enter(81, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceGraphMemTrim`, whose C signature is this function's.
@@ -4303,7 +4303,7 @@ pub unsafe extern "C" fn cuDeviceGraphMemTrim(device: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4338,7 +4338,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(dev: i32, flags: *mut c_void
     }
     let mut c: [u64; 9] = [0x53, 0xffffffff, 0, 0x0, i64::from(dev) as u64, flags as u64, active as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(82, &mut c, None) else {
+    let Some(policed) = hot::enter(82, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxGetState`, whose C signature is this function's.
@@ -4347,7 +4347,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(dev: i32, flags: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4388,7 +4388,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x54, 0xffffffff, 0, 0x0, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(83, &mut c, None) else {
+    let Some(policed) = hot::enter(83, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -4399,7 +4399,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4438,7 +4438,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x54, 0xffffffff, 0, 0x100000000, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(83, &mut c, None) else {
+    let Some(policed) = hot::enter(83, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -4449,7 +4449,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4488,7 +4488,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x55, 0xffffffff, 0, 0x0, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(84, &mut c, None) else {
+    let Some(policed) = hot::enter(84, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -4499,7 +4499,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4538,7 +4538,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x55, 0xffffffff, 0, 0x100000000, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(84, &mut c, None) else {
+    let Some(policed) = hot::enter(84, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -4549,7 +4549,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4586,7 +4586,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut c_void, dev: i32) -
     }
     let mut c: [u64; 7] = [0x56, 0xffffffff, 0, 0x0, pctx as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(85, &mut c, None) else {
+    let Some(policed) = hot::enter(85, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxRetain`, whose C signature is this function's.
@@ -4595,7 +4595,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut c_void, dev: i32) -
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4632,7 +4632,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxSetFlags(dev: i32, flags: u32) -> CUr
     }
     let mut c: [u64; 6] = [0x57, 0xffffffff, 0, 0x0, i64::from(dev) as u64, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(86, &mut c, None) else {
+    let Some(policed) = hot::enter(86, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxSetFlags`, whose C signature is this function's.
@@ -4641,7 +4641,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxSetFlags(dev: i32, flags: u32) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4677,7 +4677,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxSetFlags_v2(dev: i32, flags: u32) -> 
     }
     let mut c: [u64; 6] = [0x57, 0xffffffff, 0, 0x100000000, i64::from(dev) as u64, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(86, &mut c, None) else {
+    let Some(policed) = hot::enter(86, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxSetFlags_v2`, whose C signature is this function's.
@@ -4686,7 +4686,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxSetFlags_v2(dev: i32, flags: u32) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4722,7 +4722,7 @@ pub unsafe extern "C" fn cuDeviceRegisterAsyncNotification(device: i32, callback
     }
     let mut c: [u64; 9] = [0x58, 0xffffffff, 0, 0x0, i64::from(device) as u64, callbackFunc as u64, userData as u64, callback as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(87, &mut c, None) else {
+    let Some(policed) = hot::enter(87, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceRegisterAsyncNotification`, whose C signature is this function's.
@@ -4731,7 +4731,7 @@ pub unsafe extern "C" fn cuDeviceRegisterAsyncNotification(device: i32, callback
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4768,7 +4768,7 @@ pub unsafe extern "C" fn cuDeviceSetGraphMemAttribute(device: i32, attr: u32, va
     }
     let mut c: [u64; 7] = [0x59, 0xffffffff, 0, 0x0, i64::from(device) as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(88, &mut c, None) else {
+    let Some(policed) = hot::enter(88, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceSetGraphMemAttribute`, whose C signature is this function's.
@@ -4777,7 +4777,7 @@ pub unsafe extern "C" fn cuDeviceSetGraphMemAttribute(device: i32, attr: u32, va
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4812,7 +4812,7 @@ pub unsafe extern "C" fn cuDeviceSetMemPool(dev: i32, pool: *mut c_void) -> CUre
     }
     let mut c: [u64; 6] = [0x5a, 0xffffffff, 0, 0x0, i64::from(dev) as u64, pool as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(89, &mut c, None) else {
+    let Some(policed) = hot::enter(89, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceSetMemPool`, whose C signature is this function's.
@@ -4821,7 +4821,7 @@ pub unsafe extern "C" fn cuDeviceSetMemPool(dev: i32, pool: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4856,7 +4856,7 @@ pub unsafe extern "C" fn cuDeviceTotalMem(bytes: *mut c_void, dev: i32) -> CUres
     }
     let mut c: [u64; 7] = [0x5b, 0x4ffffffff, 0, 0x0, bytes as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(90, &mut c, None) else {
+    let Some(policed) = hot::enter(90, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceTotalMem`, whose C signature is this function's.
@@ -4865,7 +4865,7 @@ pub unsafe extern "C" fn cuDeviceTotalMem(bytes: *mut c_void, dev: i32) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4907,7 +4907,7 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut c_void, dev: i32) -> CU
     }
     let mut c: [u64; 7] = [0x5b, 0xffffffff, 0, 0x100000000, bytes as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(90, &mut c, None) else {
+    let Some(policed) = hot::enter(90, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceTotalMem_v2`, whose C signature is this function's.
@@ -4916,7 +4916,7 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut c_void, dev: i32) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -4958,7 +4958,7 @@ pub unsafe extern "C" fn cuDeviceUnregisterAsyncNotification(device: i32, callba
     }
     let mut c: [u64; 6] = [0x5c, 0xffffffff, 0, 0x0, i64::from(device) as u64, callback as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(91, &mut c, None) else {
+    let Some(policed) = hot::enter(91, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDeviceUnregisterAsyncNotification`, whose C signature is this function's.
@@ -4967,7 +4967,7 @@ pub unsafe extern "C" fn cuDeviceUnregisterAsyncNotification(device: i32, callba
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5002,7 +5002,7 @@ pub unsafe extern "C" fn cuDriverGetVersion(driverVersion: *mut c_void) -> CUres
     }
     let mut c: [u64; 6] = [0x5d, 0xffffffff, 0, 0x0, driverVersion as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(92, &mut c, None) else {
+    let Some(policed) = hot::enter(92, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDriverGetVersion`, whose C signature is this function's.
@@ -5011,7 +5011,7 @@ pub unsafe extern "C" fn cuDriverGetVersion(driverVersion: *mut c_void) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5053,7 +5053,7 @@ pub unsafe extern "C" fn cuEGLStreamConsumerAcquireFrame(conn: *mut c_void, pCud
     }
     let mut c: [u64; 11] = [0x5e, 0xffffffff, 0, 0x0, conn as u64, pCudaResource as u64, pStream as u64, u64::from(timeout), 0, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(93, &mut c, None) else {
+    let Some(policed) = hot::enter(93, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamConsumerAcquireFrame`, whose C signature is this function's.
@@ -5062,7 +5062,7 @@ pub unsafe extern "C" fn cuEGLStreamConsumerAcquireFrame(conn: *mut c_void, pCud
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5103,7 +5103,7 @@ pub unsafe extern "C" fn cuEGLStreamConsumerConnect(conn: *mut c_void, stream: *
     }
     let mut c: [u64; 7] = [0x5f, 0xffffffff, 0, 0x0, conn as u64, stream as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(94, &mut c, None) else {
+    let Some(policed) = hot::enter(94, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamConsumerConnect`, whose C signature is this function's.
@@ -5112,7 +5112,7 @@ pub unsafe extern "C" fn cuEGLStreamConsumerConnect(conn: *mut c_void, stream: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5149,7 +5149,7 @@ pub unsafe extern "C" fn cuEGLStreamConsumerConnectWithFlags(conn: *mut c_void, 
     }
     let mut c: [u64; 8] = [0x60, 0xffffffff, 0, 0x0, conn as u64, stream as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(95, &mut c, None) else {
+    let Some(policed) = hot::enter(95, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamConsumerConnectWithFlags`, whose C signature is this function's.
@@ -5158,7 +5158,7 @@ pub unsafe extern "C" fn cuEGLStreamConsumerConnectWithFlags(conn: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5195,7 +5195,7 @@ pub unsafe extern "C" fn cuEGLStreamConsumerDisconnect(conn: *mut c_void) -> CUr
     }
     let mut c: [u64; 6] = [0x61, 0xffffffff, 0, 0x0, conn as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(96, &mut c, None) else {
+    let Some(policed) = hot::enter(96, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamConsumerDisconnect`, whose C signature is this function's.
@@ -5204,7 +5204,7 @@ pub unsafe extern "C" fn cuEGLStreamConsumerDisconnect(conn: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5241,7 +5241,7 @@ pub unsafe extern "C" fn cuEGLStreamConsumerReleaseFrame(conn: *mut c_void, pCud
     }
     let mut c: [u64; 9] = [0x62, 0xffffffff, 0, 0x0, conn as u64, pCudaResource as u64, pStream as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(97, &mut c, None) else {
+    let Some(policed) = hot::enter(97, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamConsumerReleaseFrame`, whose C signature is this function's.
@@ -5250,7 +5250,7 @@ pub unsafe extern "C" fn cuEGLStreamConsumerReleaseFrame(conn: *mut c_void, pCud
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5289,7 +5289,7 @@ pub unsafe extern "C" fn cuEGLStreamProducerConnect(conn: *mut c_void, stream: *
     }
     let mut c: [u64; 9] = [0x63, 0xffffffff, 0, 0x0, conn as u64, stream as u64, i64::from(width) as u64, i64::from(height) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(98, &mut c, None) else {
+    let Some(policed) = hot::enter(98, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamProducerConnect`, whose C signature is this function's.
@@ -5298,7 +5298,7 @@ pub unsafe extern "C" fn cuEGLStreamProducerConnect(conn: *mut c_void, stream: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5335,7 +5335,7 @@ pub unsafe extern "C" fn cuEGLStreamProducerDisconnect(conn: *mut c_void) -> CUr
     }
     let mut c: [u64; 6] = [0x64, 0xffffffff, 0, 0x0, conn as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(99, &mut c, None) else {
+    let Some(policed) = hot::enter(99, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamProducerDisconnect`, whose C signature is this function's.
@@ -5344,7 +5344,7 @@ pub unsafe extern "C" fn cuEGLStreamProducerDisconnect(conn: *mut c_void) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5381,7 +5381,7 @@ pub unsafe extern "C" fn cuEGLStreamProducerPresentFrame(conn: *mut c_void, eglf
     }
     let mut c: [u64; 9] = [0x65, 0xffffffff, 0, 0x0, conn as u64, core::ptr::addr_of!(eglframe) as u64, pStream as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(100, &mut c, None) else {
+    let Some(policed) = hot::enter(100, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamProducerPresentFrame`, whose C signature is this function's.
@@ -5390,7 +5390,7 @@ pub unsafe extern "C" fn cuEGLStreamProducerPresentFrame(conn: *mut c_void, eglf
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5429,7 +5429,7 @@ pub unsafe extern "C" fn cuEGLStreamProducerReturnFrame(conn: *mut c_void, eglfr
     }
     let mut c: [u64; 9] = [0x66, 0xffffffff, 0, 0x0, conn as u64, eglframe as u64, pStream as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(101, &mut c, None) else {
+    let Some(policed) = hot::enter(101, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEGLStreamProducerReturnFrame`, whose C signature is this function's.
@@ -5438,7 +5438,7 @@ pub unsafe extern "C" fn cuEGLStreamProducerReturnFrame(conn: *mut c_void, eglfr
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5477,7 +5477,7 @@ pub unsafe extern "C" fn cuEventCreate(phEvent: *mut c_void, Flags: u32) -> CUre
     }
     let mut c: [u64; 7] = [0x67, 0xffffffff, 0, 0x0, phEvent as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(102, &mut c, None) else {
+    let Some(policed) = hot::enter(102, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventCreate`, whose C signature is this function's.
@@ -5486,7 +5486,7 @@ pub unsafe extern "C" fn cuEventCreate(phEvent: *mut c_void, Flags: u32) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5523,7 +5523,7 @@ pub unsafe extern "C" fn cuEventCreateFromEGLSync(phEvent: *mut c_void, eglSync:
     }
     let mut c: [u64; 8] = [0x68, 0xffffffff, 0, 0x0, phEvent as u64, eglSync as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(103, &mut c, None) else {
+    let Some(policed) = hot::enter(103, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventCreateFromEGLSync`, whose C signature is this function's.
@@ -5532,7 +5532,7 @@ pub unsafe extern "C" fn cuEventCreateFromEGLSync(phEvent: *mut c_void, eglSync:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5569,7 +5569,7 @@ pub unsafe extern "C" fn cuEventDestroy(hEvent: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x69, 0xffffffff, 0, 0x0, hEvent as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(104, &mut c, None) else {
+    let Some(policed) = hot::enter(104, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventDestroy`, whose C signature is this function's.
@@ -5578,7 +5578,7 @@ pub unsafe extern "C" fn cuEventDestroy(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5613,7 +5613,7 @@ pub unsafe extern "C" fn cuEventDestroy_v2(hEvent: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x69, 0xffffffff, 0, 0x100000000, hEvent as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(104, &mut c, None) else {
+    let Some(policed) = hot::enter(104, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventDestroy_v2`, whose C signature is this function's.
@@ -5622,7 +5622,7 @@ pub unsafe extern "C" fn cuEventDestroy_v2(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5657,7 +5657,7 @@ pub unsafe extern "C" fn cuEventElapsedTime(pMilliseconds: *mut c_void, hStart: 
     }
     let mut c: [u64; 8] = [0x6a, 0xffffffff, 0, 0x0, pMilliseconds as u64, hStart as u64, hEnd as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(105, &mut c, None) else {
+    let Some(policed) = hot::enter(105, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventElapsedTime`, whose C signature is this function's.
@@ -5666,7 +5666,7 @@ pub unsafe extern "C" fn cuEventElapsedTime(pMilliseconds: *mut c_void, hStart: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5703,7 +5703,7 @@ pub unsafe extern "C" fn cuEventElapsedTime_v2(pMilliseconds: *mut c_void, hStar
     }
     let mut c: [u64; 8] = [0x6a, 0xffffffff, 0, 0x100000000, pMilliseconds as u64, hStart as u64, hEnd as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(105, &mut c, None) else {
+    let Some(policed) = hot::enter(105, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventElapsedTime_v2`, whose C signature is this function's.
@@ -5712,7 +5712,7 @@ pub unsafe extern "C" fn cuEventElapsedTime_v2(pMilliseconds: *mut c_void, hStar
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5749,7 +5749,7 @@ pub unsafe extern "C" fn cuEventQuery(hEvent: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x6b, 0xffffffff, 0, 0x0, hEvent as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(106, &mut c, None) else {
+    let Some(policed) = hot::enter(106, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventQuery`, whose C signature is this function's.
@@ -5758,7 +5758,7 @@ pub unsafe extern "C" fn cuEventQuery(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5794,7 +5794,7 @@ pub unsafe extern "C" fn cuEventRecord(hEvent: *mut c_void, hStream: *mut c_void
     let mut c: [u64; 6] = [0x6c, 0xffffffff, 0, 0x0, hEvent as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(107, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(107, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventRecord`, whose C signature is this function's.
@@ -5803,7 +5803,7 @@ pub unsafe extern "C" fn cuEventRecord(hEvent: *mut c_void, hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5839,7 +5839,7 @@ pub unsafe extern "C" fn cuEventRecord_ptsz(hEvent: *mut c_void, hStream: *mut c
     let mut c: [u64; 6] = [0x6c, 0x2ffffffff, 0, 0x100000000, hEvent as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(107, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(107, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventRecord_ptsz`, whose C signature is this function's.
@@ -5848,7 +5848,7 @@ pub unsafe extern "C" fn cuEventRecord_ptsz(hEvent: *mut c_void, hStream: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5884,7 +5884,7 @@ pub unsafe extern "C" fn cuEventRecordWithFlags(hEvent: *mut c_void, hStream: *m
     let mut c: [u64; 7] = [0x6d, 0xffffffff, 0, 0x0, hEvent as u64, hStream as u64, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(108, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(108, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventRecordWithFlags`, whose C signature is this function's.
@@ -5893,7 +5893,7 @@ pub unsafe extern "C" fn cuEventRecordWithFlags(hEvent: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5929,7 +5929,7 @@ pub unsafe extern "C" fn cuEventRecordWithFlags_ptsz(hEvent: *mut c_void, hStrea
     let mut c: [u64; 7] = [0x6d, 0x2ffffffff, 0, 0x100000000, hEvent as u64, hStream as u64, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(108, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(108, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventRecordWithFlags_ptsz`, whose C signature is this function's.
@@ -5938,7 +5938,7 @@ pub unsafe extern "C" fn cuEventRecordWithFlags_ptsz(hEvent: *mut c_void, hStrea
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -5973,7 +5973,7 @@ pub unsafe extern "C" fn cuEventSynchronize(hEvent: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x6e, 0xffffffff, 0, 0x0, hEvent as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(109, &mut c, None) else {
+    let Some(policed) = hot::enter(109, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuEventSynchronize`, whose C signature is this function's.
@@ -5982,7 +5982,7 @@ pub unsafe extern "C" fn cuEventSynchronize(hEvent: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6017,7 +6017,7 @@ pub unsafe extern "C" fn cuExternalMemoryGetMappedBuffer(devPtr: *mut c_void, ex
     }
     let mut c: [u64; 8] = [0x6f, 0xffffffff, 0, 0x0, devPtr as u64, extMem as u64, bufferDesc as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(110, &mut c, None) else {
+    let Some(policed) = hot::enter(110, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuExternalMemoryGetMappedBuffer`, whose C signature is this function's.
@@ -6026,7 +6026,7 @@ pub unsafe extern "C" fn cuExternalMemoryGetMappedBuffer(devPtr: *mut c_void, ex
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6063,7 +6063,7 @@ pub unsafe extern "C" fn cuExternalMemoryGetMappedMipmappedArray(mipmap: *mut c_
     }
     let mut c: [u64; 8] = [0x70, 0xffffffff, 0, 0x0, mipmap as u64, extMem as u64, mipmapDesc as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(111, &mut c, None) else {
+    let Some(policed) = hot::enter(111, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuExternalMemoryGetMappedMipmappedArray`, whose C signature is this function's.
@@ -6072,7 +6072,7 @@ pub unsafe extern "C" fn cuExternalMemoryGetMappedMipmappedArray(mipmap: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6110,7 +6110,7 @@ pub unsafe extern "C" fn cuFabricCpyBatchAsync(numOps: u64, opList: *mut c_void,
     let mut c: [u64; 8] = [0x71, 0xffffffff, 0, 0x0, numOps, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(112, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(112, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFabricCpyBatchAsync`, whose C signature is this function's.
@@ -6119,7 +6119,7 @@ pub unsafe extern "C" fn cuFabricCpyBatchAsync(numOps: u64, opList: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6155,7 +6155,7 @@ pub unsafe extern "C" fn cuFabricCpyBatchAsync_ptsz(numOps: u64, opList: *mut c_
     let mut c: [u64; 8] = [0x71, 0x2ffffffff, 0, 0x100000000, numOps, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(112, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(112, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFabricCpyBatchAsync_ptsz`, whose C signature is this function's.
@@ -6164,7 +6164,7 @@ pub unsafe extern "C" fn cuFabricCpyBatchAsync_ptsz(numOps: u64, opList: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6199,7 +6199,7 @@ pub unsafe extern "C" fn cuFlushGPUDirectRDMAWrites(target: u32, scope: u32) -> 
     }
     let mut c: [u64; 6] = [0x72, 0xffffffff, 0, 0x0, u64::from(target), u64::from(scope)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(113, &mut c, None) else {
+    let Some(policed) = hot::enter(113, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFlushGPUDirectRDMAWrites`, whose C signature is this function's.
@@ -6208,7 +6208,7 @@ pub unsafe extern "C" fn cuFlushGPUDirectRDMAWrites(target: u32, scope: u32) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6243,7 +6243,7 @@ pub unsafe extern "C" fn cuFuncGetAttribute(pi: *mut c_void, attrib: u32, hfunc:
     }
     let mut c: [u64; 8] = [0x73, 0xffffffff, 0, 0x0, pi as u64, u64::from(attrib), hfunc as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(114, &mut c, None) else {
+    let Some(policed) = hot::enter(114, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncGetAttribute`, whose C signature is this function's.
@@ -6252,7 +6252,7 @@ pub unsafe extern "C" fn cuFuncGetAttribute(pi: *mut c_void, attrib: u32, hfunc:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6289,7 +6289,7 @@ pub unsafe extern "C" fn cuFuncGetModule(hmod: *mut c_void, hfunc: *mut c_void) 
     }
     let mut c: [u64; 7] = [0x74, 0xffffffff, 0, 0x0, hmod as u64, hfunc as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(115, &mut c, None) else {
+    let Some(policed) = hot::enter(115, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncGetModule`, whose C signature is this function's.
@@ -6298,7 +6298,7 @@ pub unsafe extern "C" fn cuFuncGetModule(hmod: *mut c_void, hfunc: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6335,7 +6335,7 @@ pub unsafe extern "C" fn cuFuncGetName(name: *mut c_void, hfunc: *mut c_void) ->
     }
     let mut c: [u64; 6] = [0x75, 0xffffffff, 0, 0x0, name as u64, hfunc as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(116, &mut c, None) else {
+    let Some(policed) = hot::enter(116, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncGetName`, whose C signature is this function's.
@@ -6344,7 +6344,7 @@ pub unsafe extern "C" fn cuFuncGetName(name: *mut c_void, hfunc: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6379,7 +6379,7 @@ pub unsafe extern "C" fn cuFuncGetParamCount(func: *mut c_void, paramCount: *mut
     }
     let mut c: [u64; 7] = [0x76, 0xffffffff, 0, 0x0, func as u64, paramCount as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(117, &mut c, None) else {
+    let Some(policed) = hot::enter(117, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncGetParamCount`, whose C signature is this function's.
@@ -6388,7 +6388,7 @@ pub unsafe extern "C" fn cuFuncGetParamCount(func: *mut c_void, paramCount: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6425,7 +6425,7 @@ pub unsafe extern "C" fn cuFuncGetParamInfo(func: *mut c_void, paramIndex: u64, 
     }
     let mut c: [u64; 10] = [0x77, 0xffffffff, 0, 0x0, func as u64, paramIndex, paramOffset as u64, paramSize as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(118, &mut c, None) else {
+    let Some(policed) = hot::enter(118, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncGetParamInfo`, whose C signature is this function's.
@@ -6434,7 +6434,7 @@ pub unsafe extern "C" fn cuFuncGetParamInfo(func: *mut c_void, paramIndex: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6473,7 +6473,7 @@ pub unsafe extern "C" fn cuFuncIsLoaded(state: *mut c_void, hfunc: *mut c_void) 
     }
     let mut c: [u64; 7] = [0x78, 0xffffffff, 0, 0x0, state as u64, hfunc as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(119, &mut c, None) else {
+    let Some(policed) = hot::enter(119, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncIsLoaded`, whose C signature is this function's.
@@ -6482,7 +6482,7 @@ pub unsafe extern "C" fn cuFuncIsLoaded(state: *mut c_void, hfunc: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6519,7 +6519,7 @@ pub unsafe extern "C" fn cuFuncLoad(hfunc: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x79, 0xffffffff, 0, 0x0, hfunc as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(120, &mut c, None) else {
+    let Some(policed) = hot::enter(120, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncLoad`, whose C signature is this function's.
@@ -6528,7 +6528,7 @@ pub unsafe extern "C" fn cuFuncLoad(hfunc: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6563,7 +6563,7 @@ pub unsafe extern "C" fn cuFuncSetAttribute(hfunc: *mut c_void, attrib: u32, val
     }
     let mut c: [u64; 7] = [0x7a, 0xffffffff, 0, 0x0, hfunc as u64, u64::from(attrib), i64::from(value) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(121, &mut c, None) else {
+    let Some(policed) = hot::enter(121, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncSetAttribute`, whose C signature is this function's.
@@ -6572,7 +6572,7 @@ pub unsafe extern "C" fn cuFuncSetAttribute(hfunc: *mut c_void, attrib: u32, val
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6607,7 +6607,7 @@ pub unsafe extern "C" fn cuFuncSetBlockShape(hfunc: *mut c_void, x: i32, y: i32,
     }
     let mut c: [u64; 8] = [0x7b, 0xffffffff, 0, 0x0, hfunc as u64, i64::from(x) as u64, i64::from(y) as u64, i64::from(z) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(122, &mut c, None) else {
+    let Some(policed) = hot::enter(122, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncSetBlockShape`, whose C signature is this function's.
@@ -6616,7 +6616,7 @@ pub unsafe extern "C" fn cuFuncSetBlockShape(hfunc: *mut c_void, x: i32, y: i32,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6651,7 +6651,7 @@ pub unsafe extern "C" fn cuFuncSetCacheConfig(hfunc: *mut c_void, config: u32) -
     }
     let mut c: [u64; 6] = [0x7c, 0xffffffff, 0, 0x0, hfunc as u64, u64::from(config)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(123, &mut c, None) else {
+    let Some(policed) = hot::enter(123, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncSetCacheConfig`, whose C signature is this function's.
@@ -6660,7 +6660,7 @@ pub unsafe extern "C" fn cuFuncSetCacheConfig(hfunc: *mut c_void, config: u32) -
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6695,7 +6695,7 @@ pub unsafe extern "C" fn cuFuncSetSharedMemConfig(hfunc: *mut c_void, config: u3
     }
     let mut c: [u64; 6] = [0x7d, 0xffffffff, 0, 0x0, hfunc as u64, u64::from(config)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(124, &mut c, None) else {
+    let Some(policed) = hot::enter(124, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncSetSharedMemConfig`, whose C signature is this function's.
@@ -6704,7 +6704,7 @@ pub unsafe extern "C" fn cuFuncSetSharedMemConfig(hfunc: *mut c_void, config: u3
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6739,7 +6739,7 @@ pub unsafe extern "C" fn cuFuncSetSharedSize(hfunc: *mut c_void, bytes: u32) -> 
     }
     let mut c: [u64; 6] = [0x7e, 0xffffffff, 0, 0x0, hfunc as u64, u64::from(bytes)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(125, &mut c, None) else {
+    let Some(policed) = hot::enter(125, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuFuncSetSharedSize`, whose C signature is this function's.
@@ -6748,7 +6748,7 @@ pub unsafe extern "C" fn cuFuncSetSharedSize(hfunc: *mut c_void, bytes: u32) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6783,7 +6783,7 @@ pub unsafe extern "C" fn cuGLCtxCreate(pCtx: *mut c_void, Flags: u32, device: i3
     }
     let mut c: [u64; 8] = [0x7f, 0xffffffff, 0, 0x0, pCtx as u64, u64::from(Flags), i64::from(device) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(126, &mut c, None) else {
+    let Some(policed) = hot::enter(126, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLCtxCreate`, whose C signature is this function's.
@@ -6792,7 +6792,7 @@ pub unsafe extern "C" fn cuGLCtxCreate(pCtx: *mut c_void, Flags: u32, device: i3
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6829,7 +6829,7 @@ pub unsafe extern "C" fn cuGLCtxCreate_v2(pCtx: *mut c_void, Flags: u32, device:
     }
     let mut c: [u64; 8] = [0x7f, 0xffffffff, 0, 0x100000000, pCtx as u64, u64::from(Flags), i64::from(device) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(126, &mut c, None) else {
+    let Some(policed) = hot::enter(126, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLCtxCreate_v2`, whose C signature is this function's.
@@ -6838,7 +6838,7 @@ pub unsafe extern "C" fn cuGLCtxCreate_v2(pCtx: *mut c_void, Flags: u32, device:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6875,7 +6875,7 @@ pub unsafe extern "C" fn cuGLGetDevices(pCudaDeviceCount: *mut c_void, pCudaDevi
     }
     let mut c: [u64; 10] = [0x80, 0xffffffff, 0, 0x0, pCudaDeviceCount as u64, pCudaDevices as u64, u64::from(cudaDeviceCount), u64::from(deviceList), 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(127, &mut c, None) else {
+    let Some(policed) = hot::enter(127, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLGetDevices`, whose C signature is this function's.
@@ -6884,7 +6884,7 @@ pub unsafe extern "C" fn cuGLGetDevices(pCudaDeviceCount: *mut c_void, pCudaDevi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6923,7 +6923,7 @@ pub unsafe extern "C" fn cuGLGetDevices_v2(pCudaDeviceCount: *mut c_void, pCudaD
     }
     let mut c: [u64; 10] = [0x80, 0xffffffff, 0, 0x100000000, pCudaDeviceCount as u64, pCudaDevices as u64, u64::from(cudaDeviceCount), u64::from(deviceList), 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(127, &mut c, None) else {
+    let Some(policed) = hot::enter(127, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLGetDevices_v2`, whose C signature is this function's.
@@ -6932,7 +6932,7 @@ pub unsafe extern "C" fn cuGLGetDevices_v2(pCudaDeviceCount: *mut c_void, pCudaD
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -6971,7 +6971,7 @@ pub unsafe extern "C" fn cuGLInit() -> CUresult {
     }
     let mut c: [u64; 4] = [0x81, 0xffffffff, 0, 0x0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(128, &mut c, None) else {
+    let Some(policed) = hot::enter(128, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLInit`, whose C signature is this function's.
@@ -6980,7 +6980,7 @@ pub unsafe extern "C" fn cuGLInit() -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7015,7 +7015,7 @@ pub unsafe extern "C" fn cuGLMapBufferObject(dptr: *mut c_void, size: *mut c_voi
     }
     let mut c: [u64; 9] = [0x82, 0x4ffffffff, 0, 0x0, dptr as u64, size as u64, u64::from(buffer), 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(129, &mut c, None) else {
+    let Some(policed) = hot::enter(129, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObject`, whose C signature is this function's.
@@ -7024,7 +7024,7 @@ pub unsafe extern "C" fn cuGLMapBufferObject(dptr: *mut c_void, size: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7063,7 +7063,7 @@ pub unsafe extern "C" fn cuGLMapBufferObject_v2(dptr: *mut c_void, size: *mut c_
     }
     let mut c: [u64; 9] = [0x82, 0xffffffff, 0, 0x100000000, dptr as u64, size as u64, u64::from(buffer), 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(129, &mut c, None) else {
+    let Some(policed) = hot::enter(129, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObject_v2`, whose C signature is this function's.
@@ -7072,7 +7072,7 @@ pub unsafe extern "C" fn cuGLMapBufferObject_v2(dptr: *mut c_void, size: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7111,7 +7111,7 @@ pub unsafe extern "C" fn cuGLMapBufferObject_v2_ptds(dptr: *mut c_void, size: *m
     }
     let mut c: [u64; 9] = [0x82, 0x2ffffffff, 0, 0x200000000, dptr as u64, size as u64, u64::from(buffer), 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(129, &mut c, None) else {
+    let Some(policed) = hot::enter(129, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObject_v2_ptds`, whose C signature is this function's.
@@ -7120,7 +7120,7 @@ pub unsafe extern "C" fn cuGLMapBufferObject_v2_ptds(dptr: *mut c_void, size: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7160,7 +7160,7 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync(dptr: *mut c_void, size: *mut 
     let mut c: [u64; 10] = [0x83, 0x4ffffffff, 0, 0x0, dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(130, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(130, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObjectAsync`, whose C signature is this function's.
@@ -7169,7 +7169,7 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync(dptr: *mut c_void, size: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7209,7 +7209,7 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync_v2(dptr: *mut c_void, size: *m
     let mut c: [u64; 10] = [0x83, 0xffffffff, 0, 0x100000000, dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(130, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(130, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObjectAsync_v2`, whose C signature is this function's.
@@ -7218,7 +7218,7 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync_v2(dptr: *mut c_void, size: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7258,7 +7258,7 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync_v2_ptsz(dptr: *mut c_void, siz
     let mut c: [u64; 10] = [0x83, 0x2ffffffff, 0, 0x200000000, dptr as u64, size as u64, u64::from(buffer), hStream as u64, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(130, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(130, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLMapBufferObjectAsync_v2_ptsz`, whose C signature is this function's.
@@ -7267,7 +7267,7 @@ pub unsafe extern "C" fn cuGLMapBufferObjectAsync_v2_ptsz(dptr: *mut c_void, siz
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7306,7 +7306,7 @@ pub unsafe extern "C" fn cuGLRegisterBufferObject(buffer: u32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x84, 0xffffffff, 0, 0x0, u64::from(buffer)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(131, &mut c, None) else {
+    let Some(policed) = hot::enter(131, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLRegisterBufferObject`, whose C signature is this function's.
@@ -7315,7 +7315,7 @@ pub unsafe extern "C" fn cuGLRegisterBufferObject(buffer: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7350,7 +7350,7 @@ pub unsafe extern "C" fn cuGLSetBufferObjectMapFlags(buffer: u32, Flags: u32) ->
     }
     let mut c: [u64; 6] = [0x85, 0xffffffff, 0, 0x0, u64::from(buffer), u64::from(Flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(132, &mut c, None) else {
+    let Some(policed) = hot::enter(132, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLSetBufferObjectMapFlags`, whose C signature is this function's.
@@ -7359,7 +7359,7 @@ pub unsafe extern "C" fn cuGLSetBufferObjectMapFlags(buffer: u32, Flags: u32) ->
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7394,7 +7394,7 @@ pub unsafe extern "C" fn cuGLUnmapBufferObject(buffer: u32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x86, 0xffffffff, 0, 0x0, u64::from(buffer)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(133, &mut c, None) else {
+    let Some(policed) = hot::enter(133, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLUnmapBufferObject`, whose C signature is this function's.
@@ -7403,7 +7403,7 @@ pub unsafe extern "C" fn cuGLUnmapBufferObject(buffer: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7439,7 +7439,7 @@ pub unsafe extern "C" fn cuGLUnmapBufferObjectAsync(buffer: u32, hStream: *mut c
     let mut c: [u64; 6] = [0x87, 0xffffffff, 0, 0x0, u64::from(buffer), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(134, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(134, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLUnmapBufferObjectAsync`, whose C signature is this function's.
@@ -7448,7 +7448,7 @@ pub unsafe extern "C" fn cuGLUnmapBufferObjectAsync(buffer: u32, hStream: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7483,7 +7483,7 @@ pub unsafe extern "C" fn cuGLUnregisterBufferObject(buffer: u32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x88, 0xffffffff, 0, 0x0, u64::from(buffer)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(135, &mut c, None) else {
+    let Some(policed) = hot::enter(135, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGLUnregisterBufferObject`, whose C signature is this function's.
@@ -7492,7 +7492,7 @@ pub unsafe extern "C" fn cuGLUnregisterBufferObject(buffer: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7527,7 +7527,7 @@ pub unsafe extern "C" fn cuGetErrorName(error: u32, pStr: *mut c_void) -> CUresu
     }
     let mut c: [u64; 6] = [0x89, 0xffffffff, 0, 0x0, u64::from(error), pStr as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(136, &mut c, None) else {
+    let Some(policed) = hot::enter(136, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGetErrorName`, whose C signature is this function's.
@@ -7536,7 +7536,7 @@ pub unsafe extern "C" fn cuGetErrorName(error: u32, pStr: *mut c_void) -> CUresu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7571,7 +7571,7 @@ pub unsafe extern "C" fn cuGetErrorString(error: u32, pStr: *mut c_void) -> CUre
     }
     let mut c: [u64; 6] = [0x8a, 0xffffffff, 0, 0x0, u64::from(error), pStr as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(137, &mut c, None) else {
+    let Some(policed) = hot::enter(137, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGetErrorString`, whose C signature is this function's.
@@ -7580,7 +7580,7 @@ pub unsafe extern "C" fn cuGetErrorString(error: u32, pStr: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7615,7 +7615,7 @@ pub unsafe extern "C" fn cuGetExportTable(ppExportTable: *mut c_void, pExportTab
     }
     let mut c: [u64; 6] = [0x8b, 0xffffffff, 0, 0x0, ppExportTable as u64, pExportTableId as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(138, &mut c, None) else {
+    let Some(policed) = hot::enter(138, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGetExportTable`, whose C signature is this function's.
@@ -7624,7 +7624,7 @@ pub unsafe extern "C" fn cuGetExportTable(ppExportTable: *mut c_void, pExportTab
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7658,7 +7658,7 @@ pub unsafe extern "C" fn cuGetProcAddress(symbol: *mut c_void, pfn: *mut c_void,
     }
     let mut c: [u64; 11] = [0x8c, 0x4ffffffff, 0, 0x0, symbol as u64, pfn as u64, i64::from(driverVersion) as u64, flags, 0, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(139, &mut c, None) else {
+    let Some(policed) = hot::enter(139, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGetProcAddress`, whose C signature is this function's.
@@ -7667,7 +7667,7 @@ pub unsafe extern "C" fn cuGetProcAddress(symbol: *mut c_void, pfn: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7703,7 +7703,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *mut c_void, pfn: *mut c_vo
     }
     let mut c: [u64; 11] = [0x8c, 0xffffffff, 0, 0x100000000, symbol as u64, pfn as u64, i64::from(driverVersion) as u64, flags, symbolFound as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(139, &mut c, None) else {
+    let Some(policed) = hot::enter(139, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGetProcAddress_v2`, whose C signature is this function's.
@@ -7712,7 +7712,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *mut c_void, pfn: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7751,7 +7751,7 @@ pub unsafe extern "C" fn cuGraphAddBatchMemOpNode(phGraphNode: *mut c_void, hGra
     }
     let mut c: [u64; 10] = [0x8d, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(140, &mut c, None) else {
+    let Some(policed) = hot::enter(140, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddBatchMemOpNode`, whose C signature is this function's.
@@ -7760,7 +7760,7 @@ pub unsafe extern "C" fn cuGraphAddBatchMemOpNode(phGraphNode: *mut c_void, hGra
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7797,7 +7797,7 @@ pub unsafe extern "C" fn cuGraphAddChildGraphNode(phGraphNode: *mut c_void, hGra
     }
     let mut c: [u64; 10] = [0x8e, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, childGraph as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(141, &mut c, None) else {
+    let Some(policed) = hot::enter(141, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddChildGraphNode`, whose C signature is this function's.
@@ -7806,7 +7806,7 @@ pub unsafe extern "C" fn cuGraphAddChildGraphNode(phGraphNode: *mut c_void, hGra
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7843,7 +7843,7 @@ pub unsafe extern "C" fn cuGraphAddDependencies(hGraph: *mut c_void, from: *mut 
     }
     let mut c: [u64; 9] = [0x8f, 0x4ffffffff, 0, 0x0, hGraph as u64, from as u64, to as u64, 0, numDependencies];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(142, &mut c, None) else {
+    let Some(policed) = hot::enter(142, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddDependencies`, whose C signature is this function's.
@@ -7852,7 +7852,7 @@ pub unsafe extern "C" fn cuGraphAddDependencies(hGraph: *mut c_void, from: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7887,7 +7887,7 @@ pub unsafe extern "C" fn cuGraphAddDependencies_v2(hGraph: *mut c_void, from: *m
     }
     let mut c: [u64; 9] = [0x8f, 0xffffffff, 0, 0x100000000, hGraph as u64, from as u64, to as u64, edgeData as u64, numDependencies];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(142, &mut c, None) else {
+    let Some(policed) = hot::enter(142, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddDependencies_v2`, whose C signature is this function's.
@@ -7896,7 +7896,7 @@ pub unsafe extern "C" fn cuGraphAddDependencies_v2(hGraph: *mut c_void, from: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7931,7 +7931,7 @@ pub unsafe extern "C" fn cuGraphAddEmptyNode(phGraphNode: *mut c_void, hGraph: *
     }
     let mut c: [u64; 9] = [0x90, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(143, &mut c, None) else {
+    let Some(policed) = hot::enter(143, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddEmptyNode`, whose C signature is this function's.
@@ -7940,7 +7940,7 @@ pub unsafe extern "C" fn cuGraphAddEmptyNode(phGraphNode: *mut c_void, hGraph: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -7977,7 +7977,7 @@ pub unsafe extern "C" fn cuGraphAddEventRecordNode(phGraphNode: *mut c_void, hGr
     }
     let mut c: [u64; 10] = [0x91, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, event as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(144, &mut c, None) else {
+    let Some(policed) = hot::enter(144, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddEventRecordNode`, whose C signature is this function's.
@@ -7986,7 +7986,7 @@ pub unsafe extern "C" fn cuGraphAddEventRecordNode(phGraphNode: *mut c_void, hGr
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8023,7 +8023,7 @@ pub unsafe extern "C" fn cuGraphAddEventWaitNode(phGraphNode: *mut c_void, hGrap
     }
     let mut c: [u64; 10] = [0x92, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, event as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(145, &mut c, None) else {
+    let Some(policed) = hot::enter(145, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddEventWaitNode`, whose C signature is this function's.
@@ -8032,7 +8032,7 @@ pub unsafe extern "C" fn cuGraphAddEventWaitNode(phGraphNode: *mut c_void, hGrap
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8069,7 +8069,7 @@ pub unsafe extern "C" fn cuGraphAddExternalSemaphoresSignalNode(phGraphNode: *mu
     }
     let mut c: [u64; 10] = [0x93, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(146, &mut c, None) else {
+    let Some(policed) = hot::enter(146, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddExternalSemaphoresSignalNode`, whose C signature is this function's.
@@ -8078,7 +8078,7 @@ pub unsafe extern "C" fn cuGraphAddExternalSemaphoresSignalNode(phGraphNode: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8115,7 +8115,7 @@ pub unsafe extern "C" fn cuGraphAddExternalSemaphoresWaitNode(phGraphNode: *mut 
     }
     let mut c: [u64; 10] = [0x94, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(147, &mut c, None) else {
+    let Some(policed) = hot::enter(147, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddExternalSemaphoresWaitNode`, whose C signature is this function's.
@@ -8124,7 +8124,7 @@ pub unsafe extern "C" fn cuGraphAddExternalSemaphoresWaitNode(phGraphNode: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8161,7 +8161,7 @@ pub unsafe extern "C" fn cuGraphAddHostNode(phGraphNode: *mut c_void, hGraph: *m
     }
     let mut c: [u64; 10] = [0x95, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(148, &mut c, None) else {
+    let Some(policed) = hot::enter(148, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddHostNode`, whose C signature is this function's.
@@ -8170,7 +8170,7 @@ pub unsafe extern "C" fn cuGraphAddHostNode(phGraphNode: *mut c_void, hGraph: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8207,7 +8207,7 @@ pub unsafe extern "C" fn cuGraphAddKernelNode(phGraphNode: *mut c_void, hGraph: 
     }
     let mut c: [u64; 10] = [0x96, 0x4ffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(149, &mut c, None) else {
+    let Some(policed) = hot::enter(149, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddKernelNode`, whose C signature is this function's.
@@ -8216,7 +8216,7 @@ pub unsafe extern "C" fn cuGraphAddKernelNode(phGraphNode: *mut c_void, hGraph: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8253,7 +8253,7 @@ pub unsafe extern "C" fn cuGraphAddKernelNode_v2(phGraphNode: *mut c_void, hGrap
     }
     let mut c: [u64; 10] = [0x96, 0xffffffff, 0, 0x100000000, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(149, &mut c, None) else {
+    let Some(policed) = hot::enter(149, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddKernelNode_v2`, whose C signature is this function's.
@@ -8262,7 +8262,7 @@ pub unsafe extern "C" fn cuGraphAddKernelNode_v2(phGraphNode: *mut c_void, hGrap
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8299,7 +8299,7 @@ pub unsafe extern "C" fn cuGraphAddMemAllocNode(phGraphNode: *mut c_void, hGraph
     }
     let mut c: [u64; 10] = [0x97, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(150, &mut c, None) else {
+    let Some(policed) = hot::enter(150, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddMemAllocNode`, whose C signature is this function's.
@@ -8308,7 +8308,7 @@ pub unsafe extern "C" fn cuGraphAddMemAllocNode(phGraphNode: *mut c_void, hGraph
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8345,7 +8345,7 @@ pub unsafe extern "C" fn cuGraphAddMemFreeNode(phGraphNode: *mut c_void, hGraph:
     }
     let mut c: [u64; 10] = [0x98, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, dptr, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(151, &mut c, None) else {
+    let Some(policed) = hot::enter(151, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddMemFreeNode`, whose C signature is this function's.
@@ -8354,7 +8354,7 @@ pub unsafe extern "C" fn cuGraphAddMemFreeNode(phGraphNode: *mut c_void, hGraph:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8391,7 +8391,7 @@ pub unsafe extern "C" fn cuGraphAddMemcpyNode(phGraphNode: *mut c_void, hGraph: 
     }
     let mut c: [u64; 11] = [0x99, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, copyParams as u64, ctx as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(152, &mut c, None) else {
+    let Some(policed) = hot::enter(152, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddMemcpyNode`, whose C signature is this function's.
@@ -8400,7 +8400,7 @@ pub unsafe extern "C" fn cuGraphAddMemcpyNode(phGraphNode: *mut c_void, hGraph: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8437,7 +8437,7 @@ pub unsafe extern "C" fn cuGraphAddMemsetNode(phGraphNode: *mut c_void, hGraph: 
     }
     let mut c: [u64; 11] = [0x9a, 0xffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, numDependencies, memsetParams as u64, ctx as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(153, &mut c, None) else {
+    let Some(policed) = hot::enter(153, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddMemsetNode`, whose C signature is this function's.
@@ -8446,7 +8446,7 @@ pub unsafe extern "C" fn cuGraphAddMemsetNode(phGraphNode: *mut c_void, hGraph: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8483,7 +8483,7 @@ pub unsafe extern "C" fn cuGraphAddNode(phGraphNode: *mut c_void, hGraph: *mut c
     }
     let mut c: [u64; 11] = [0x9b, 0x4ffffffff, 0, 0x0, phGraphNode as u64, hGraph as u64, dependencies as u64, 0, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(154, &mut c, None) else {
+    let Some(policed) = hot::enter(154, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddNode`, whose C signature is this function's.
@@ -8492,7 +8492,7 @@ pub unsafe extern "C" fn cuGraphAddNode(phGraphNode: *mut c_void, hGraph: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8529,7 +8529,7 @@ pub unsafe extern "C" fn cuGraphAddNode_v2(phGraphNode: *mut c_void, hGraph: *mu
     }
     let mut c: [u64; 11] = [0x9b, 0xffffffff, 0, 0x100000000, phGraphNode as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(154, &mut c, None) else {
+    let Some(policed) = hot::enter(154, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddNode_v2`, whose C signature is this function's.
@@ -8538,7 +8538,7 @@ pub unsafe extern "C" fn cuGraphAddNode_v2(phGraphNode: *mut c_void, hGraph: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8575,7 +8575,7 @@ pub unsafe extern "C" fn cuGraphAddNode_v3(phGraphNode: *mut c_void, hGraph: *mu
     }
     let mut c: [u64; 11] = [0x9b, 0xffffffff, 0, 0x200000000, phGraphNode as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, nodeParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(154, &mut c, None) else {
+    let Some(policed) = hot::enter(154, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphAddNode_v3`, whose C signature is this function's.
@@ -8584,7 +8584,7 @@ pub unsafe extern "C" fn cuGraphAddNode_v3(phGraphNode: *mut c_void, hGraph: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8621,7 +8621,7 @@ pub unsafe extern "C" fn cuGraphBatchMemOpNodeGetParams(hNode: *mut c_void, node
     }
     let mut c: [u64; 6] = [0x9c, 0xffffffff, 0, 0x0, hNode as u64, nodeParams_out as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(155, &mut c, None) else {
+    let Some(policed) = hot::enter(155, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphBatchMemOpNodeGetParams`, whose C signature is this function's.
@@ -8630,7 +8630,7 @@ pub unsafe extern "C" fn cuGraphBatchMemOpNodeGetParams(hNode: *mut c_void, node
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8665,7 +8665,7 @@ pub unsafe extern "C" fn cuGraphBatchMemOpNodeSetParams(hNode: *mut c_void, node
     }
     let mut c: [u64; 6] = [0x9d, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(156, &mut c, None) else {
+    let Some(policed) = hot::enter(156, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphBatchMemOpNodeSetParams`, whose C signature is this function's.
@@ -8674,7 +8674,7 @@ pub unsafe extern "C" fn cuGraphBatchMemOpNodeSetParams(hNode: *mut c_void, node
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8709,7 +8709,7 @@ pub unsafe extern "C" fn cuGraphChildGraphNodeGetGraph(hNode: *mut c_void, phGra
     }
     let mut c: [u64; 7] = [0x9e, 0xffffffff, 0, 0x0, hNode as u64, phGraph as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(157, &mut c, None) else {
+    let Some(policed) = hot::enter(157, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphChildGraphNodeGetGraph`, whose C signature is this function's.
@@ -8718,7 +8718,7 @@ pub unsafe extern "C" fn cuGraphChildGraphNodeGetGraph(hNode: *mut c_void, phGra
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8755,7 +8755,7 @@ pub unsafe extern "C" fn cuGraphClone(phGraphClone: *mut c_void, originalGraph: 
     }
     let mut c: [u64; 7] = [0x9f, 0xffffffff, 0, 0x0, phGraphClone as u64, originalGraph as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(158, &mut c, None) else {
+    let Some(policed) = hot::enter(158, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphClone`, whose C signature is this function's.
@@ -8764,7 +8764,7 @@ pub unsafe extern "C" fn cuGraphClone(phGraphClone: *mut c_void, originalGraph: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8801,7 +8801,7 @@ pub unsafe extern "C" fn cuGraphConditionalHandleCreate(pHandle_out: *mut c_void
     }
     let mut c: [u64; 10] = [0xa0, 0xffffffff, 0, 0x0, pHandle_out as u64, hGraph as u64, ctx as u64, u64::from(defaultLaunchValue), u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(159, &mut c, None) else {
+    let Some(policed) = hot::enter(159, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphConditionalHandleCreate`, whose C signature is this function's.
@@ -8810,7 +8810,7 @@ pub unsafe extern "C" fn cuGraphConditionalHandleCreate(pHandle_out: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8847,7 +8847,7 @@ pub unsafe extern "C" fn cuGraphCreate(phGraph: *mut c_void, flags: u32) -> CUre
     }
     let mut c: [u64; 7] = [0xa1, 0xffffffff, 0, 0x0, phGraph as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(160, &mut c, None) else {
+    let Some(policed) = hot::enter(160, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphCreate`, whose C signature is this function's.
@@ -8856,7 +8856,7 @@ pub unsafe extern "C" fn cuGraphCreate(phGraph: *mut c_void, flags: u32) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8893,7 +8893,7 @@ pub unsafe extern "C" fn cuGraphDebugDotPrint(hGraph: *mut c_void, path: *mut c_
     }
     let mut c: [u64; 7] = [0xa2, 0xffffffff, 0, 0x0, hGraph as u64, path as u64, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(161, &mut c, None) else {
+    let Some(policed) = hot::enter(161, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphDebugDotPrint`, whose C signature is this function's.
@@ -8902,7 +8902,7 @@ pub unsafe extern "C" fn cuGraphDebugDotPrint(hGraph: *mut c_void, path: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8937,7 +8937,7 @@ pub unsafe extern "C" fn cuGraphDestroy(hGraph: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0xa3, 0xffffffff, 0, 0x0, hGraph as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(162, &mut c, None) else {
+    let Some(policed) = hot::enter(162, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphDestroy`, whose C signature is this function's.
@@ -8946,7 +8946,7 @@ pub unsafe extern "C" fn cuGraphDestroy(hGraph: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -8981,7 +8981,7 @@ pub unsafe extern "C" fn cuGraphDestroyNode(hNode: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0xa4, 0xffffffff, 0, 0x0, hNode as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(163, &mut c, None) else {
+    let Some(policed) = hot::enter(163, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphDestroyNode`, whose C signature is this function's.
@@ -8990,7 +8990,7 @@ pub unsafe extern "C" fn cuGraphDestroyNode(hNode: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9025,7 +9025,7 @@ pub unsafe extern "C" fn cuGraphEventRecordNodeGetEvent(hNode: *mut c_void, even
     }
     let mut c: [u64; 7] = [0xa5, 0xffffffff, 0, 0x0, hNode as u64, event_out as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(164, &mut c, None) else {
+    let Some(policed) = hot::enter(164, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphEventRecordNodeGetEvent`, whose C signature is this function's.
@@ -9034,7 +9034,7 @@ pub unsafe extern "C" fn cuGraphEventRecordNodeGetEvent(hNode: *mut c_void, even
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9071,7 +9071,7 @@ pub unsafe extern "C" fn cuGraphEventRecordNodeSetEvent(hNode: *mut c_void, even
     }
     let mut c: [u64; 6] = [0xa6, 0xffffffff, 0, 0x0, hNode as u64, event as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(165, &mut c, None) else {
+    let Some(policed) = hot::enter(165, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphEventRecordNodeSetEvent`, whose C signature is this function's.
@@ -9080,7 +9080,7 @@ pub unsafe extern "C" fn cuGraphEventRecordNodeSetEvent(hNode: *mut c_void, even
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9115,7 +9115,7 @@ pub unsafe extern "C" fn cuGraphEventWaitNodeGetEvent(hNode: *mut c_void, event_
     }
     let mut c: [u64; 7] = [0xa7, 0xffffffff, 0, 0x0, hNode as u64, event_out as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(166, &mut c, None) else {
+    let Some(policed) = hot::enter(166, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphEventWaitNodeGetEvent`, whose C signature is this function's.
@@ -9124,7 +9124,7 @@ pub unsafe extern "C" fn cuGraphEventWaitNodeGetEvent(hNode: *mut c_void, event_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9161,7 +9161,7 @@ pub unsafe extern "C" fn cuGraphEventWaitNodeSetEvent(hNode: *mut c_void, event:
     }
     let mut c: [u64; 6] = [0xa8, 0xffffffff, 0, 0x0, hNode as u64, event as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(167, &mut c, None) else {
+    let Some(policed) = hot::enter(167, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphEventWaitNodeSetEvent`, whose C signature is this function's.
@@ -9170,7 +9170,7 @@ pub unsafe extern "C" fn cuGraphEventWaitNodeSetEvent(hNode: *mut c_void, event:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9205,7 +9205,7 @@ pub unsafe extern "C" fn cuGraphExecBatchMemOpNodeSetParams(graphExec: *mut c_vo
     }
     let mut c: [u64; 7] = [0xa9, 0xffffffff, 0, 0x0, graphExec as u64, node as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(168, &mut c, None) else {
+    let Some(policed) = hot::enter(168, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecBatchMemOpNodeSetParams`, whose C signature is this function's.
@@ -9214,7 +9214,7 @@ pub unsafe extern "C" fn cuGraphExecBatchMemOpNodeSetParams(graphExec: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9249,7 +9249,7 @@ pub unsafe extern "C" fn cuGraphExecChildGraphNodeSetParams(hGraphExec: *mut c_v
     }
     let mut c: [u64; 7] = [0xaa, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, childGraph as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(169, &mut c, None) else {
+    let Some(policed) = hot::enter(169, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecChildGraphNodeSetParams`, whose C signature is this function's.
@@ -9258,7 +9258,7 @@ pub unsafe extern "C" fn cuGraphExecChildGraphNodeSetParams(hGraphExec: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9293,7 +9293,7 @@ pub unsafe extern "C" fn cuGraphExecDestroy(hGraphExec: *mut c_void) -> CUresult
     }
     let mut c: [u64; 5] = [0xab, 0xffffffff, 0, 0x0, hGraphExec as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(170, &mut c, None) else {
+    let Some(policed) = hot::enter(170, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecDestroy`, whose C signature is this function's.
@@ -9302,7 +9302,7 @@ pub unsafe extern "C" fn cuGraphExecDestroy(hGraphExec: *mut c_void) -> CUresult
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9337,7 +9337,7 @@ pub unsafe extern "C" fn cuGraphExecEventRecordNodeSetEvent(hGraphExec: *mut c_v
     }
     let mut c: [u64; 7] = [0xac, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, event as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(171, &mut c, None) else {
+    let Some(policed) = hot::enter(171, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecEventRecordNodeSetEvent`, whose C signature is this function's.
@@ -9346,7 +9346,7 @@ pub unsafe extern "C" fn cuGraphExecEventRecordNodeSetEvent(hGraphExec: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9381,7 +9381,7 @@ pub unsafe extern "C" fn cuGraphExecEventWaitNodeSetEvent(hGraphExec: *mut c_voi
     }
     let mut c: [u64; 7] = [0xad, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, event as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(172, &mut c, None) else {
+    let Some(policed) = hot::enter(172, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecEventWaitNodeSetEvent`, whose C signature is this function's.
@@ -9390,7 +9390,7 @@ pub unsafe extern "C" fn cuGraphExecEventWaitNodeSetEvent(hGraphExec: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9425,7 +9425,7 @@ pub unsafe extern "C" fn cuGraphExecExternalSemaphoresSignalNodeSetParams(hGraph
     }
     let mut c: [u64; 7] = [0xae, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(173, &mut c, None) else {
+    let Some(policed) = hot::enter(173, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecExternalSemaphoresSignalNodeSetParams`, whose C signature is this function's.
@@ -9434,7 +9434,7 @@ pub unsafe extern "C" fn cuGraphExecExternalSemaphoresSignalNodeSetParams(hGraph
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9469,7 +9469,7 @@ pub unsafe extern "C" fn cuGraphExecExternalSemaphoresWaitNodeSetParams(hGraphEx
     }
     let mut c: [u64; 7] = [0xaf, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(174, &mut c, None) else {
+    let Some(policed) = hot::enter(174, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecExternalSemaphoresWaitNodeSetParams`, whose C signature is this function's.
@@ -9478,7 +9478,7 @@ pub unsafe extern "C" fn cuGraphExecExternalSemaphoresWaitNodeSetParams(hGraphEx
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9513,7 +9513,7 @@ pub unsafe extern "C" fn cuGraphExecGetFlags(hGraphExec: *mut c_void, flags: *mu
     }
     let mut c: [u64; 7] = [0xb0, 0xffffffff, 0, 0x0, hGraphExec as u64, flags as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(175, &mut c, None) else {
+    let Some(policed) = hot::enter(175, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecGetFlags`, whose C signature is this function's.
@@ -9522,7 +9522,7 @@ pub unsafe extern "C" fn cuGraphExecGetFlags(hGraphExec: *mut c_void, flags: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9559,7 +9559,7 @@ pub unsafe extern "C" fn cuGraphExecGetId(hGraphExec: *mut c_void, graphId: *mut
     }
     let mut c: [u64; 7] = [0xb1, 0xffffffff, 0, 0x0, hGraphExec as u64, graphId as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(176, &mut c, None) else {
+    let Some(policed) = hot::enter(176, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecGetId`, whose C signature is this function's.
@@ -9568,7 +9568,7 @@ pub unsafe extern "C" fn cuGraphExecGetId(hGraphExec: *mut c_void, graphId: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9605,7 +9605,7 @@ pub unsafe extern "C" fn cuGraphExecHostNodeSetParams(hGraphExec: *mut c_void, h
     }
     let mut c: [u64; 7] = [0xb2, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(177, &mut c, None) else {
+    let Some(policed) = hot::enter(177, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecHostNodeSetParams`, whose C signature is this function's.
@@ -9614,7 +9614,7 @@ pub unsafe extern "C" fn cuGraphExecHostNodeSetParams(hGraphExec: *mut c_void, h
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9649,7 +9649,7 @@ pub unsafe extern "C" fn cuGraphExecKernelNodeSetParams(hGraphExec: *mut c_void,
     }
     let mut c: [u64; 7] = [0xb3, 0x4ffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(178, &mut c, None) else {
+    let Some(policed) = hot::enter(178, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecKernelNodeSetParams`, whose C signature is this function's.
@@ -9658,7 +9658,7 @@ pub unsafe extern "C" fn cuGraphExecKernelNodeSetParams(hGraphExec: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9693,7 +9693,7 @@ pub unsafe extern "C" fn cuGraphExecKernelNodeSetParams_v2(hGraphExec: *mut c_vo
     }
     let mut c: [u64; 7] = [0xb3, 0xffffffff, 0, 0x100000000, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(178, &mut c, None) else {
+    let Some(policed) = hot::enter(178, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecKernelNodeSetParams_v2`, whose C signature is this function's.
@@ -9702,7 +9702,7 @@ pub unsafe extern "C" fn cuGraphExecKernelNodeSetParams_v2(hGraphExec: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9737,7 +9737,7 @@ pub unsafe extern "C" fn cuGraphExecMemcpyNodeSetParams(hGraphExec: *mut c_void,
     }
     let mut c: [u64; 8] = [0xb4, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, copyParams as u64, ctx as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(179, &mut c, None) else {
+    let Some(policed) = hot::enter(179, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecMemcpyNodeSetParams`, whose C signature is this function's.
@@ -9746,7 +9746,7 @@ pub unsafe extern "C" fn cuGraphExecMemcpyNodeSetParams(hGraphExec: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9781,7 +9781,7 @@ pub unsafe extern "C" fn cuGraphExecMemsetNodeSetParams(hGraphExec: *mut c_void,
     }
     let mut c: [u64; 8] = [0xb5, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, memsetParams as u64, ctx as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(180, &mut c, None) else {
+    let Some(policed) = hot::enter(180, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecMemsetNodeSetParams`, whose C signature is this function's.
@@ -9790,7 +9790,7 @@ pub unsafe extern "C" fn cuGraphExecMemsetNodeSetParams(hGraphExec: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9825,7 +9825,7 @@ pub unsafe extern "C" fn cuGraphExecNodeSetParams(hGraphExec: *mut c_void, hNode
     }
     let mut c: [u64; 7] = [0xb6, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(181, &mut c, None) else {
+    let Some(policed) = hot::enter(181, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecNodeSetParams`, whose C signature is this function's.
@@ -9834,7 +9834,7 @@ pub unsafe extern "C" fn cuGraphExecNodeSetParams(hGraphExec: *mut c_void, hNode
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9869,7 +9869,7 @@ pub unsafe extern "C" fn cuGraphExecUpdate(hGraphExec: *mut c_void, hGraph: *mut
     }
     let mut c: [u64; 7] = [0xb7, 0x4ffffffff, 0, 0x0, hGraphExec as u64, hGraph as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(182, &mut c, None) else {
+    let Some(policed) = hot::enter(182, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecUpdate`, whose C signature is this function's.
@@ -9878,7 +9878,7 @@ pub unsafe extern "C" fn cuGraphExecUpdate(hGraphExec: *mut c_void, hGraph: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9913,7 +9913,7 @@ pub unsafe extern "C" fn cuGraphExecUpdate_v2(hGraphExec: *mut c_void, hGraph: *
     }
     let mut c: [u64; 7] = [0xb7, 0xffffffff, 0, 0x100000000, hGraphExec as u64, hGraph as u64, resultInfo as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(182, &mut c, None) else {
+    let Some(policed) = hot::enter(182, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExecUpdate_v2`, whose C signature is this function's.
@@ -9922,7 +9922,7 @@ pub unsafe extern "C" fn cuGraphExecUpdate_v2(hGraphExec: *mut c_void, hGraph: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -9957,7 +9957,7 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresSignalNodeGetParams(hNode: *mu
     }
     let mut c: [u64; 6] = [0xb8, 0xffffffff, 0, 0x0, hNode as u64, params_out as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(183, &mut c, None) else {
+    let Some(policed) = hot::enter(183, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExternalSemaphoresSignalNodeGetParams`, whose C signature is this function's.
@@ -9966,7 +9966,7 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresSignalNodeGetParams(hNode: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10001,7 +10001,7 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresSignalNodeSetParams(hNode: *mu
     }
     let mut c: [u64; 6] = [0xb9, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(184, &mut c, None) else {
+    let Some(policed) = hot::enter(184, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExternalSemaphoresSignalNodeSetParams`, whose C signature is this function's.
@@ -10010,7 +10010,7 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresSignalNodeSetParams(hNode: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10045,7 +10045,7 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresWaitNodeGetParams(hNode: *mut 
     }
     let mut c: [u64; 6] = [0xba, 0xffffffff, 0, 0x0, hNode as u64, params_out as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(185, &mut c, None) else {
+    let Some(policed) = hot::enter(185, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExternalSemaphoresWaitNodeGetParams`, whose C signature is this function's.
@@ -10054,7 +10054,7 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresWaitNodeGetParams(hNode: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10089,7 +10089,7 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresWaitNodeSetParams(hNode: *mut 
     }
     let mut c: [u64; 6] = [0xbb, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(186, &mut c, None) else {
+    let Some(policed) = hot::enter(186, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphExternalSemaphoresWaitNodeSetParams`, whose C signature is this function's.
@@ -10098,7 +10098,7 @@ pub unsafe extern "C" fn cuGraphExternalSemaphoresWaitNodeSetParams(hNode: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10133,7 +10133,7 @@ pub unsafe extern "C" fn cuGraphGetEdges(hGraph: *mut c_void, from: *mut c_void,
     }
     let mut c: [u64; 10] = [0xbc, 0x4ffffffff, 0, 0x0, hGraph as u64, from as u64, to as u64, 0, numEdges as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(187, &mut c, None) else {
+    let Some(policed) = hot::enter(187, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphGetEdges`, whose C signature is this function's.
@@ -10142,7 +10142,7 @@ pub unsafe extern "C" fn cuGraphGetEdges(hGraph: *mut c_void, from: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10179,7 +10179,7 @@ pub unsafe extern "C" fn cuGraphGetEdges_v2(hGraph: *mut c_void, from: *mut c_vo
     }
     let mut c: [u64; 10] = [0xbc, 0xffffffff, 0, 0x100000000, hGraph as u64, from as u64, to as u64, edgeData as u64, numEdges as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(187, &mut c, None) else {
+    let Some(policed) = hot::enter(187, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphGetEdges_v2`, whose C signature is this function's.
@@ -10188,7 +10188,7 @@ pub unsafe extern "C" fn cuGraphGetEdges_v2(hGraph: *mut c_void, from: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10225,7 +10225,7 @@ pub unsafe extern "C" fn cuGraphGetId(hGraph: *mut c_void, graphId: *mut c_void)
     }
     let mut c: [u64; 7] = [0xbd, 0xffffffff, 0, 0x0, hGraph as u64, graphId as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(188, &mut c, None) else {
+    let Some(policed) = hot::enter(188, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphGetId`, whose C signature is this function's.
@@ -10234,7 +10234,7 @@ pub unsafe extern "C" fn cuGraphGetId(hGraph: *mut c_void, graphId: *mut c_void)
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10271,7 +10271,7 @@ pub unsafe extern "C" fn cuGraphGetNodes(hGraph: *mut c_void, nodes: *mut c_void
     }
     let mut c: [u64; 8] = [0xbe, 0xffffffff, 0, 0x0, hGraph as u64, nodes as u64, numNodes as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(189, &mut c, None) else {
+    let Some(policed) = hot::enter(189, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphGetNodes`, whose C signature is this function's.
@@ -10280,7 +10280,7 @@ pub unsafe extern "C" fn cuGraphGetNodes(hGraph: *mut c_void, nodes: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10317,7 +10317,7 @@ pub unsafe extern "C" fn cuGraphGetRootNodes(hGraph: *mut c_void, rootNodes: *mu
     }
     let mut c: [u64; 8] = [0xbf, 0xffffffff, 0, 0x0, hGraph as u64, rootNodes as u64, numRootNodes as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(190, &mut c, None) else {
+    let Some(policed) = hot::enter(190, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphGetRootNodes`, whose C signature is this function's.
@@ -10326,7 +10326,7 @@ pub unsafe extern "C" fn cuGraphGetRootNodes(hGraph: *mut c_void, rootNodes: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10363,7 +10363,7 @@ pub unsafe extern "C" fn cuGraphHostNodeGetParams(hNode: *mut c_void, nodeParams
     }
     let mut c: [u64; 6] = [0xc0, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(191, &mut c, None) else {
+    let Some(policed) = hot::enter(191, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphHostNodeGetParams`, whose C signature is this function's.
@@ -10372,7 +10372,7 @@ pub unsafe extern "C" fn cuGraphHostNodeGetParams(hNode: *mut c_void, nodeParams
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10407,7 +10407,7 @@ pub unsafe extern "C" fn cuGraphHostNodeSetParams(hNode: *mut c_void, nodeParams
     }
     let mut c: [u64; 6] = [0xc1, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(192, &mut c, None) else {
+    let Some(policed) = hot::enter(192, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphHostNodeSetParams`, whose C signature is this function's.
@@ -10416,7 +10416,7 @@ pub unsafe extern "C" fn cuGraphHostNodeSetParams(hNode: *mut c_void, nodeParams
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10451,7 +10451,7 @@ pub unsafe extern "C" fn cuGraphInstantiate(phGraphExec: *mut c_void, hGraph: *m
     }
     let mut c: [u64; 11] = [0xc2, 0xffffffff, 0, 0x0, phGraphExec as u64, hGraph as u64, phErrorNode as u64, logBuffer as u64, bufferSize, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(193, &mut c, None) else {
+    let Some(policed) = hot::enter(193, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphInstantiate`, whose C signature is this function's.
@@ -10460,7 +10460,7 @@ pub unsafe extern "C" fn cuGraphInstantiate(phGraphExec: *mut c_void, hGraph: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10499,7 +10499,7 @@ pub unsafe extern "C" fn cuGraphInstantiate_v2(phGraphExec: *mut c_void, hGraph:
     }
     let mut c: [u64; 11] = [0xc2, 0xffffffff, 0, 0x100000000, phGraphExec as u64, hGraph as u64, phErrorNode as u64, logBuffer as u64, bufferSize, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(193, &mut c, None) else {
+    let Some(policed) = hot::enter(193, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphInstantiate_v2`, whose C signature is this function's.
@@ -10508,7 +10508,7 @@ pub unsafe extern "C" fn cuGraphInstantiate_v2(phGraphExec: *mut c_void, hGraph:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10547,7 +10547,7 @@ pub unsafe extern "C" fn cuGraphInstantiateWithFlags(phGraphExec: *mut c_void, h
     }
     let mut c: [u64; 8] = [0xc3, 0xffffffff, 0, 0x0, phGraphExec as u64, hGraph as u64, flags, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(194, &mut c, None) else {
+    let Some(policed) = hot::enter(194, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphInstantiateWithFlags`, whose C signature is this function's.
@@ -10556,7 +10556,7 @@ pub unsafe extern "C" fn cuGraphInstantiateWithFlags(phGraphExec: *mut c_void, h
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10593,7 +10593,7 @@ pub unsafe extern "C" fn cuGraphInstantiateWithParams(phGraphExec: *mut c_void, 
     }
     let mut c: [u64; 8] = [0xc4, 0xffffffff, 0, 0x0, phGraphExec as u64, hGraph as u64, instantiateParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(195, &mut c, None) else {
+    let Some(policed) = hot::enter(195, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphInstantiateWithParams`, whose C signature is this function's.
@@ -10602,7 +10602,7 @@ pub unsafe extern "C" fn cuGraphInstantiateWithParams(phGraphExec: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10639,7 +10639,7 @@ pub unsafe extern "C" fn cuGraphInstantiateWithParams_ptsz(phGraphExec: *mut c_v
     }
     let mut c: [u64; 8] = [0xc4, 0x2ffffffff, 0, 0x100000000, phGraphExec as u64, hGraph as u64, instantiateParams as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(195, &mut c, None) else {
+    let Some(policed) = hot::enter(195, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphInstantiateWithParams_ptsz`, whose C signature is this function's.
@@ -10648,7 +10648,7 @@ pub unsafe extern "C" fn cuGraphInstantiateWithParams_ptsz(phGraphExec: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10685,7 +10685,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeCopyAttributes(dst: *mut c_void, src: 
     }
     let mut c: [u64; 6] = [0xc5, 0xffffffff, 0, 0x0, dst as u64, src as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(196, &mut c, None) else {
+    let Some(policed) = hot::enter(196, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeCopyAttributes`, whose C signature is this function's.
@@ -10694,7 +10694,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeCopyAttributes(dst: *mut c_void, src: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10729,7 +10729,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetAttribute(hNode: *mut c_void, attr:
     }
     let mut c: [u64; 7] = [0xc6, 0xffffffff, 0, 0x0, hNode as u64, u64::from(attr), value_out as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(197, &mut c, None) else {
+    let Some(policed) = hot::enter(197, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeGetAttribute`, whose C signature is this function's.
@@ -10738,7 +10738,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetAttribute(hNode: *mut c_void, attr:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10773,7 +10773,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetParams(hNode: *mut c_void, nodePara
     }
     let mut c: [u64; 6] = [0xc7, 0x4ffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(198, &mut c, None) else {
+    let Some(policed) = hot::enter(198, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeGetParams`, whose C signature is this function's.
@@ -10782,7 +10782,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10817,7 +10817,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetParams_v2(hNode: *mut c_void, nodeP
     }
     let mut c: [u64; 6] = [0xc7, 0xffffffff, 0, 0x100000000, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(198, &mut c, None) else {
+    let Some(policed) = hot::enter(198, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeGetParams_v2`, whose C signature is this function's.
@@ -10826,7 +10826,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeGetParams_v2(hNode: *mut c_void, nodeP
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10861,7 +10861,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetAttribute(hNode: *mut c_void, attr:
     }
     let mut c: [u64; 7] = [0xc8, 0xffffffff, 0, 0x0, hNode as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(199, &mut c, None) else {
+    let Some(policed) = hot::enter(199, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeSetAttribute`, whose C signature is this function's.
@@ -10870,7 +10870,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetAttribute(hNode: *mut c_void, attr:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10905,7 +10905,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetParams(hNode: *mut c_void, nodePara
     }
     let mut c: [u64; 6] = [0xc9, 0x4ffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(200, &mut c, None) else {
+    let Some(policed) = hot::enter(200, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeSetParams`, whose C signature is this function's.
@@ -10914,7 +10914,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10949,7 +10949,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetParams_v2(hNode: *mut c_void, nodeP
     }
     let mut c: [u64; 6] = [0xc9, 0xffffffff, 0, 0x100000000, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(200, &mut c, None) else {
+    let Some(policed) = hot::enter(200, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphKernelNodeSetParams_v2`, whose C signature is this function's.
@@ -10958,7 +10958,7 @@ pub unsafe extern "C" fn cuGraphKernelNodeSetParams_v2(hNode: *mut c_void, nodeP
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -10994,7 +10994,7 @@ pub unsafe extern "C" fn cuGraphLaunch(hGraph: *mut c_void, hStream: *mut c_void
     let mut c: [u64; 6] = [0xca, 0xffffffff, 0, 0x0, hGraph as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(201, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(201, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphLaunch`, whose C signature is this function's.
@@ -11003,7 +11003,7 @@ pub unsafe extern "C" fn cuGraphLaunch(hGraph: *mut c_void, hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11039,7 +11039,7 @@ pub unsafe extern "C" fn cuGraphLaunch_ptsz(hGraphExec: *mut c_void, hStream: *m
     let mut c: [u64; 6] = [0xca, 0x6ffffffff, 0, 0x100000000, 0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(201, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(201, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphLaunch_ptsz`, whose C signature is this function's.
@@ -11048,7 +11048,7 @@ pub unsafe extern "C" fn cuGraphLaunch_ptsz(hGraphExec: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11083,7 +11083,7 @@ pub unsafe extern "C" fn cuGraphMemAllocNodeGetParams(hNode: *mut c_void, params
     }
     let mut c: [u64; 6] = [0xcb, 0xffffffff, 0, 0x0, hNode as u64, params_out as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(202, &mut c, None) else {
+    let Some(policed) = hot::enter(202, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemAllocNodeGetParams`, whose C signature is this function's.
@@ -11092,7 +11092,7 @@ pub unsafe extern "C" fn cuGraphMemAllocNodeGetParams(hNode: *mut c_void, params
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11127,7 +11127,7 @@ pub unsafe extern "C" fn cuGraphMemFreeNodeGetParams(hNode: *mut c_void, dptr_ou
     }
     let mut c: [u64; 7] = [0xcc, 0xffffffff, 0, 0x0, hNode as u64, dptr_out as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(203, &mut c, None) else {
+    let Some(policed) = hot::enter(203, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemFreeNodeGetParams`, whose C signature is this function's.
@@ -11136,7 +11136,7 @@ pub unsafe extern "C" fn cuGraphMemFreeNodeGetParams(hNode: *mut c_void, dptr_ou
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11173,7 +11173,7 @@ pub unsafe extern "C" fn cuGraphMemcpyNodeGetParams(hNode: *mut c_void, nodePara
     }
     let mut c: [u64; 6] = [0xcd, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(204, &mut c, None) else {
+    let Some(policed) = hot::enter(204, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemcpyNodeGetParams`, whose C signature is this function's.
@@ -11182,7 +11182,7 @@ pub unsafe extern "C" fn cuGraphMemcpyNodeGetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11217,7 +11217,7 @@ pub unsafe extern "C" fn cuGraphMemcpyNodeSetParams(hNode: *mut c_void, nodePara
     }
     let mut c: [u64; 6] = [0xce, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(205, &mut c, None) else {
+    let Some(policed) = hot::enter(205, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemcpyNodeSetParams`, whose C signature is this function's.
@@ -11226,7 +11226,7 @@ pub unsafe extern "C" fn cuGraphMemcpyNodeSetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11261,7 +11261,7 @@ pub unsafe extern "C" fn cuGraphMemsetNodeGetParams(hNode: *mut c_void, nodePara
     }
     let mut c: [u64; 6] = [0xcf, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(206, &mut c, None) else {
+    let Some(policed) = hot::enter(206, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemsetNodeGetParams`, whose C signature is this function's.
@@ -11270,7 +11270,7 @@ pub unsafe extern "C" fn cuGraphMemsetNodeGetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11305,7 +11305,7 @@ pub unsafe extern "C" fn cuGraphMemsetNodeSetParams(hNode: *mut c_void, nodePara
     }
     let mut c: [u64; 6] = [0xd0, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(207, &mut c, None) else {
+    let Some(policed) = hot::enter(207, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphMemsetNodeSetParams`, whose C signature is this function's.
@@ -11314,7 +11314,7 @@ pub unsafe extern "C" fn cuGraphMemsetNodeSetParams(hNode: *mut c_void, nodePara
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11349,7 +11349,7 @@ pub unsafe extern "C" fn cuGraphNodeFindInClone(phNode: *mut c_void, hOriginalNo
     }
     let mut c: [u64; 8] = [0xd1, 0xffffffff, 0, 0x0, phNode as u64, hOriginalNode as u64, hClonedGraph as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(208, &mut c, None) else {
+    let Some(policed) = hot::enter(208, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeFindInClone`, whose C signature is this function's.
@@ -11358,7 +11358,7 @@ pub unsafe extern "C" fn cuGraphNodeFindInClone(phNode: *mut c_void, hOriginalNo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11395,7 +11395,7 @@ pub unsafe extern "C" fn cuGraphNodeGetContainingGraph(hNode: *mut c_void, phGra
     }
     let mut c: [u64; 7] = [0xd2, 0xffffffff, 0, 0x0, hNode as u64, phGraph as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(209, &mut c, None) else {
+    let Some(policed) = hot::enter(209, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetContainingGraph`, whose C signature is this function's.
@@ -11404,7 +11404,7 @@ pub unsafe extern "C" fn cuGraphNodeGetContainingGraph(hNode: *mut c_void, phGra
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11441,7 +11441,7 @@ pub unsafe extern "C" fn cuGraphNodeGetDependencies(hNode: *mut c_void, dependen
     }
     let mut c: [u64; 9] = [0xd3, 0x4ffffffff, 0, 0x0, hNode as u64, dependencies as u64, 0, numDependencies as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(210, &mut c, None) else {
+    let Some(policed) = hot::enter(210, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetDependencies`, whose C signature is this function's.
@@ -11450,7 +11450,7 @@ pub unsafe extern "C" fn cuGraphNodeGetDependencies(hNode: *mut c_void, dependen
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11487,7 +11487,7 @@ pub unsafe extern "C" fn cuGraphNodeGetDependencies_v2(hNode: *mut c_void, depen
     }
     let mut c: [u64; 9] = [0xd3, 0xffffffff, 0, 0x100000000, hNode as u64, dependencies as u64, edgeData as u64, numDependencies as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(210, &mut c, None) else {
+    let Some(policed) = hot::enter(210, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetDependencies_v2`, whose C signature is this function's.
@@ -11496,7 +11496,7 @@ pub unsafe extern "C" fn cuGraphNodeGetDependencies_v2(hNode: *mut c_void, depen
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11533,7 +11533,7 @@ pub unsafe extern "C" fn cuGraphNodeGetDependentNodes(hNode: *mut c_void, depend
     }
     let mut c: [u64; 9] = [0xd4, 0x4ffffffff, 0, 0x0, hNode as u64, dependentNodes as u64, 0, numDependentNodes as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(211, &mut c, None) else {
+    let Some(policed) = hot::enter(211, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetDependentNodes`, whose C signature is this function's.
@@ -11542,7 +11542,7 @@ pub unsafe extern "C" fn cuGraphNodeGetDependentNodes(hNode: *mut c_void, depend
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11579,7 +11579,7 @@ pub unsafe extern "C" fn cuGraphNodeGetDependentNodes_v2(hNode: *mut c_void, dep
     }
     let mut c: [u64; 9] = [0xd4, 0xffffffff, 0, 0x100000000, hNode as u64, dependentNodes as u64, edgeData as u64, numDependentNodes as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(211, &mut c, None) else {
+    let Some(policed) = hot::enter(211, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetDependentNodes_v2`, whose C signature is this function's.
@@ -11588,7 +11588,7 @@ pub unsafe extern "C" fn cuGraphNodeGetDependentNodes_v2(hNode: *mut c_void, dep
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11625,7 +11625,7 @@ pub unsafe extern "C" fn cuGraphNodeGetEnabled(hGraphExec: *mut c_void, hNode: *
     }
     let mut c: [u64; 8] = [0xd5, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, isEnabled as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(212, &mut c, None) else {
+    let Some(policed) = hot::enter(212, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetEnabled`, whose C signature is this function's.
@@ -11634,7 +11634,7 @@ pub unsafe extern "C" fn cuGraphNodeGetEnabled(hGraphExec: *mut c_void, hNode: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11671,7 +11671,7 @@ pub unsafe extern "C" fn cuGraphNodeGetLocalId(hNode: *mut c_void, nodeId: *mut 
     }
     let mut c: [u64; 7] = [0xd6, 0xffffffff, 0, 0x0, hNode as u64, nodeId as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(213, &mut c, None) else {
+    let Some(policed) = hot::enter(213, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetLocalId`, whose C signature is this function's.
@@ -11680,7 +11680,7 @@ pub unsafe extern "C" fn cuGraphNodeGetLocalId(hNode: *mut c_void, nodeId: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11717,7 +11717,7 @@ pub unsafe extern "C" fn cuGraphNodeGetParams(hNode: *mut c_void, nodeParams: *m
     }
     let mut c: [u64; 6] = [0xd7, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(214, &mut c, None) else {
+    let Some(policed) = hot::enter(214, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetParams`, whose C signature is this function's.
@@ -11726,7 +11726,7 @@ pub unsafe extern "C" fn cuGraphNodeGetParams(hNode: *mut c_void, nodeParams: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11761,7 +11761,7 @@ pub unsafe extern "C" fn cuGraphNodeGetToolsId(hNode: *mut c_void, nodeId: *mut 
     }
     let mut c: [u64; 7] = [0xd8, 0xffffffff, 0, 0x0, hNode as u64, nodeId as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(215, &mut c, None) else {
+    let Some(policed) = hot::enter(215, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetToolsId`, whose C signature is this function's.
@@ -11770,7 +11770,7 @@ pub unsafe extern "C" fn cuGraphNodeGetToolsId(hNode: *mut c_void, nodeId: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11807,7 +11807,7 @@ pub unsafe extern "C" fn cuGraphNodeGetType(hNode: *mut c_void, type_: *mut c_vo
     }
     let mut c: [u64; 7] = [0xd9, 0xffffffff, 0, 0x0, hNode as u64, type_ as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(216, &mut c, None) else {
+    let Some(policed) = hot::enter(216, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeGetType`, whose C signature is this function's.
@@ -11816,7 +11816,7 @@ pub unsafe extern "C" fn cuGraphNodeGetType(hNode: *mut c_void, type_: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11853,7 +11853,7 @@ pub unsafe extern "C" fn cuGraphNodeSetEnabled(hGraphExec: *mut c_void, hNode: *
     }
     let mut c: [u64; 7] = [0xda, 0xffffffff, 0, 0x0, hGraphExec as u64, hNode as u64, u64::from(isEnabled)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(217, &mut c, None) else {
+    let Some(policed) = hot::enter(217, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeSetEnabled`, whose C signature is this function's.
@@ -11862,7 +11862,7 @@ pub unsafe extern "C" fn cuGraphNodeSetEnabled(hGraphExec: *mut c_void, hNode: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11897,7 +11897,7 @@ pub unsafe extern "C" fn cuGraphNodeSetParams(hNode: *mut c_void, nodeParams: *m
     }
     let mut c: [u64; 6] = [0xdb, 0xffffffff, 0, 0x0, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(218, &mut c, None) else {
+    let Some(policed) = hot::enter(218, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeSetParams`, whose C signature is this function's.
@@ -11906,7 +11906,7 @@ pub unsafe extern "C" fn cuGraphNodeSetParams(hNode: *mut c_void, nodeParams: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11941,7 +11941,7 @@ pub unsafe extern "C" fn cuGraphNodeSetParams_v2(hNode: *mut c_void, nodeParams:
     }
     let mut c: [u64; 6] = [0xdb, 0xffffffff, 0, 0x100000000, hNode as u64, nodeParams as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(218, &mut c, None) else {
+    let Some(policed) = hot::enter(218, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphNodeSetParams_v2`, whose C signature is this function's.
@@ -11950,7 +11950,7 @@ pub unsafe extern "C" fn cuGraphNodeSetParams_v2(hNode: *mut c_void, nodeParams:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -11985,7 +11985,7 @@ pub unsafe extern "C" fn cuGraphReleaseUserObject(graph: *mut c_void, object: *m
     }
     let mut c: [u64; 7] = [0xdc, 0xffffffff, 0, 0x0, graph as u64, object as u64, u64::from(count)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(219, &mut c, None) else {
+    let Some(policed) = hot::enter(219, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphReleaseUserObject`, whose C signature is this function's.
@@ -11994,7 +11994,7 @@ pub unsafe extern "C" fn cuGraphReleaseUserObject(graph: *mut c_void, object: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12029,7 +12029,7 @@ pub unsafe extern "C" fn cuGraphRemoveDependencies(hGraph: *mut c_void, from: *m
     }
     let mut c: [u64; 9] = [0xdd, 0x4ffffffff, 0, 0x0, hGraph as u64, from as u64, to as u64, 0, numDependencies];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(220, &mut c, None) else {
+    let Some(policed) = hot::enter(220, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphRemoveDependencies`, whose C signature is this function's.
@@ -12038,7 +12038,7 @@ pub unsafe extern "C" fn cuGraphRemoveDependencies(hGraph: *mut c_void, from: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12073,7 +12073,7 @@ pub unsafe extern "C" fn cuGraphRemoveDependencies_v2(hGraph: *mut c_void, from:
     }
     let mut c: [u64; 9] = [0xdd, 0xffffffff, 0, 0x100000000, hGraph as u64, from as u64, to as u64, edgeData as u64, numDependencies];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(220, &mut c, None) else {
+    let Some(policed) = hot::enter(220, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphRemoveDependencies_v2`, whose C signature is this function's.
@@ -12082,7 +12082,7 @@ pub unsafe extern "C" fn cuGraphRemoveDependencies_v2(hGraph: *mut c_void, from:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12117,7 +12117,7 @@ pub unsafe extern "C" fn cuGraphRetainUserObject(graph: *mut c_void, object: *mu
     }
     let mut c: [u64; 8] = [0xde, 0xffffffff, 0, 0x0, graph as u64, object as u64, u64::from(count), u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(221, &mut c, None) else {
+    let Some(policed) = hot::enter(221, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphRetainUserObject`, whose C signature is this function's.
@@ -12126,7 +12126,7 @@ pub unsafe extern "C" fn cuGraphRetainUserObject(graph: *mut c_void, object: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12162,7 +12162,7 @@ pub unsafe extern "C" fn cuGraphUpload(hGraph: *mut c_void, hStream: *mut c_void
     let mut c: [u64; 6] = [0xdf, 0xffffffff, 0, 0x0, hGraph as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(222, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(222, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphUpload`, whose C signature is this function's.
@@ -12171,7 +12171,7 @@ pub unsafe extern "C" fn cuGraphUpload(hGraph: *mut c_void, hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12207,7 +12207,7 @@ pub unsafe extern "C" fn cuGraphUpload_ptsz(hGraphExec: *mut c_void, hStream: *m
     let mut c: [u64; 6] = [0xdf, 0x6ffffffff, 0, 0x100000000, 0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(222, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(222, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphUpload_ptsz`, whose C signature is this function's.
@@ -12216,7 +12216,7 @@ pub unsafe extern "C" fn cuGraphUpload_ptsz(hGraphExec: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12251,7 +12251,7 @@ pub unsafe extern "C" fn cuGraphicsEGLRegisterImage(pCudaResource: *mut c_void, 
     }
     let mut c: [u64; 8] = [0xe0, 0xffffffff, 0, 0x0, pCudaResource as u64, image as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(223, &mut c, None) else {
+    let Some(policed) = hot::enter(223, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsEGLRegisterImage`, whose C signature is this function's.
@@ -12260,7 +12260,7 @@ pub unsafe extern "C" fn cuGraphicsEGLRegisterImage(pCudaResource: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12297,7 +12297,7 @@ pub unsafe extern "C" fn cuGraphicsGLRegisterBuffer(pCudaResource: *mut c_void, 
     }
     let mut c: [u64; 8] = [0xe1, 0xffffffff, 0, 0x0, pCudaResource as u64, u64::from(buffer), u64::from(Flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(224, &mut c, None) else {
+    let Some(policed) = hot::enter(224, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsGLRegisterBuffer`, whose C signature is this function's.
@@ -12306,7 +12306,7 @@ pub unsafe extern "C" fn cuGraphicsGLRegisterBuffer(pCudaResource: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12343,7 +12343,7 @@ pub unsafe extern "C" fn cuGraphicsGLRegisterImage(pCudaResource: *mut c_void, i
     }
     let mut c: [u64; 9] = [0xe2, 0xffffffff, 0, 0x0, pCudaResource as u64, u64::from(image), u64::from(target), u64::from(Flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(225, &mut c, None) else {
+    let Some(policed) = hot::enter(225, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsGLRegisterImage`, whose C signature is this function's.
@@ -12352,7 +12352,7 @@ pub unsafe extern "C" fn cuGraphicsGLRegisterImage(pCudaResource: *mut c_void, i
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12390,7 +12390,7 @@ pub unsafe extern "C" fn cuGraphicsMapResources(count: u32, resources: *mut c_vo
     let mut c: [u64; 7] = [0xe3, 0xffffffff, 0, 0x0, u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(226, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(226, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsMapResources`, whose C signature is this function's.
@@ -12399,7 +12399,7 @@ pub unsafe extern "C" fn cuGraphicsMapResources(count: u32, resources: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12435,7 +12435,7 @@ pub unsafe extern "C" fn cuGraphicsMapResources_ptsz(count: u32, resources: *mut
     let mut c: [u64; 7] = [0xe3, 0x2ffffffff, 0, 0x100000000, u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(226, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(226, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsMapResources_ptsz`, whose C signature is this function's.
@@ -12444,7 +12444,7 @@ pub unsafe extern "C" fn cuGraphicsMapResources_ptsz(count: u32, resources: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12479,7 +12479,7 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedEglFrame(eglFrame: *mut c_vo
     }
     let mut c: [u64; 8] = [0xe4, 0xffffffff, 0, 0x0, eglFrame as u64, resource as u64, u64::from(index), u64::from(mipLevel)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(227, &mut c, None) else {
+    let Some(policed) = hot::enter(227, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceGetMappedEglFrame`, whose C signature is this function's.
@@ -12488,7 +12488,7 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedEglFrame(eglFrame: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12523,7 +12523,7 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedMipmappedArray(pMipmappedArr
     }
     let mut c: [u64; 7] = [0xe5, 0xffffffff, 0, 0x0, pMipmappedArray as u64, resource as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(228, &mut c, None) else {
+    let Some(policed) = hot::enter(228, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceGetMappedMipmappedArray`, whose C signature is this function's.
@@ -12532,7 +12532,7 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedMipmappedArray(pMipmappedArr
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12569,7 +12569,7 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedPointer(pDevPtr: *mut c_void
     }
     let mut c: [u64; 9] = [0xe6, 0x4ffffffff, 0, 0x0, pDevPtr as u64, pSize as u64, resource as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(229, &mut c, None) else {
+    let Some(policed) = hot::enter(229, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceGetMappedPointer`, whose C signature is this function's.
@@ -12578,7 +12578,7 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedPointer(pDevPtr: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12617,7 +12617,7 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedPointer_v2(pDevPtr: *mut c_v
     }
     let mut c: [u64; 9] = [0xe6, 0xffffffff, 0, 0x100000000, pDevPtr as u64, pSize as u64, resource as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(229, &mut c, None) else {
+    let Some(policed) = hot::enter(229, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceGetMappedPointer_v2`, whose C signature is this function's.
@@ -12626,7 +12626,7 @@ pub unsafe extern "C" fn cuGraphicsResourceGetMappedPointer_v2(pDevPtr: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12665,7 +12665,7 @@ pub unsafe extern "C" fn cuGraphicsResourceSetMapFlags(resource: *mut c_void, fl
     }
     let mut c: [u64; 6] = [0xe7, 0xffffffff, 0, 0x0, resource as u64, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(230, &mut c, None) else {
+    let Some(policed) = hot::enter(230, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceSetMapFlags`, whose C signature is this function's.
@@ -12674,7 +12674,7 @@ pub unsafe extern "C" fn cuGraphicsResourceSetMapFlags(resource: *mut c_void, fl
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12709,7 +12709,7 @@ pub unsafe extern "C" fn cuGraphicsResourceSetMapFlags_v2(resource: *mut c_void,
     }
     let mut c: [u64; 6] = [0xe7, 0xffffffff, 0, 0x100000000, resource as u64, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(230, &mut c, None) else {
+    let Some(policed) = hot::enter(230, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsResourceSetMapFlags_v2`, whose C signature is this function's.
@@ -12718,7 +12718,7 @@ pub unsafe extern "C" fn cuGraphicsResourceSetMapFlags_v2(resource: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12753,7 +12753,7 @@ pub unsafe extern "C" fn cuGraphicsSubResourceGetMappedArray(pArray: *mut c_void
     }
     let mut c: [u64; 9] = [0xe8, 0xffffffff, 0, 0x0, pArray as u64, resource as u64, u64::from(arrayIndex), u64::from(mipLevel), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(231, &mut c, None) else {
+    let Some(policed) = hot::enter(231, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsSubResourceGetMappedArray`, whose C signature is this function's.
@@ -12762,7 +12762,7 @@ pub unsafe extern "C" fn cuGraphicsSubResourceGetMappedArray(pArray: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12800,7 +12800,7 @@ pub unsafe extern "C" fn cuGraphicsUnmapResources(count: u32, resources: *mut c_
     let mut c: [u64; 7] = [0xe9, 0xffffffff, 0, 0x0, u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(232, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(232, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsUnmapResources`, whose C signature is this function's.
@@ -12809,7 +12809,7 @@ pub unsafe extern "C" fn cuGraphicsUnmapResources(count: u32, resources: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12845,7 +12845,7 @@ pub unsafe extern "C" fn cuGraphicsUnmapResources_ptsz(count: u32, resources: *m
     let mut c: [u64; 7] = [0xe9, 0x2ffffffff, 0, 0x100000000, u64::from(count), resources as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(232, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(232, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsUnmapResources_ptsz`, whose C signature is this function's.
@@ -12854,7 +12854,7 @@ pub unsafe extern "C" fn cuGraphicsUnmapResources_ptsz(count: u32, resources: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12889,7 +12889,7 @@ pub unsafe extern "C" fn cuGraphicsUnregisterResource(resource: *mut c_void) -> 
     }
     let mut c: [u64; 5] = [0xea, 0xffffffff, 0, 0x0, resource as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(233, &mut c, None) else {
+    let Some(policed) = hot::enter(233, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsUnregisterResource`, whose C signature is this function's.
@@ -12898,7 +12898,7 @@ pub unsafe extern "C" fn cuGraphicsUnregisterResource(resource: *mut c_void) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12933,7 +12933,7 @@ pub unsafe extern "C" fn cuGraphicsVDPAURegisterOutputSurface(pCudaResource: *mu
     }
     let mut c: [u64; 8] = [0xeb, 0xffffffff, 0, 0x0, pCudaResource as u64, u64::from(vdpSurface), u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(234, &mut c, None) else {
+    let Some(policed) = hot::enter(234, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsVDPAURegisterOutputSurface`, whose C signature is this function's.
@@ -12942,7 +12942,7 @@ pub unsafe extern "C" fn cuGraphicsVDPAURegisterOutputSurface(pCudaResource: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -12979,7 +12979,7 @@ pub unsafe extern "C" fn cuGraphicsVDPAURegisterVideoSurface(pCudaResource: *mut
     }
     let mut c: [u64; 8] = [0xec, 0xffffffff, 0, 0x0, pCudaResource as u64, u64::from(vdpSurface), u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(235, &mut c, None) else {
+    let Some(policed) = hot::enter(235, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGraphicsVDPAURegisterVideoSurface`, whose C signature is this function's.
@@ -12988,7 +12988,7 @@ pub unsafe extern "C" fn cuGraphicsVDPAURegisterVideoSurface(pCudaResource: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13025,7 +13025,7 @@ pub unsafe extern "C" fn cuGreenCtxCreate(phCtx: *mut c_void, desc: *mut c_void,
     }
     let mut c: [u64; 9] = [0xed, 0xffffffff, 0, 0x0, phCtx as u64, desc as u64, i64::from(dev) as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(236, &mut c, None) else {
+    let Some(policed) = hot::enter(236, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxCreate`, whose C signature is this function's.
@@ -13034,7 +13034,7 @@ pub unsafe extern "C" fn cuGreenCtxCreate(phCtx: *mut c_void, desc: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13073,7 +13073,7 @@ pub unsafe extern "C" fn cuGreenCtxDestroy(hCtx: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0xee, 0xffffffff, 0, 0x0, hCtx as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(237, &mut c, None) else {
+    let Some(policed) = hot::enter(237, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -13084,7 +13084,7 @@ pub unsafe extern "C" fn cuGreenCtxDestroy(hCtx: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13121,7 +13121,7 @@ pub unsafe extern "C" fn cuGreenCtxGetDevResource(hCtx: *mut c_void, result: *mu
     }
     let mut c: [u64; 7] = [0xef, 0xffffffff, 0, 0x0, hCtx as u64, result as u64, u64::from(type_)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(238, &mut c, None) else {
+    let Some(policed) = hot::enter(238, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxGetDevResource`, whose C signature is this function's.
@@ -13130,7 +13130,7 @@ pub unsafe extern "C" fn cuGreenCtxGetDevResource(hCtx: *mut c_void, result: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13165,7 +13165,7 @@ pub unsafe extern "C" fn cuGreenCtxGetId(greenCtx: *mut c_void, greenCtxId: *mut
     }
     let mut c: [u64; 7] = [0xf0, 0xffffffff, 0, 0x0, greenCtx as u64, greenCtxId as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(239, &mut c, None) else {
+    let Some(policed) = hot::enter(239, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxGetId`, whose C signature is this function's.
@@ -13174,7 +13174,7 @@ pub unsafe extern "C" fn cuGreenCtxGetId(greenCtx: *mut c_void, greenCtxId: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13211,7 +13211,7 @@ pub unsafe extern "C" fn cuGreenCtxRecordEvent(hCtx: *mut c_void, hEvent: *mut c
     }
     let mut c: [u64; 6] = [0xf1, 0xffffffff, 0, 0x0, hCtx as u64, hEvent as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(240, &mut c, None) else {
+    let Some(policed) = hot::enter(240, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxRecordEvent`, whose C signature is this function's.
@@ -13220,7 +13220,7 @@ pub unsafe extern "C" fn cuGreenCtxRecordEvent(hCtx: *mut c_void, hEvent: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13255,7 +13255,7 @@ pub unsafe extern "C" fn cuGreenCtxStreamCreate(phStream: *mut c_void, greenCtx:
     }
     let mut c: [u64; 9] = [0xf2, 0xffffffff, 0, 0x0, phStream as u64, greenCtx as u64, u64::from(flags), i64::from(priority) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(241, &mut c, None) else {
+    let Some(policed) = hot::enter(241, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxStreamCreate`, whose C signature is this function's.
@@ -13264,7 +13264,7 @@ pub unsafe extern "C" fn cuGreenCtxStreamCreate(phStream: *mut c_void, greenCtx:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13301,7 +13301,7 @@ pub unsafe extern "C" fn cuGreenCtxWaitEvent(hCtx: *mut c_void, hEvent: *mut c_v
     }
     let mut c: [u64; 6] = [0xf3, 0xffffffff, 0, 0x0, hCtx as u64, hEvent as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(242, &mut c, None) else {
+    let Some(policed) = hot::enter(242, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuGreenCtxWaitEvent`, whose C signature is this function's.
@@ -13310,7 +13310,7 @@ pub unsafe extern "C" fn cuGreenCtxWaitEvent(hCtx: *mut c_void, hEvent: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13345,7 +13345,7 @@ pub unsafe extern "C" fn cuImportExternalMemory(extMem_out: *mut c_void, memHand
     }
     let mut c: [u64; 7] = [0xf4, 0xffffffff, 0, 0x0, extMem_out as u64, memHandleDesc as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(243, &mut c, None) else {
+    let Some(policed) = hot::enter(243, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuImportExternalMemory`, whose C signature is this function's.
@@ -13354,7 +13354,7 @@ pub unsafe extern "C" fn cuImportExternalMemory(extMem_out: *mut c_void, memHand
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13391,7 +13391,7 @@ pub unsafe extern "C" fn cuImportExternalSemaphore(extSem_out: *mut c_void, semH
     }
     let mut c: [u64; 7] = [0xf5, 0xffffffff, 0, 0x0, extSem_out as u64, semHandleDesc as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(244, &mut c, None) else {
+    let Some(policed) = hot::enter(244, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuImportExternalSemaphore`, whose C signature is this function's.
@@ -13400,7 +13400,7 @@ pub unsafe extern "C" fn cuImportExternalSemaphore(extSem_out: *mut c_void, semH
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13437,7 +13437,7 @@ pub unsafe extern "C" fn cuInit(Flags: u32) -> CUresult {
     }
     let mut c: [u64; 5] = [0xf6, 0xffffffff, 0, 0x0, u64::from(Flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(245, &mut c, None) else {
+    let Some(policed) = hot::enter(245, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuInit`, whose C signature is this function's.
@@ -13446,7 +13446,7 @@ pub unsafe extern "C" fn cuInit(Flags: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13481,7 +13481,7 @@ pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: u64) -> CUresult {
     }
     let mut c: [u64; 5] = [0xf7, 0xffffffff, 0, 0x0, dptr];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(246, &mut c, None) else {
+    let Some(policed) = hot::enter(246, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcCloseMemHandle`, whose C signature is this function's.
@@ -13490,7 +13490,7 @@ pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13525,7 +13525,7 @@ pub unsafe extern "C" fn cuIpcGetEventHandle(pHandle: *mut c_void, event: *mut c
     }
     let mut c: [u64; 6] = [0xf8, 0xffffffff, 0, 0x0, pHandle as u64, event as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(247, &mut c, None) else {
+    let Some(policed) = hot::enter(247, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcGetEventHandle`, whose C signature is this function's.
@@ -13534,7 +13534,7 @@ pub unsafe extern "C" fn cuIpcGetEventHandle(pHandle: *mut c_void, event: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13569,7 +13569,7 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(pHandle: *mut c_void, dptr: u64) -> C
     }
     let mut c: [u64; 6] = [0xf9, 0xffffffff, 0, 0x0, pHandle as u64, dptr];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(248, &mut c, None) else {
+    let Some(policed) = hot::enter(248, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcGetMemHandle`, whose C signature is this function's.
@@ -13578,7 +13578,7 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(pHandle: *mut c_void, dptr: u64) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13613,7 +13613,7 @@ pub unsafe extern "C" fn cuIpcOpenEventHandle(phEvent: *mut c_void, handle: CUip
     }
     let mut c: [u64; 7] = [0xfa, 0xffffffff, 0, 0x0, phEvent as u64, core::ptr::addr_of!(handle) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(249, &mut c, None) else {
+    let Some(policed) = hot::enter(249, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcOpenEventHandle`, whose C signature is this function's.
@@ -13622,7 +13622,7 @@ pub unsafe extern "C" fn cuIpcOpenEventHandle(phEvent: *mut c_void, handle: CUip
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13659,7 +13659,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle(pdptr: *mut c_void, handle: CUipcMem
     }
     let mut c: [u64; 8] = [0xfb, 0xffffffff, 0, 0x0, pdptr as u64, core::ptr::addr_of!(handle) as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(250, &mut c, None) else {
+    let Some(policed) = hot::enter(250, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcOpenMemHandle`, whose C signature is this function's.
@@ -13668,7 +13668,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle(pdptr: *mut c_void, handle: CUipcMem
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13705,7 +13705,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(pdptr: *mut c_void, handle: CUipc
     }
     let mut c: [u64; 8] = [0xfb, 0xffffffff, 0, 0x100000000, pdptr as u64, core::ptr::addr_of!(handle) as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(250, &mut c, None) else {
+    let Some(policed) = hot::enter(250, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuIpcOpenMemHandle_v2`, whose C signature is this function's.
@@ -13714,7 +13714,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(pdptr: *mut c_void, handle: CUipc
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13751,7 +13751,7 @@ pub unsafe extern "C" fn cuKernelGetAttribute(pi: *mut c_void, attrib: u32, kern
     }
     let mut c: [u64; 9] = [0xfc, 0xffffffff, 0, 0x0, pi as u64, u64::from(attrib), kernel as u64, i64::from(dev) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(251, &mut c, None) else {
+    let Some(policed) = hot::enter(251, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetAttribute`, whose C signature is this function's.
@@ -13760,7 +13760,7 @@ pub unsafe extern "C" fn cuKernelGetAttribute(pi: *mut c_void, attrib: u32, kern
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13797,7 +13797,7 @@ pub unsafe extern "C" fn cuKernelGetFunction(pFunc: *mut c_void, kernel: *mut c_
     }
     let mut c: [u64; 7] = [0xfd, 0xffffffff, 0, 0x0, pFunc as u64, kernel as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(252, &mut c, None) else {
+    let Some(policed) = hot::enter(252, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetFunction`, whose C signature is this function's.
@@ -13806,7 +13806,7 @@ pub unsafe extern "C" fn cuKernelGetFunction(pFunc: *mut c_void, kernel: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13843,7 +13843,7 @@ pub unsafe extern "C" fn cuKernelGetLibrary(pLib: *mut c_void, kernel: *mut c_vo
     }
     let mut c: [u64; 7] = [0xfe, 0xffffffff, 0, 0x0, pLib as u64, kernel as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(253, &mut c, None) else {
+    let Some(policed) = hot::enter(253, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetLibrary`, whose C signature is this function's.
@@ -13852,7 +13852,7 @@ pub unsafe extern "C" fn cuKernelGetLibrary(pLib: *mut c_void, kernel: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13889,7 +13889,7 @@ pub unsafe extern "C" fn cuKernelGetName(name: *mut c_void, hfunc: *mut c_void) 
     }
     let mut c: [u64; 6] = [0xff, 0xffffffff, 0, 0x0, name as u64, hfunc as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(254, &mut c, None) else {
+    let Some(policed) = hot::enter(254, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetName`, whose C signature is this function's.
@@ -13898,7 +13898,7 @@ pub unsafe extern "C" fn cuKernelGetName(name: *mut c_void, hfunc: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13933,7 +13933,7 @@ pub unsafe extern "C" fn cuKernelGetParamCount(kernel: *mut c_void, paramCount: 
     }
     let mut c: [u64; 7] = [0x100, 0xffffffff, 0, 0x0, kernel as u64, paramCount as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(255, &mut c, None) else {
+    let Some(policed) = hot::enter(255, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetParamCount`, whose C signature is this function's.
@@ -13942,7 +13942,7 @@ pub unsafe extern "C" fn cuKernelGetParamCount(kernel: *mut c_void, paramCount: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -13979,7 +13979,7 @@ pub unsafe extern "C" fn cuKernelGetParamInfo(kernel: *mut c_void, paramIndex: u
     }
     let mut c: [u64; 10] = [0x101, 0xffffffff, 0, 0x0, kernel as u64, paramIndex, paramOffset as u64, paramSize as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(256, &mut c, None) else {
+    let Some(policed) = hot::enter(256, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelGetParamInfo`, whose C signature is this function's.
@@ -13988,7 +13988,7 @@ pub unsafe extern "C" fn cuKernelGetParamInfo(kernel: *mut c_void, paramIndex: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14027,7 +14027,7 @@ pub unsafe extern "C" fn cuKernelSetAttribute(attrib: u32, val: i32, kernel: *mu
     }
     let mut c: [u64; 8] = [0x102, 0xffffffff, 0, 0x0, u64::from(attrib), i64::from(val) as u64, kernel as u64, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(257, &mut c, None) else {
+    let Some(policed) = hot::enter(257, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelSetAttribute`, whose C signature is this function's.
@@ -14036,7 +14036,7 @@ pub unsafe extern "C" fn cuKernelSetAttribute(attrib: u32, val: i32, kernel: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14071,7 +14071,7 @@ pub unsafe extern "C" fn cuKernelSetCacheConfig(kernel: *mut c_void, config: u32
     }
     let mut c: [u64; 7] = [0x103, 0xffffffff, 0, 0x0, kernel as u64, u64::from(config), i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(258, &mut c, None) else {
+    let Some(policed) = hot::enter(258, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuKernelSetCacheConfig`, whose C signature is this function's.
@@ -14080,7 +14080,7 @@ pub unsafe extern "C" fn cuKernelSetCacheConfig(kernel: *mut c_void, config: u32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14115,7 +14115,7 @@ pub unsafe extern "C" fn cuLaunch(f: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x104, 0xffffffff, 0, 0x0, f as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(259, &mut c, None) else {
+    let Some(policed) = hot::enter(259, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunch`, whose C signature is this function's.
@@ -14124,7 +14124,7 @@ pub unsafe extern "C" fn cuLaunch(f: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14160,7 +14160,7 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel(f: *mut c_void, gridDimX: u32
     let mut c: [u64; 23] = [0x105, 0xffffffff, 0, 0x0, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(260, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(260, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchCooperativeKernel`, whose C signature is this function's.
@@ -14169,7 +14169,7 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel(f: *mut c_void, gridDimX: u32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14205,7 +14205,7 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel_ptsz(f: *mut c_void, gridDimX
     let mut c: [u64; 23] = [0x105, 0x2ffffffff, 0, 0x100000000, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(260, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(260, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchCooperativeKernel_ptsz`, whose C signature is this function's.
@@ -14214,7 +14214,7 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel_ptsz(f: *mut c_void, gridDimX
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14249,7 +14249,7 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernelMultiDevice(launchParamsList: 
     }
     let mut c: [u64; 7] = [0x106, 0xffffffff, 0, 0x0, launchParamsList as u64, u64::from(numDevices), u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(261, &mut c, None) else {
+    let Some(policed) = hot::enter(261, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchCooperativeKernelMultiDevice`, whose C signature is this function's.
@@ -14258,7 +14258,7 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernelMultiDevice(launchParamsList: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14293,7 +14293,7 @@ pub unsafe extern "C" fn cuLaunchGrid(f: *mut c_void, grid_width: i32, grid_heig
     }
     let mut c: [u64; 7] = [0x107, 0xffffffff, 0, 0x0, f as u64, i64::from(grid_width) as u64, i64::from(grid_height) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(262, &mut c, None) else {
+    let Some(policed) = hot::enter(262, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchGrid`, whose C signature is this function's.
@@ -14302,7 +14302,7 @@ pub unsafe extern "C" fn cuLaunchGrid(f: *mut c_void, grid_width: i32, grid_heig
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14338,7 +14338,7 @@ pub unsafe extern "C" fn cuLaunchGridAsync(f: *mut c_void, grid_width: i32, grid
     let mut c: [u64; 8] = [0x108, 0xffffffff, 0, 0x0, f as u64, i64::from(grid_width) as u64, i64::from(grid_height) as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(263, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(263, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchGridAsync`, whose C signature is this function's.
@@ -14347,7 +14347,7 @@ pub unsafe extern "C" fn cuLaunchGridAsync(f: *mut c_void, grid_width: i32, grid
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14383,7 +14383,7 @@ pub unsafe extern "C" fn cuLaunchHostFunc(hStream: *mut c_void, fn_: *mut c_void
     let mut c: [u64; 8] = [0x109, 0x4ffffffff, 0, 0x0, hStream as u64, fn_ as u64, userData as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(264, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(264, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchHostFunc`, whose C signature is this function's.
@@ -14392,7 +14392,7 @@ pub unsafe extern "C" fn cuLaunchHostFunc(hStream: *mut c_void, fn_: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14428,7 +14428,7 @@ pub unsafe extern "C" fn cuLaunchHostFunc_v2(hStream: *mut c_void, fn_: *mut c_v
     let mut c: [u64; 8] = [0x109, 0xffffffff, 0, 0x100000000, hStream as u64, fn_ as u64, userData as u64, u64::from(syncMode)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(264, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(264, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchHostFunc_v2`, whose C signature is this function's.
@@ -14437,7 +14437,7 @@ pub unsafe extern "C" fn cuLaunchHostFunc_v2(hStream: *mut c_void, fn_: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14473,7 +14473,7 @@ pub unsafe extern "C" fn cuLaunchHostFunc_ptsz(hStream: *mut c_void, fn_: *mut c
     let mut c: [u64; 8] = [0x109, 0x6ffffffff, 0, 0x200000000, hStream as u64, fn_ as u64, userData as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(264, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(264, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchHostFunc_ptsz`, whose C signature is this function's.
@@ -14482,7 +14482,7 @@ pub unsafe extern "C" fn cuLaunchHostFunc_ptsz(hStream: *mut c_void, fn_: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14518,7 +14518,7 @@ pub unsafe extern "C" fn cuLaunchHostFunc_v2_ptsz(hStream: *mut c_void, fn_: *mu
     let mut c: [u64; 8] = [0x109, 0x2ffffffff, 0, 0x300000000, hStream as u64, fn_ as u64, userData as u64, u64::from(syncMode)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(264, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(264, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchHostFunc_v2_ptsz`, whose C signature is this function's.
@@ -14527,7 +14527,7 @@ pub unsafe extern "C" fn cuLaunchHostFunc_v2_ptsz(hStream: *mut c_void, fn_: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14563,7 +14563,7 @@ pub unsafe extern "C" fn cuLaunchKernel(f: *mut c_void, gridDimX: u32, gridDimY:
     let mut c: [u64; 24] = [0x10a, 0xffffffff, 0, 0x0, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, extra as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(265, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(265, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchKernel`, whose C signature is this function's.
@@ -14572,7 +14572,7 @@ pub unsafe extern "C" fn cuLaunchKernel(f: *mut c_void, gridDimX: u32, gridDimY:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14608,7 +14608,7 @@ pub unsafe extern "C" fn cuLaunchKernel_ptsz(f: *mut c_void, gridDimX: u32, grid
     let mut c: [u64; 24] = [0x10a, 0x2ffffffff, 0, 0x100000000, f as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, kernelParams as u64, extra as u64, u64::from(gridDimX), u64::from(gridDimY), u64::from(gridDimZ), u64::from(blockDimX), u64::from(blockDimY), u64::from(blockDimZ), u64::from(sharedMemBytes), hStream as u64, f as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(265, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(265, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchKernel_ptsz`, whose C signature is this function's.
@@ -14617,7 +14617,7 @@ pub unsafe extern "C" fn cuLaunchKernel_ptsz(f: *mut c_void, gridDimX: u32, grid
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14655,7 +14655,7 @@ pub unsafe extern "C" fn cuLaunchKernelEx(config: *mut c_void, f: *mut c_void, k
     unsafe { hot::launch_from_config(config, &mut c[8..=15]) };
     let stream = c[15] as *mut c_void;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(266, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(266, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchKernelEx`, whose C signature is this function's.
@@ -14664,7 +14664,7 @@ pub unsafe extern "C" fn cuLaunchKernelEx(config: *mut c_void, f: *mut c_void, k
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14702,7 +14702,7 @@ pub unsafe extern "C" fn cuLaunchKernelEx_ptsz(config: *mut c_void, f: *mut c_vo
     unsafe { hot::launch_from_config(config, &mut c[8..=15]) };
     let stream = c[15] as *mut c_void;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(266, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(266, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLaunchKernelEx_ptsz`, whose C signature is this function's.
@@ -14711,7 +14711,7 @@ pub unsafe extern "C" fn cuLaunchKernelEx_ptsz(config: *mut c_void, f: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14746,7 +14746,7 @@ pub unsafe extern "C" fn cuLibraryEnumerateKernels(kernels: *mut c_void, numKern
     }
     let mut c: [u64; 7] = [0x10c, 0xffffffff, 0, 0x0, kernels as u64, u64::from(numKernels), lib as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(267, &mut c, None) else {
+    let Some(policed) = hot::enter(267, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryEnumerateKernels`, whose C signature is this function's.
@@ -14755,7 +14755,7 @@ pub unsafe extern "C" fn cuLibraryEnumerateKernels(kernels: *mut c_void, numKern
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14790,7 +14790,7 @@ pub unsafe extern "C" fn cuLibraryGetGlobal(dptr: *mut c_void, bytes: *mut c_voi
     }
     let mut c: [u64; 10] = [0x10d, 0xffffffff, 0, 0x0, dptr as u64, bytes as u64, library as u64, name as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(268, &mut c, None) else {
+    let Some(policed) = hot::enter(268, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetGlobal`, whose C signature is this function's.
@@ -14799,7 +14799,7 @@ pub unsafe extern "C" fn cuLibraryGetGlobal(dptr: *mut c_void, bytes: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14838,7 +14838,7 @@ pub unsafe extern "C" fn cuLibraryGetKernel(pKernel: *mut c_void, library: *mut 
     }
     let mut c: [u64; 8] = [0x10e, 0xffffffff, 0, 0x0, pKernel as u64, library as u64, name as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(269, &mut c, None) else {
+    let Some(policed) = hot::enter(269, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetKernel`, whose C signature is this function's.
@@ -14847,7 +14847,7 @@ pub unsafe extern "C" fn cuLibraryGetKernel(pKernel: *mut c_void, library: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14884,7 +14884,7 @@ pub unsafe extern "C" fn cuLibraryGetKernelCount(count: *mut c_void, lib: *mut c
     }
     let mut c: [u64; 7] = [0x10f, 0xffffffff, 0, 0x0, count as u64, lib as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(270, &mut c, None) else {
+    let Some(policed) = hot::enter(270, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetKernelCount`, whose C signature is this function's.
@@ -14893,7 +14893,7 @@ pub unsafe extern "C" fn cuLibraryGetKernelCount(count: *mut c_void, lib: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14930,7 +14930,7 @@ pub unsafe extern "C" fn cuLibraryGetManaged(dptr: *mut c_void, bytes: *mut c_vo
     }
     let mut c: [u64; 10] = [0x110, 0xffffffff, 0, 0x0, dptr as u64, bytes as u64, library as u64, name as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(271, &mut c, None) else {
+    let Some(policed) = hot::enter(271, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetManaged`, whose C signature is this function's.
@@ -14939,7 +14939,7 @@ pub unsafe extern "C" fn cuLibraryGetManaged(dptr: *mut c_void, bytes: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -14978,7 +14978,7 @@ pub unsafe extern "C" fn cuLibraryGetModule(pMod: *mut c_void, library: *mut c_v
     }
     let mut c: [u64; 7] = [0x111, 0xffffffff, 0, 0x0, pMod as u64, library as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(272, &mut c, None) else {
+    let Some(policed) = hot::enter(272, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetModule`, whose C signature is this function's.
@@ -14987,7 +14987,7 @@ pub unsafe extern "C" fn cuLibraryGetModule(pMod: *mut c_void, library: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15024,7 +15024,7 @@ pub unsafe extern "C" fn cuLibraryGetUnifiedFunction(fptr: *mut c_void, library:
     }
     let mut c: [u64; 8] = [0x112, 0xffffffff, 0, 0x0, fptr as u64, library as u64, symbol as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(273, &mut c, None) else {
+    let Some(policed) = hot::enter(273, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryGetUnifiedFunction`, whose C signature is this function's.
@@ -15033,7 +15033,7 @@ pub unsafe extern "C" fn cuLibraryGetUnifiedFunction(fptr: *mut c_void, library:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15070,7 +15070,7 @@ pub unsafe extern "C" fn cuLibraryLoadData(library: *mut c_void, code: *mut c_vo
     }
     let mut c: [u64; 13] = [0x113, 0xffffffff, 0, 0x0, library as u64, code as u64, jitOptions as u64, jitOptionsValues as u64, u64::from(numJitOptions), libraryOptions as u64, libraryOptionValues as u64, u64::from(numLibraryOptions), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(274, &mut c, None) else {
+    let Some(policed) = hot::enter(274, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryLoadData`, whose C signature is this function's.
@@ -15079,7 +15079,7 @@ pub unsafe extern "C" fn cuLibraryLoadData(library: *mut c_void, code: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15116,7 +15116,7 @@ pub unsafe extern "C" fn cuLibraryLoadFromFile(library: *mut c_void, fileName: *
     }
     let mut c: [u64; 13] = [0x114, 0xffffffff, 0, 0x0, library as u64, fileName as u64, jitOptions as u64, jitOptionsValues as u64, u64::from(numJitOptions), libraryOptions as u64, libraryOptionValues as u64, u64::from(numLibraryOptions), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(275, &mut c, None) else {
+    let Some(policed) = hot::enter(275, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLibraryLoadFromFile`, whose C signature is this function's.
@@ -15125,7 +15125,7 @@ pub unsafe extern "C" fn cuLibraryLoadFromFile(library: *mut c_void, fileName: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15164,7 +15164,7 @@ pub unsafe extern "C" fn cuLibraryUnload(library: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x115, 0xffffffff, 0, 0x0, library as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(276, &mut c, None) else {
+    let Some(policed) = hot::enter(276, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -15175,7 +15175,7 @@ pub unsafe extern "C" fn cuLibraryUnload(library: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15212,7 +15212,7 @@ pub unsafe extern "C" fn cuLinkAddData(state: *mut c_void, type_: u32, data: *mu
     }
     let mut c: [u64; 12] = [0x116, 0xffffffff, 0, 0x0, state as u64, u64::from(type_), data as u64, size, name as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(277, &mut c, None) else {
+    let Some(policed) = hot::enter(277, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkAddData`, whose C signature is this function's.
@@ -15221,7 +15221,7 @@ pub unsafe extern "C" fn cuLinkAddData(state: *mut c_void, type_: u32, data: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15256,7 +15256,7 @@ pub unsafe extern "C" fn cuLinkAddData_v2(state: *mut c_void, type_: u32, data: 
     }
     let mut c: [u64; 12] = [0x116, 0xffffffff, 0, 0x100000000, state as u64, u64::from(type_), data as u64, size, name as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(277, &mut c, None) else {
+    let Some(policed) = hot::enter(277, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkAddData_v2`, whose C signature is this function's.
@@ -15265,7 +15265,7 @@ pub unsafe extern "C" fn cuLinkAddData_v2(state: *mut c_void, type_: u32, data: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15300,7 +15300,7 @@ pub unsafe extern "C" fn cuLinkAddFile(state: *mut c_void, type_: u32, path: *mu
     }
     let mut c: [u64; 10] = [0x117, 0xffffffff, 0, 0x0, state as u64, u64::from(type_), path as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(278, &mut c, None) else {
+    let Some(policed) = hot::enter(278, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkAddFile`, whose C signature is this function's.
@@ -15309,7 +15309,7 @@ pub unsafe extern "C" fn cuLinkAddFile(state: *mut c_void, type_: u32, path: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15344,7 +15344,7 @@ pub unsafe extern "C" fn cuLinkAddFile_v2(state: *mut c_void, type_: u32, path: 
     }
     let mut c: [u64; 10] = [0x117, 0xffffffff, 0, 0x100000000, state as u64, u64::from(type_), path as u64, u64::from(numOptions), options as u64, optionValues as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(278, &mut c, None) else {
+    let Some(policed) = hot::enter(278, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkAddFile_v2`, whose C signature is this function's.
@@ -15353,7 +15353,7 @@ pub unsafe extern "C" fn cuLinkAddFile_v2(state: *mut c_void, type_: u32, path: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15388,7 +15388,7 @@ pub unsafe extern "C" fn cuLinkComplete(state: *mut c_void, cubinOut: *mut c_voi
     }
     let mut c: [u64; 9] = [0x118, 0xffffffff, 0, 0x0, state as u64, cubinOut as u64, sizeOut as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(279, &mut c, None) else {
+    let Some(policed) = hot::enter(279, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkComplete`, whose C signature is this function's.
@@ -15397,7 +15397,7 @@ pub unsafe extern "C" fn cuLinkComplete(state: *mut c_void, cubinOut: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15436,7 +15436,7 @@ pub unsafe extern "C" fn cuLinkCreate(numOptions: u32, options: *mut c_void, opt
     }
     let mut c: [u64; 9] = [0x119, 0xffffffff, 0, 0x0, u64::from(numOptions), options as u64, optionValues as u64, stateOut as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(280, &mut c, None) else {
+    let Some(policed) = hot::enter(280, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkCreate`, whose C signature is this function's.
@@ -15445,7 +15445,7 @@ pub unsafe extern "C" fn cuLinkCreate(numOptions: u32, options: *mut c_void, opt
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15482,7 +15482,7 @@ pub unsafe extern "C" fn cuLinkCreate_v2(numOptions: u32, options: *mut c_void, 
     }
     let mut c: [u64; 9] = [0x119, 0xffffffff, 0, 0x100000000, u64::from(numOptions), options as u64, optionValues as u64, stateOut as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(280, &mut c, None) else {
+    let Some(policed) = hot::enter(280, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkCreate_v2`, whose C signature is this function's.
@@ -15491,7 +15491,7 @@ pub unsafe extern "C" fn cuLinkCreate_v2(numOptions: u32, options: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15528,7 +15528,7 @@ pub unsafe extern "C" fn cuLinkDestroy(state: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x11a, 0xffffffff, 0, 0x0, state as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(281, &mut c, None) else {
+    let Some(policed) = hot::enter(281, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLinkDestroy`, whose C signature is this function's.
@@ -15537,7 +15537,7 @@ pub unsafe extern "C" fn cuLinkDestroy(state: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15572,7 +15572,7 @@ pub unsafe extern "C" fn cuLogicalEndpointAddDevice(leId: u32, dev: i32) -> CUre
     }
     let mut c: [u64; 6] = [0x11b, 0xffffffff, 0, 0x0, u64::from(leId), i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(282, &mut c, None) else {
+    let Some(policed) = hot::enter(282, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointAddDevice`, whose C signature is this function's.
@@ -15581,7 +15581,7 @@ pub unsafe extern "C" fn cuLogicalEndpointAddDevice(leId: u32, dev: i32) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15616,7 +15616,7 @@ pub unsafe extern "C" fn cuLogicalEndpointBindAddr(leId: u32, dev: i32, offset: 
     }
     let mut c: [u64; 10] = [0x11c, 0xffffffff, 0, 0x0, u64::from(leId), i64::from(dev) as u64, offset, ptr as u64, size, flags];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(283, &mut c, None) else {
+    let Some(policed) = hot::enter(283, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointBindAddr`, whose C signature is this function's.
@@ -15625,7 +15625,7 @@ pub unsafe extern "C" fn cuLogicalEndpointBindAddr(leId: u32, dev: i32, offset: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15660,7 +15660,7 @@ pub unsafe extern "C" fn cuLogicalEndpointBindMem(leId: u32, dev: i32, offset: u
     }
     let mut c: [u64; 11] = [0x11d, 0xffffffff, 0, 0x0, u64::from(leId), i64::from(dev) as u64, offset, memHandle, memOffset, size, flags];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(284, &mut c, None) else {
+    let Some(policed) = hot::enter(284, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointBindMem`, whose C signature is this function's.
@@ -15669,7 +15669,7 @@ pub unsafe extern "C" fn cuLogicalEndpointBindMem(leId: u32, dev: i32, offset: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15704,7 +15704,7 @@ pub unsafe extern "C" fn cuLogicalEndpointCreate(leId: u32, prop: *mut c_void) -
     }
     let mut c: [u64; 6] = [0x11e, 0xffffffff, 0, 0x0, u64::from(leId), prop as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(285, &mut c, None) else {
+    let Some(policed) = hot::enter(285, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointCreate`, whose C signature is this function's.
@@ -15713,7 +15713,7 @@ pub unsafe extern "C" fn cuLogicalEndpointCreate(leId: u32, prop: *mut c_void) -
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15748,7 +15748,7 @@ pub unsafe extern "C" fn cuLogicalEndpointDestroy(leId: u32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x11f, 0xffffffff, 0, 0x0, u64::from(leId)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(286, &mut c, None) else {
+    let Some(policed) = hot::enter(286, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointDestroy`, whose C signature is this function's.
@@ -15757,7 +15757,7 @@ pub unsafe extern "C" fn cuLogicalEndpointDestroy(leId: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15792,7 +15792,7 @@ pub unsafe extern "C" fn cuLogicalEndpointExport(handle: *mut c_void, leId: u32,
     }
     let mut c: [u64; 7] = [0x120, 0xffffffff, 0, 0x0, handle as u64, u64::from(leId), u64::from(handleType)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(287, &mut c, None) else {
+    let Some(policed) = hot::enter(287, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointExport`, whose C signature is this function's.
@@ -15801,7 +15801,7 @@ pub unsafe extern "C" fn cuLogicalEndpointExport(handle: *mut c_void, leId: u32,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15836,7 +15836,7 @@ pub unsafe extern "C" fn cuLogicalEndpointGetLimits(bindAlignment: *mut c_void, 
     }
     let mut c: [u64; 9] = [0x121, 0xffffffff, 0, 0x0, bindAlignment as u64, maxSize as u64, prop as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(288, &mut c, None) else {
+    let Some(policed) = hot::enter(288, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointGetLimits`, whose C signature is this function's.
@@ -15845,7 +15845,7 @@ pub unsafe extern "C" fn cuLogicalEndpointGetLimits(bindAlignment: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15884,7 +15884,7 @@ pub unsafe extern "C" fn cuLogicalEndpointIdRelease(leId: u32, count: u32) -> CU
     }
     let mut c: [u64; 6] = [0x122, 0xffffffff, 0, 0x0, u64::from(leId), u64::from(count)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(289, &mut c, None) else {
+    let Some(policed) = hot::enter(289, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointIdRelease`, whose C signature is this function's.
@@ -15893,7 +15893,7 @@ pub unsafe extern "C" fn cuLogicalEndpointIdRelease(leId: u32, count: u32) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15928,7 +15928,7 @@ pub unsafe extern "C" fn cuLogicalEndpointIdReserve(leId: *mut c_void, count: u3
     }
     let mut c: [u64; 7] = [0x123, 0xffffffff, 0, 0x0, leId as u64, u64::from(count), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(290, &mut c, None) else {
+    let Some(policed) = hot::enter(290, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointIdReserve`, whose C signature is this function's.
@@ -15937,7 +15937,7 @@ pub unsafe extern "C" fn cuLogicalEndpointIdReserve(leId: *mut c_void, count: u3
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -15974,7 +15974,7 @@ pub unsafe extern "C" fn cuLogicalEndpointImport(leId: u32, handle: *mut c_void,
     }
     let mut c: [u64; 7] = [0x124, 0xffffffff, 0, 0x0, u64::from(leId), handle as u64, u64::from(handleType)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(291, &mut c, None) else {
+    let Some(policed) = hot::enter(291, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointImport`, whose C signature is this function's.
@@ -15983,7 +15983,7 @@ pub unsafe extern "C" fn cuLogicalEndpointImport(leId: u32, handle: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16018,7 +16018,7 @@ pub unsafe extern "C" fn cuLogicalEndpointQuery(leId: u32, count: u32, queryStat
     }
     let mut c: [u64; 8] = [0x125, 0xffffffff, 0, 0x0, u64::from(leId), u64::from(count), queryStatus as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(292, &mut c, None) else {
+    let Some(policed) = hot::enter(292, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointQuery`, whose C signature is this function's.
@@ -16027,7 +16027,7 @@ pub unsafe extern "C" fn cuLogicalEndpointQuery(leId: u32, count: u32, queryStat
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16064,7 +16064,7 @@ pub unsafe extern "C" fn cuLogicalEndpointUnbind(leId: u32, dev: i32, offset: u6
     }
     let mut c: [u64; 8] = [0x126, 0xffffffff, 0, 0x0, u64::from(leId), i64::from(dev) as u64, offset, size];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(293, &mut c, None) else {
+    let Some(policed) = hot::enter(293, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogicalEndpointUnbind`, whose C signature is this function's.
@@ -16073,7 +16073,7 @@ pub unsafe extern "C" fn cuLogicalEndpointUnbind(leId: u32, dev: i32, offset: u6
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16108,7 +16108,7 @@ pub unsafe extern "C" fn cuLogsCurrent(iterator: *mut c_void, flags: u32) -> CUr
     }
     let mut c: [u64; 7] = [0x127, 0xffffffff, 0, 0x0, iterator as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(294, &mut c, None) else {
+    let Some(policed) = hot::enter(294, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogsCurrent`, whose C signature is this function's.
@@ -16117,7 +16117,7 @@ pub unsafe extern "C" fn cuLogsCurrent(iterator: *mut c_void, flags: u32) -> CUr
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16154,7 +16154,7 @@ pub unsafe extern "C" fn cuLogsDumpToFile(iterator: *mut c_void, pathToFile: *mu
     }
     let mut c: [u64; 8] = [0x128, 0xffffffff, 0, 0x0, iterator as u64, pathToFile as u64, u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(295, &mut c, None) else {
+    let Some(policed) = hot::enter(295, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogsDumpToFile`, whose C signature is this function's.
@@ -16163,7 +16163,7 @@ pub unsafe extern "C" fn cuLogsDumpToFile(iterator: *mut c_void, pathToFile: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16200,7 +16200,7 @@ pub unsafe extern "C" fn cuLogsDumpToMemory(iterator: *mut c_void, buffer: *mut 
     }
     let mut c: [u64; 10] = [0x129, 0xffffffff, 0, 0x0, iterator as u64, buffer as u64, size as u64, u64::from(flags), 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(296, &mut c, None) else {
+    let Some(policed) = hot::enter(296, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogsDumpToMemory`, whose C signature is this function's.
@@ -16209,7 +16209,7 @@ pub unsafe extern "C" fn cuLogsDumpToMemory(iterator: *mut c_void, buffer: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16248,7 +16248,7 @@ pub unsafe extern "C" fn cuLogsRegisterCallback(callbackFunc: *mut c_void, userD
     }
     let mut c: [u64; 8] = [0x12a, 0xffffffff, 0, 0x0, callbackFunc as u64, userData as u64, callback as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(297, &mut c, None) else {
+    let Some(policed) = hot::enter(297, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogsRegisterCallback`, whose C signature is this function's.
@@ -16257,7 +16257,7 @@ pub unsafe extern "C" fn cuLogsRegisterCallback(callbackFunc: *mut c_void, userD
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16294,7 +16294,7 @@ pub unsafe extern "C" fn cuLogsUnregisterCallback(callback: *mut c_void) -> CUre
     }
     let mut c: [u64; 5] = [0x12b, 0xffffffff, 0, 0x0, callback as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(298, &mut c, None) else {
+    let Some(policed) = hot::enter(298, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuLogsUnregisterCallback`, whose C signature is this function's.
@@ -16303,7 +16303,7 @@ pub unsafe extern "C" fn cuLogsUnregisterCallback(callback: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16338,7 +16338,7 @@ pub unsafe extern "C" fn cuMemAddressFree(ptr: u64, size: u64) -> CUresult {
     }
     let mut c: [u64; 6] = [0x12c, 0xffffffff, 0, 0x0, ptr, size];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(299, &mut c, None) else {
+    let Some(policed) = hot::enter(299, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAddressFree`, whose C signature is this function's.
@@ -16347,7 +16347,7 @@ pub unsafe extern "C" fn cuMemAddressFree(ptr: u64, size: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16382,7 +16382,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(ptr: *mut c_void, size: u64, alignm
     }
     let mut c: [u64; 10] = [0x12d, 0xffffffff, 0, 0x0, ptr as u64, size, alignment, addr, flags, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(300, &mut c, None) else {
+    let Some(policed) = hot::enter(300, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAddressReserve`, whose C signature is this function's.
@@ -16391,7 +16391,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(ptr: *mut c_void, size: u64, alignm
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16430,7 +16430,7 @@ pub unsafe extern "C" fn cuMemAdvise(devPtr: u64, count: u64, advice: u32, devic
     }
     let mut c: [u64; 8] = [0x12e, 0x4ffffffff, 0, 0x0, devPtr, count, u64::from(advice), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(301, &mut c, None) else {
+    let Some(policed) = hot::enter(301, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAdvise`, whose C signature is this function's.
@@ -16439,7 +16439,7 @@ pub unsafe extern "C" fn cuMemAdvise(devPtr: u64, count: u64, advice: u32, devic
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16474,7 +16474,7 @@ pub unsafe extern "C" fn cuMemAdvise_v2(devPtr: u64, count: u64, advice: u32, lo
     }
     let mut c: [u64; 8] = [0x12e, 0xffffffff, 0, 0x100000000, devPtr, count, u64::from(advice), core::ptr::addr_of!(location) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(301, &mut c, None) else {
+    let Some(policed) = hot::enter(301, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAdvise_v2`, whose C signature is this function's.
@@ -16483,7 +16483,7 @@ pub unsafe extern "C" fn cuMemAdvise_v2(devPtr: u64, count: u64, advice: u32, lo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16518,7 +16518,7 @@ pub unsafe extern "C" fn cuMemAlloc(dptr: *mut c_void, bytesize: u32) -> CUresul
     }
     let mut c: [u64; 7] = [0x12f, 0x4ffffffff, 0, 0x0, dptr as u64, u64::from(bytesize), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(302, &mut c, None) else {
+    let Some(policed) = hot::enter(302, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAlloc`, whose C signature is this function's.
@@ -16527,7 +16527,7 @@ pub unsafe extern "C" fn cuMemAlloc(dptr: *mut c_void, bytesize: u32) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16565,7 +16565,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut c_void, bytesize: u64) -> CUre
     }
     let mut c: [u64; 7] = [0x12f, 0xffffffff, 0, 0x100000000, dptr as u64, bytesize, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(302, &mut c, None) else {
+    let Some(policed) = hot::enter(302, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAlloc_v2`, whose C signature is this function's.
@@ -16574,7 +16574,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut c_void, bytesize: u64) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16613,7 +16613,7 @@ pub unsafe extern "C" fn cuMemAllocAsync(dptr: *mut c_void, bytesize: u64, hStre
     let mut c: [u64; 8] = [0x130, 0xffffffff, 0, 0x0, dptr as u64, bytesize, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(303, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(303, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocAsync`, whose C signature is this function's.
@@ -16622,7 +16622,7 @@ pub unsafe extern "C" fn cuMemAllocAsync(dptr: *mut c_void, bytesize: u64, hStre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16661,7 +16661,7 @@ pub unsafe extern "C" fn cuMemAllocAsync_ptsz(dptr: *mut c_void, bytesize: u64, 
     let mut c: [u64; 8] = [0x130, 0x2ffffffff, 0, 0x100000000, dptr as u64, bytesize, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(303, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(303, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocAsync_ptsz`, whose C signature is this function's.
@@ -16670,7 +16670,7 @@ pub unsafe extern "C" fn cuMemAllocAsync_ptsz(dptr: *mut c_void, bytesize: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16709,7 +16709,7 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync(dptr: *mut c_void, bytesize: u6
     let mut c: [u64; 9] = [0x131, 0xffffffff, 0, 0x0, dptr as u64, bytesize, pool as u64, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(304, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(304, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocFromPoolAsync`, whose C signature is this function's.
@@ -16718,7 +16718,7 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync(dptr: *mut c_void, bytesize: u6
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16757,7 +16757,7 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(dptr: *mut c_void, bytesiz
     let mut c: [u64; 9] = [0x131, 0x2ffffffff, 0, 0x100000000, dptr as u64, bytesize, pool as u64, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(304, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(304, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocFromPoolAsync_ptsz`, whose C signature is this function's.
@@ -16766,7 +16766,7 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(dptr: *mut c_void, bytesiz
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16804,7 +16804,7 @@ pub unsafe extern "C" fn cuMemAllocHost(pp: *mut c_void, bytesize: u32) -> CUres
     }
     let mut c: [u64; 7] = [0x132, 0x4ffffffff, 0, 0x0, pp as u64, u64::from(bytesize), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(305, &mut c, None) else {
+    let Some(policed) = hot::enter(305, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocHost`, whose C signature is this function's.
@@ -16813,7 +16813,7 @@ pub unsafe extern "C" fn cuMemAllocHost(pp: *mut c_void, bytesize: u32) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16851,7 +16851,7 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut c_void, bytesize: u64) -> CU
     }
     let mut c: [u64; 7] = [0x132, 0xffffffff, 0, 0x100000000, pp as u64, bytesize, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(305, &mut c, None) else {
+    let Some(policed) = hot::enter(305, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocHost_v2`, whose C signature is this function's.
@@ -16860,7 +16860,7 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut c_void, bytesize: u64) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16898,7 +16898,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(dptr: *mut c_void, bytesize: u64, fla
     }
     let mut c: [u64; 8] = [0x133, 0xffffffff, 0, 0x0, dptr as u64, bytesize, u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(306, &mut c, None) else {
+    let Some(policed) = hot::enter(306, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocManaged`, whose C signature is this function's.
@@ -16907,7 +16907,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(dptr: *mut c_void, bytesize: u64, fla
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16946,7 +16946,7 @@ pub unsafe extern "C" fn cuMemAllocPitch(dptr: *mut c_void, pPitch: *mut c_void,
     }
     let mut c: [u64; 11] = [0x134, 0x4ffffffff, 0, 0x0, dptr as u64, pPitch as u64, u64::from(WidthInBytes), u64::from(Height), u64::from(ElementSizeBytes), 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(307, &mut c, None) else {
+    let Some(policed) = hot::enter(307, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocPitch`, whose C signature is this function's.
@@ -16955,7 +16955,7 @@ pub unsafe extern "C" fn cuMemAllocPitch(dptr: *mut c_void, pPitch: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -16996,7 +16996,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(dptr: *mut c_void, pPitch: *mut c_vo
     }
     let mut c: [u64; 11] = [0x134, 0xffffffff, 0, 0x100000000, dptr as u64, pPitch as u64, WidthInBytes, Height, u64::from(ElementSizeBytes), 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(307, &mut c, None) else {
+    let Some(policed) = hot::enter(307, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocPitch_v2`, whose C signature is this function's.
@@ -17005,7 +17005,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(dptr: *mut c_void, pPitch: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17046,7 +17046,7 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync(paramsArray: *mut c_void, cou
     }
     let mut c: [u64; 10] = [0x135, 0xffffffff, 0, 0x0, paramsArray as u64, count, u64::from(flags), errorIndex as u64, stream as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(308, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(308, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemBatchDecompressAsync`, whose C signature is this function's.
@@ -17055,7 +17055,7 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync(paramsArray: *mut c_void, cou
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17092,7 +17092,7 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync_ptsz(paramsArray: *mut c_void
     }
     let mut c: [u64; 10] = [0x135, 0x2ffffffff, 0, 0x100000000, paramsArray as u64, count, u64::from(flags), errorIndex as u64, stream as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(308, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(308, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemBatchDecompressAsync_ptsz`, whose C signature is this function's.
@@ -17101,7 +17101,7 @@ pub unsafe extern "C" fn cuMemBatchDecompressAsync_ptsz(paramsArray: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17138,7 +17138,7 @@ pub unsafe extern "C" fn cuMemCreate(handle: *mut c_void, size: u64, prop: *mut 
     }
     let mut c: [u64; 9] = [0x136, 0xffffffff, 0, 0x0, handle as u64, size, prop as u64, flags, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(309, &mut c, None) else {
+    let Some(policed) = hot::enter(309, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemCreate`, whose C signature is this function's.
@@ -17147,7 +17147,7 @@ pub unsafe extern "C" fn cuMemCreate(handle: *mut c_void, size: u64, prop: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17186,7 +17186,7 @@ pub unsafe extern "C" fn cuMemDiscardAndPrefetchBatchAsync(dptrs: *mut c_void, s
     let mut c: [u64; 12] = [0x137, 0xffffffff, 0, 0x0, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(310, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(310, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemDiscardAndPrefetchBatchAsync`, whose C signature is this function's.
@@ -17195,7 +17195,7 @@ pub unsafe extern "C" fn cuMemDiscardAndPrefetchBatchAsync(dptrs: *mut c_void, s
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17231,7 +17231,7 @@ pub unsafe extern "C" fn cuMemDiscardAndPrefetchBatchAsync_ptsz(dptrs: *mut c_vo
     let mut c: [u64; 12] = [0x137, 0x2ffffffff, 0, 0x100000000, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(310, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(310, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemDiscardAndPrefetchBatchAsync_ptsz`, whose C signature is this function's.
@@ -17240,7 +17240,7 @@ pub unsafe extern "C" fn cuMemDiscardAndPrefetchBatchAsync_ptsz(dptrs: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17276,7 +17276,7 @@ pub unsafe extern "C" fn cuMemDiscardBatchAsync(dptrs: *mut c_void, sizes: *mut 
     let mut c: [u64; 9] = [0x138, 0xffffffff, 0, 0x0, dptrs as u64, sizes as u64, count, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(311, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(311, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemDiscardBatchAsync`, whose C signature is this function's.
@@ -17285,7 +17285,7 @@ pub unsafe extern "C" fn cuMemDiscardBatchAsync(dptrs: *mut c_void, sizes: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17321,7 +17321,7 @@ pub unsafe extern "C" fn cuMemDiscardBatchAsync_ptsz(dptrs: *mut c_void, sizes: 
     let mut c: [u64; 9] = [0x138, 0x2ffffffff, 0, 0x100000000, dptrs as u64, sizes as u64, count, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(311, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(311, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemDiscardBatchAsync_ptsz`, whose C signature is this function's.
@@ -17330,7 +17330,7 @@ pub unsafe extern "C" fn cuMemDiscardBatchAsync_ptsz(dptrs: *mut c_void, sizes: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17365,7 +17365,7 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(shareableHandle: *mut c_vo
     }
     let mut c: [u64; 8] = [0x139, 0xffffffff, 0, 0x0, shareableHandle as u64, handle, u64::from(handleType), flags];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(312, &mut c, None) else {
+    let Some(policed) = hot::enter(312, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemExportToShareableHandle`, whose C signature is this function's.
@@ -17374,7 +17374,7 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(shareableHandle: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17409,7 +17409,7 @@ pub unsafe extern "C" fn cuMemFree(dptr: u32) -> CUresult {
     }
     let mut c: [u64; 5] = [0x13a, 0x4ffffffff, 0, 0x0, u64::from(dptr)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(313, &mut c, None) else {
+    let Some(policed) = hot::enter(313, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemFree`, whose C signature is this function's.
@@ -17418,7 +17418,7 @@ pub unsafe extern "C" fn cuMemFree(dptr: u32) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17453,7 +17453,7 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: u64) -> CUresult {
     }
     let mut c: [u64; 5] = [0x13a, 0xffffffff, 0, 0x100000000, dptr];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(313, &mut c, None) else {
+    let Some(policed) = hot::enter(313, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemFree_v2`, whose C signature is this function's.
@@ -17462,7 +17462,7 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17498,7 +17498,7 @@ pub unsafe extern "C" fn cuMemFreeAsync(dptr: u64, hStream: *mut c_void) -> CUre
     let mut c: [u64; 6] = [0x13b, 0xffffffff, 0, 0x0, dptr, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(314, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(314, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemFreeAsync`, whose C signature is this function's.
@@ -17507,7 +17507,7 @@ pub unsafe extern "C" fn cuMemFreeAsync(dptr: u64, hStream: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17543,7 +17543,7 @@ pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: u64, hStream: *mut c_void) ->
     let mut c: [u64; 6] = [0x13b, 0x2ffffffff, 0, 0x100000000, dptr, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(314, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(314, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemFreeAsync_ptsz`, whose C signature is this function's.
@@ -17552,7 +17552,7 @@ pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: u64, hStream: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17587,7 +17587,7 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x13c, 0xffffffff, 0, 0x0, p as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(315, &mut c, None) else {
+    let Some(policed) = hot::enter(315, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemFreeHost`, whose C signature is this function's.
@@ -17596,7 +17596,7 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17631,7 +17631,7 @@ pub unsafe extern "C" fn cuMemGetAccess(flags: *mut c_void, location: *mut c_voi
     }
     let mut c: [u64; 8] = [0x13d, 0xffffffff, 0, 0x0, flags as u64, location as u64, ptr, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(316, &mut c, None) else {
+    let Some(policed) = hot::enter(316, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetAccess`, whose C signature is this function's.
@@ -17640,7 +17640,7 @@ pub unsafe extern "C" fn cuMemGetAccess(flags: *mut c_void, location: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17677,7 +17677,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange(pbase: *mut c_void, psize: *mut c_
     }
     let mut c: [u64; 9] = [0x13e, 0x4ffffffff, 0, 0x0, pbase as u64, psize as u64, u64::from(dptr), 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(317, &mut c, None) else {
+    let Some(policed) = hot::enter(317, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetAddressRange`, whose C signature is this function's.
@@ -17686,7 +17686,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange(pbase: *mut c_void, psize: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17725,7 +17725,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(pbase: *mut c_void, psize: *mut
     }
     let mut c: [u64; 9] = [0x13e, 0xffffffff, 0, 0x100000000, pbase as u64, psize as u64, dptr, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(317, &mut c, None) else {
+    let Some(policed) = hot::enter(317, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetAddressRange_v2`, whose C signature is this function's.
@@ -17734,7 +17734,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(pbase: *mut c_void, psize: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17773,7 +17773,7 @@ pub unsafe extern "C" fn cuMemGetAllocationGranularity(granularity: *mut c_void,
     }
     let mut c: [u64; 8] = [0x13f, 0xffffffff, 0, 0x0, granularity as u64, prop as u64, u64::from(option), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(318, &mut c, None) else {
+    let Some(policed) = hot::enter(318, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetAllocationGranularity`, whose C signature is this function's.
@@ -17782,7 +17782,7 @@ pub unsafe extern "C" fn cuMemGetAllocationGranularity(granularity: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17819,7 +17819,7 @@ pub unsafe extern "C" fn cuMemGetAllocationPropertiesFromHandle(prop: *mut c_voi
     }
     let mut c: [u64; 6] = [0x140, 0xffffffff, 0, 0x0, prop as u64, handle];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(319, &mut c, None) else {
+    let Some(policed) = hot::enter(319, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetAllocationPropertiesFromHandle`, whose C signature is this function's.
@@ -17828,7 +17828,7 @@ pub unsafe extern "C" fn cuMemGetAllocationPropertiesFromHandle(prop: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17863,7 +17863,7 @@ pub unsafe extern "C" fn cuMemGetDefaultMemPool(pool_out: *mut c_void, location:
     }
     let mut c: [u64; 8] = [0x141, 0xffffffff, 0, 0x0, pool_out as u64, location as u64, u64::from(type_), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(320, &mut c, None) else {
+    let Some(policed) = hot::enter(320, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetDefaultMemPool`, whose C signature is this function's.
@@ -17872,7 +17872,7 @@ pub unsafe extern "C" fn cuMemGetDefaultMemPool(pool_out: *mut c_void, location:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17909,7 +17909,7 @@ pub unsafe extern "C" fn cuMemGetHandleForAddressRange(handle: *mut c_void, dptr
     }
     let mut c: [u64; 9] = [0x142, 0xffffffff, 0, 0x0, handle as u64, dptr, size, u64::from(handleType), flags];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(321, &mut c, None) else {
+    let Some(policed) = hot::enter(321, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetHandleForAddressRange`, whose C signature is this function's.
@@ -17918,7 +17918,7 @@ pub unsafe extern "C" fn cuMemGetHandleForAddressRange(handle: *mut c_void, dptr
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -17953,7 +17953,7 @@ pub unsafe extern "C" fn cuMemGetInfo(free: *mut c_void, total: *mut c_void) -> 
     }
     let mut c: [u64; 8] = [0x143, 0x4ffffffff, 0, 0x0, free as u64, total as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(322, &mut c, None) else {
+    let Some(policed) = hot::enter(322, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetInfo`, whose C signature is this function's.
@@ -17962,7 +17962,7 @@ pub unsafe extern "C" fn cuMemGetInfo(free: *mut c_void, total: *mut c_void) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18008,7 +18008,7 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut c_void, total: *mut c_void) 
     }
     let mut c: [u64; 8] = [0x143, 0xffffffff, 0, 0x100000000, free as u64, total as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(322, &mut c, None) else {
+    let Some(policed) = hot::enter(322, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetInfo_v2`, whose C signature is this function's.
@@ -18017,7 +18017,7 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut c_void, total: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18063,7 +18063,7 @@ pub unsafe extern "C" fn cuMemGetLocationInfo(ptr: u64, size: u64, summaryGranul
     }
     let mut c: [u64; 9] = [0x144, 0xffffffff, 0, 0x0, ptr, size, summaryGranularity, samplingGranularity, location_out as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(323, &mut c, None) else {
+    let Some(policed) = hot::enter(323, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetLocationInfo`, whose C signature is this function's.
@@ -18072,7 +18072,7 @@ pub unsafe extern "C" fn cuMemGetLocationInfo(ptr: u64, size: u64, summaryGranul
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18107,7 +18107,7 @@ pub unsafe extern "C" fn cuMemGetMemPool(pool_out: *mut c_void, location: *mut c
     }
     let mut c: [u64; 8] = [0x145, 0xffffffff, 0, 0x0, pool_out as u64, location as u64, u64::from(type_), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(324, &mut c, None) else {
+    let Some(policed) = hot::enter(324, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemGetMemPool`, whose C signature is this function's.
@@ -18116,7 +18116,7 @@ pub unsafe extern "C" fn cuMemGetMemPool(pool_out: *mut c_void, location: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18153,7 +18153,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut c_void, bytesize: u64, Flags: u
     }
     let mut c: [u64; 8] = [0x146, 0xffffffff, 0, 0x0, pp as u64, bytesize, u64::from(Flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(325, &mut c, None) else {
+    let Some(policed) = hot::enter(325, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostAlloc`, whose C signature is this function's.
@@ -18162,7 +18162,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut c_void, bytesize: u64, Flags: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18201,7 +18201,7 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer(pdptr: *mut c_void, p: *mut c
     }
     let mut c: [u64; 8] = [0x147, 0x4ffffffff, 0, 0x0, pdptr as u64, p as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(326, &mut c, None) else {
+    let Some(policed) = hot::enter(326, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostGetDevicePointer`, whose C signature is this function's.
@@ -18210,7 +18210,7 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer(pdptr: *mut c_void, p: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18247,7 +18247,7 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(pdptr: *mut c_void, p: *mu
     }
     let mut c: [u64; 8] = [0x147, 0xffffffff, 0, 0x100000000, pdptr as u64, p as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(326, &mut c, None) else {
+    let Some(policed) = hot::enter(326, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostGetDevicePointer_v2`, whose C signature is this function's.
@@ -18256,7 +18256,7 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(pdptr: *mut c_void, p: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18293,7 +18293,7 @@ pub unsafe extern "C" fn cuMemHostGetFlags(pFlags: *mut c_void, p: *mut c_void) 
     }
     let mut c: [u64; 7] = [0x148, 0xffffffff, 0, 0x0, pFlags as u64, p as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(327, &mut c, None) else {
+    let Some(policed) = hot::enter(327, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostGetFlags`, whose C signature is this function's.
@@ -18302,7 +18302,7 @@ pub unsafe extern "C" fn cuMemHostGetFlags(pFlags: *mut c_void, p: *mut c_void) 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18339,7 +18339,7 @@ pub unsafe extern "C" fn cuMemHostRegister(p: *mut c_void, bytesize: u64, Flags:
     }
     let mut c: [u64; 7] = [0x149, 0xffffffff, 0, 0x0, p as u64, bytesize, u64::from(Flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(328, &mut c, None) else {
+    let Some(policed) = hot::enter(328, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostRegister`, whose C signature is this function's.
@@ -18348,7 +18348,7 @@ pub unsafe extern "C" fn cuMemHostRegister(p: *mut c_void, bytesize: u64, Flags:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18383,7 +18383,7 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, bytesize: u64, Fla
     }
     let mut c: [u64; 7] = [0x149, 0xffffffff, 0, 0x100000000, p as u64, bytesize, u64::from(Flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(328, &mut c, None) else {
+    let Some(policed) = hot::enter(328, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostRegister_v2`, whose C signature is this function's.
@@ -18392,7 +18392,7 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, bytesize: u64, Fla
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18427,7 +18427,7 @@ pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x14a, 0xffffffff, 0, 0x0, p as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(329, &mut c, None) else {
+    let Some(policed) = hot::enter(329, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostUnregister`, whose C signature is this function's.
@@ -18436,7 +18436,7 @@ pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18471,7 +18471,7 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(handle: *mut c_void, osH
     }
     let mut c: [u64; 8] = [0x14b, 0xffffffff, 0, 0x0, handle as u64, osHandle as u64, u64::from(shHandleType), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(330, &mut c, None) else {
+    let Some(policed) = hot::enter(330, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemImportFromShareableHandle`, whose C signature is this function's.
@@ -18480,7 +18480,7 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(handle: *mut c_void, osH
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18517,7 +18517,7 @@ pub unsafe extern "C" fn cuMemMap(ptr: u64, size: u64, offset: u64, handle: u64,
     }
     let mut c: [u64; 9] = [0x14c, 0xffffffff, 0, 0x0, ptr, size, offset, handle, flags];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(331, &mut c, None) else {
+    let Some(policed) = hot::enter(331, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemMap`, whose C signature is this function's.
@@ -18526,7 +18526,7 @@ pub unsafe extern "C" fn cuMemMap(ptr: u64, size: u64, offset: u64, handle: u64,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18562,7 +18562,7 @@ pub unsafe extern "C" fn cuMemMapArrayAsync(mapInfoList: *mut c_void, count: u32
     let mut c: [u64; 7] = [0x14d, 0xffffffff, 0, 0x0, mapInfoList as u64, u64::from(count), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(332, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(332, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemMapArrayAsync`, whose C signature is this function's.
@@ -18571,7 +18571,7 @@ pub unsafe extern "C" fn cuMemMapArrayAsync(mapInfoList: *mut c_void, count: u32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18607,7 +18607,7 @@ pub unsafe extern "C" fn cuMemMapArrayAsync_ptsz(mapInfoList: *mut c_void, count
     let mut c: [u64; 7] = [0x14d, 0x2ffffffff, 0, 0x100000000, mapInfoList as u64, u64::from(count), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(332, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(332, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemMapArrayAsync_ptsz`, whose C signature is this function's.
@@ -18616,7 +18616,7 @@ pub unsafe extern "C" fn cuMemMapArrayAsync_ptsz(mapInfoList: *mut c_void, count
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18651,7 +18651,7 @@ pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut c_void, poolProps: *mut c_vo
     }
     let mut c: [u64; 7] = [0x14e, 0xffffffff, 0, 0x0, pool as u64, poolProps as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(333, &mut c, None) else {
+    let Some(policed) = hot::enter(333, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolCreate`, whose C signature is this function's.
@@ -18660,7 +18660,7 @@ pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut c_void, poolProps: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18697,7 +18697,7 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x14f, 0xffffffff, 0, 0x0, pool as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(334, &mut c, None) else {
+    let Some(policed) = hot::enter(334, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolDestroy`, whose C signature is this function's.
@@ -18706,7 +18706,7 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18741,7 +18741,7 @@ pub unsafe extern "C" fn cuMemPoolExportPointer(shareData_out: *mut c_void, ptr:
     }
     let mut c: [u64; 6] = [0x150, 0xffffffff, 0, 0x0, shareData_out as u64, ptr];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(335, &mut c, None) else {
+    let Some(policed) = hot::enter(335, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolExportPointer`, whose C signature is this function's.
@@ -18750,7 +18750,7 @@ pub unsafe extern "C" fn cuMemPoolExportPointer(shareData_out: *mut c_void, ptr:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18785,7 +18785,7 @@ pub unsafe extern "C" fn cuMemPoolExportToShareableHandle(handle_out: *mut c_voi
     }
     let mut c: [u64; 8] = [0x151, 0xffffffff, 0, 0x0, handle_out as u64, pool as u64, u64::from(handleType), flags];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(336, &mut c, None) else {
+    let Some(policed) = hot::enter(336, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolExportToShareableHandle`, whose C signature is this function's.
@@ -18794,7 +18794,7 @@ pub unsafe extern "C" fn cuMemPoolExportToShareableHandle(handle_out: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18829,7 +18829,7 @@ pub unsafe extern "C" fn cuMemPoolGetAccess(flags: *mut c_void, memPool: *mut c_
     }
     let mut c: [u64; 8] = [0x152, 0xffffffff, 0, 0x0, flags as u64, memPool as u64, location as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(337, &mut c, None) else {
+    let Some(policed) = hot::enter(337, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolGetAccess`, whose C signature is this function's.
@@ -18838,7 +18838,7 @@ pub unsafe extern "C" fn cuMemPoolGetAccess(flags: *mut c_void, memPool: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18875,7 +18875,7 @@ pub unsafe extern "C" fn cuMemPoolGetAttribute(pool: *mut c_void, attr: u32, val
     }
     let mut c: [u64; 7] = [0x153, 0xffffffff, 0, 0x0, pool as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(338, &mut c, None) else {
+    let Some(policed) = hot::enter(338, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolGetAttribute`, whose C signature is this function's.
@@ -18884,7 +18884,7 @@ pub unsafe extern "C" fn cuMemPoolGetAttribute(pool: *mut c_void, attr: u32, val
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18919,7 +18919,7 @@ pub unsafe extern "C" fn cuMemPoolImportFromShareableHandle(pool_out: *mut c_voi
     }
     let mut c: [u64; 9] = [0x154, 0xffffffff, 0, 0x0, pool_out as u64, handle as u64, u64::from(handleType), flags, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(339, &mut c, None) else {
+    let Some(policed) = hot::enter(339, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolImportFromShareableHandle`, whose C signature is this function's.
@@ -18928,7 +18928,7 @@ pub unsafe extern "C" fn cuMemPoolImportFromShareableHandle(pool_out: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -18965,7 +18965,7 @@ pub unsafe extern "C" fn cuMemPoolImportPointer(ptr_out: *mut c_void, pool: *mut
     }
     let mut c: [u64; 8] = [0x155, 0xffffffff, 0, 0x0, ptr_out as u64, pool as u64, shareData as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(340, &mut c, None) else {
+    let Some(policed) = hot::enter(340, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolImportPointer`, whose C signature is this function's.
@@ -18974,7 +18974,7 @@ pub unsafe extern "C" fn cuMemPoolImportPointer(ptr_out: *mut c_void, pool: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19011,7 +19011,7 @@ pub unsafe extern "C" fn cuMemPoolSetAccess(pool: *mut c_void, map: *mut c_void,
     }
     let mut c: [u64; 7] = [0x156, 0xffffffff, 0, 0x0, pool as u64, map as u64, count];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(341, &mut c, None) else {
+    let Some(policed) = hot::enter(341, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolSetAccess`, whose C signature is this function's.
@@ -19020,7 +19020,7 @@ pub unsafe extern "C" fn cuMemPoolSetAccess(pool: *mut c_void, map: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19055,7 +19055,7 @@ pub unsafe extern "C" fn cuMemPoolSetAttribute(pool: *mut c_void, attr: u32, val
     }
     let mut c: [u64; 7] = [0x157, 0xffffffff, 0, 0x0, pool as u64, u64::from(attr), value as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(342, &mut c, None) else {
+    let Some(policed) = hot::enter(342, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolSetAttribute`, whose C signature is this function's.
@@ -19064,7 +19064,7 @@ pub unsafe extern "C" fn cuMemPoolSetAttribute(pool: *mut c_void, attr: u32, val
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19099,7 +19099,7 @@ pub unsafe extern "C" fn cuMemPoolTrimTo(pool: *mut c_void, minBytesToKeep: u64)
     }
     let mut c: [u64; 6] = [0x158, 0xffffffff, 0, 0x0, pool as u64, minBytesToKeep];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(343, &mut c, None) else {
+    let Some(policed) = hot::enter(343, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolTrimTo`, whose C signature is this function's.
@@ -19108,7 +19108,7 @@ pub unsafe extern "C" fn cuMemPoolTrimTo(pool: *mut c_void, minBytesToKeep: u64)
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19145,7 +19145,7 @@ pub unsafe extern "C" fn cuMemPrefetchAsync(devPtr: u64, count: u64, dstDevice: 
     let mut c: [u64; 9] = [0x159, 0x4ffffffff, 0, 0x0, devPtr, count, 0, 0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(344, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(344, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchAsync`, whose C signature is this function's.
@@ -19154,7 +19154,7 @@ pub unsafe extern "C" fn cuMemPrefetchAsync(devPtr: u64, count: u64, dstDevice: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19190,7 +19190,7 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2(devPtr: u64, count: u64, location
     let mut c: [u64; 9] = [0x159, 0xffffffff, 0, 0x100000000, devPtr, count, core::ptr::addr_of!(location) as u64, u64::from(flags), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(344, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(344, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchAsync_v2`, whose C signature is this function's.
@@ -19199,7 +19199,7 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2(devPtr: u64, count: u64, location
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19235,7 +19235,7 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_ptsz(devPtr: u64, count: u64, dstDev
     let mut c: [u64; 9] = [0x159, 0x6ffffffff, 0, 0x200000000, devPtr, count, 0, 0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(344, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(344, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchAsync_ptsz`, whose C signature is this function's.
@@ -19244,7 +19244,7 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_ptsz(devPtr: u64, count: u64, dstDev
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19280,7 +19280,7 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2_ptsz(devPtr: u64, count: u64, loc
     let mut c: [u64; 9] = [0x159, 0x2ffffffff, 0, 0x300000000, devPtr, count, core::ptr::addr_of!(location) as u64, u64::from(flags), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(344, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(344, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchAsync_v2_ptsz`, whose C signature is this function's.
@@ -19289,7 +19289,7 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2_ptsz(devPtr: u64, count: u64, loc
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19325,7 +19325,7 @@ pub unsafe extern "C" fn cuMemPrefetchBatchAsync(dptrs: *mut c_void, sizes: *mut
     let mut c: [u64; 12] = [0x15a, 0xffffffff, 0, 0x0, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(345, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(345, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchBatchAsync`, whose C signature is this function's.
@@ -19334,7 +19334,7 @@ pub unsafe extern "C" fn cuMemPrefetchBatchAsync(dptrs: *mut c_void, sizes: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19370,7 +19370,7 @@ pub unsafe extern "C" fn cuMemPrefetchBatchAsync_ptsz(dptrs: *mut c_void, sizes:
     let mut c: [u64; 12] = [0x15a, 0x2ffffffff, 0, 0x100000000, dptrs as u64, sizes as u64, count, prefetchLocs as u64, prefetchLocIdxs as u64, numPrefetchLocs, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(345, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(345, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPrefetchBatchAsync_ptsz`, whose C signature is this function's.
@@ -19379,7 +19379,7 @@ pub unsafe extern "C" fn cuMemPrefetchBatchAsync_ptsz(dptrs: *mut c_void, sizes:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19414,7 +19414,7 @@ pub unsafe extern "C" fn cuMemRangeGetAttribute(data: *mut c_void, dataSize: u64
     }
     let mut c: [u64; 9] = [0x15b, 0xffffffff, 0, 0x0, data as u64, dataSize, u64::from(attribute), devPtr, count];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(346, &mut c, None) else {
+    let Some(policed) = hot::enter(346, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemRangeGetAttribute`, whose C signature is this function's.
@@ -19423,7 +19423,7 @@ pub unsafe extern "C" fn cuMemRangeGetAttribute(data: *mut c_void, dataSize: u64
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19458,7 +19458,7 @@ pub unsafe extern "C" fn cuMemRangeGetAttributes(data: *mut c_void, dataSizes: *
     }
     let mut c: [u64; 10] = [0x15c, 0xffffffff, 0, 0x0, data as u64, dataSizes as u64, attributes as u64, numAttributes, devPtr, count];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(347, &mut c, None) else {
+    let Some(policed) = hot::enter(347, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemRangeGetAttributes`, whose C signature is this function's.
@@ -19467,7 +19467,7 @@ pub unsafe extern "C" fn cuMemRangeGetAttributes(data: *mut c_void, dataSizes: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19502,7 +19502,7 @@ pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CUresult {
     }
     let mut c: [u64; 5] = [0x15d, 0xffffffff, 0, 0x0, handle];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(348, &mut c, None) else {
+    let Some(policed) = hot::enter(348, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemRelease`, whose C signature is this function's.
@@ -19511,7 +19511,7 @@ pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19546,7 +19546,7 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(handle: *mut c_void, addr: 
     }
     let mut c: [u64; 7] = [0x15e, 0xffffffff, 0, 0x0, handle as u64, addr as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(349, &mut c, None) else {
+    let Some(policed) = hot::enter(349, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemRetainAllocationHandle`, whose C signature is this function's.
@@ -19555,7 +19555,7 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(handle: *mut c_void, addr: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19592,7 +19592,7 @@ pub unsafe extern "C" fn cuMemSetAccess(ptr: u64, size: u64, desc: *mut c_void, 
     }
     let mut c: [u64; 8] = [0x15f, 0xffffffff, 0, 0x0, ptr, size, desc as u64, count];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(350, &mut c, None) else {
+    let Some(policed) = hot::enter(350, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemSetAccess`, whose C signature is this function's.
@@ -19601,7 +19601,7 @@ pub unsafe extern "C" fn cuMemSetAccess(ptr: u64, size: u64, desc: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19636,7 +19636,7 @@ pub unsafe extern "C" fn cuMemSetMemPool(location: *mut c_void, type_: u32, pool
     }
     let mut c: [u64; 7] = [0x160, 0xffffffff, 0, 0x0, location as u64, u64::from(type_), pool as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(351, &mut c, None) else {
+    let Some(policed) = hot::enter(351, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemSetMemPool`, whose C signature is this function's.
@@ -19645,7 +19645,7 @@ pub unsafe extern "C" fn cuMemSetMemPool(location: *mut c_void, type_: u32, pool
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19680,7 +19680,7 @@ pub unsafe extern "C" fn cuMemUnmap(ptr: u64, size: u64) -> CUresult {
     }
     let mut c: [u64; 6] = [0x161, 0xffffffff, 0, 0x0, ptr, size];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(352, &mut c, None) else {
+    let Some(policed) = hot::enter(352, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemUnmap`, whose C signature is this function's.
@@ -19689,7 +19689,7 @@ pub unsafe extern "C" fn cuMemUnmap(ptr: u64, size: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19724,7 +19724,7 @@ pub unsafe extern "C" fn cuMemcpy(dst: u64, src: u64, ByteCount: u64) -> CUresul
     }
     let mut c: [u64; 7] = [0x162, 0xffffffff, 0, 0x0, dst, src, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(353, &mut c, None) else {
+    let Some(policed) = hot::enter(353, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy`, whose C signature is this function's.
@@ -19733,7 +19733,7 @@ pub unsafe extern "C" fn cuMemcpy(dst: u64, src: u64, ByteCount: u64) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19768,7 +19768,7 @@ pub unsafe extern "C" fn cuMemcpy_ptds(dst: u64, src: u64, ByteCount: u64) -> CU
     }
     let mut c: [u64; 7] = [0x162, 0x2ffffffff, 0, 0x100000000, dst, src, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(353, &mut c, None) else {
+    let Some(policed) = hot::enter(353, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy_ptds`, whose C signature is this function's.
@@ -19777,7 +19777,7 @@ pub unsafe extern "C" fn cuMemcpy_ptds(dst: u64, src: u64, ByteCount: u64) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19812,7 +19812,7 @@ pub unsafe extern "C" fn cuMemcpy2D(pCopy: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x163, 0x4ffffffff, 0, 0x0, pCopy as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(354, &mut c, None) else {
+    let Some(policed) = hot::enter(354, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2D`, whose C signature is this function's.
@@ -19821,7 +19821,7 @@ pub unsafe extern "C" fn cuMemcpy2D(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19856,7 +19856,7 @@ pub unsafe extern "C" fn cuMemcpy2D_v2(pCopy: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x163, 0xffffffff, 0, 0x100000000, pCopy as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(354, &mut c, None) else {
+    let Some(policed) = hot::enter(354, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2D_v2`, whose C signature is this function's.
@@ -19865,7 +19865,7 @@ pub unsafe extern "C" fn cuMemcpy2D_v2(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19900,7 +19900,7 @@ pub unsafe extern "C" fn cuMemcpy2D_v2_ptds(pCopy: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x163, 0x2ffffffff, 0, 0x200000000, pCopy as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(354, &mut c, None) else {
+    let Some(policed) = hot::enter(354, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2D_v2_ptds`, whose C signature is this function's.
@@ -19909,7 +19909,7 @@ pub unsafe extern "C" fn cuMemcpy2D_v2_ptds(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19945,7 +19945,7 @@ pub unsafe extern "C" fn cuMemcpy2DAsync(pCopy: *mut c_void, hStream: *mut c_voi
     let mut c: [u64; 6] = [0x164, 0x4ffffffff, 0, 0x0, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(355, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(355, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DAsync`, whose C signature is this function's.
@@ -19954,7 +19954,7 @@ pub unsafe extern "C" fn cuMemcpy2DAsync(pCopy: *mut c_void, hStream: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -19990,7 +19990,7 @@ pub unsafe extern "C" fn cuMemcpy2DAsync_v2(pCopy: *mut c_void, hStream: *mut c_
     let mut c: [u64; 6] = [0x164, 0xffffffff, 0, 0x100000000, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(355, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(355, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DAsync_v2`, whose C signature is this function's.
@@ -19999,7 +19999,7 @@ pub unsafe extern "C" fn cuMemcpy2DAsync_v2(pCopy: *mut c_void, hStream: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20035,7 +20035,7 @@ pub unsafe extern "C" fn cuMemcpy2DAsync_v2_ptsz(pCopy: *mut c_void, hStream: *m
     let mut c: [u64; 6] = [0x164, 0x2ffffffff, 0, 0x200000000, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(355, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(355, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DAsync_v2_ptsz`, whose C signature is this function's.
@@ -20044,7 +20044,7 @@ pub unsafe extern "C" fn cuMemcpy2DAsync_v2_ptsz(pCopy: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20079,7 +20079,7 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned(pCopy: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x165, 0x4ffffffff, 0, 0x0, pCopy as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(356, &mut c, None) else {
+    let Some(policed) = hot::enter(356, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DUnaligned`, whose C signature is this function's.
@@ -20088,7 +20088,7 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20123,7 +20123,7 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned_v2(pCopy: *mut c_void) -> CUresult 
     }
     let mut c: [u64; 5] = [0x165, 0xffffffff, 0, 0x100000000, pCopy as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(356, &mut c, None) else {
+    let Some(policed) = hot::enter(356, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DUnaligned_v2`, whose C signature is this function's.
@@ -20132,7 +20132,7 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned_v2(pCopy: *mut c_void) -> CUresult 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20167,7 +20167,7 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned_v2_ptds(pCopy: *mut c_void) -> CUre
     }
     let mut c: [u64; 5] = [0x165, 0x2ffffffff, 0, 0x200000000, pCopy as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(356, &mut c, None) else {
+    let Some(policed) = hot::enter(356, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy2DUnaligned_v2_ptds`, whose C signature is this function's.
@@ -20176,7 +20176,7 @@ pub unsafe extern "C" fn cuMemcpy2DUnaligned_v2_ptds(pCopy: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20211,7 +20211,7 @@ pub unsafe extern "C" fn cuMemcpy3D(pCopy: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x166, 0x4ffffffff, 0, 0x0, pCopy as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(357, &mut c, None) else {
+    let Some(policed) = hot::enter(357, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3D`, whose C signature is this function's.
@@ -20220,7 +20220,7 @@ pub unsafe extern "C" fn cuMemcpy3D(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20255,7 +20255,7 @@ pub unsafe extern "C" fn cuMemcpy3D_v2(pCopy: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x166, 0xffffffff, 0, 0x100000000, pCopy as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(357, &mut c, None) else {
+    let Some(policed) = hot::enter(357, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3D_v2`, whose C signature is this function's.
@@ -20264,7 +20264,7 @@ pub unsafe extern "C" fn cuMemcpy3D_v2(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20299,7 +20299,7 @@ pub unsafe extern "C" fn cuMemcpy3D_v2_ptds(pCopy: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x166, 0x2ffffffff, 0, 0x200000000, pCopy as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(357, &mut c, None) else {
+    let Some(policed) = hot::enter(357, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3D_v2_ptds`, whose C signature is this function's.
@@ -20308,7 +20308,7 @@ pub unsafe extern "C" fn cuMemcpy3D_v2_ptds(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20344,7 +20344,7 @@ pub unsafe extern "C" fn cuMemcpy3DAsync(pCopy: *mut c_void, hStream: *mut c_voi
     let mut c: [u64; 6] = [0x167, 0x4ffffffff, 0, 0x0, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(358, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(358, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DAsync`, whose C signature is this function's.
@@ -20353,7 +20353,7 @@ pub unsafe extern "C" fn cuMemcpy3DAsync(pCopy: *mut c_void, hStream: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20389,7 +20389,7 @@ pub unsafe extern "C" fn cuMemcpy3DAsync_v2(pCopy: *mut c_void, hStream: *mut c_
     let mut c: [u64; 6] = [0x167, 0xffffffff, 0, 0x100000000, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(358, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(358, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DAsync_v2`, whose C signature is this function's.
@@ -20398,7 +20398,7 @@ pub unsafe extern "C" fn cuMemcpy3DAsync_v2(pCopy: *mut c_void, hStream: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20434,7 +20434,7 @@ pub unsafe extern "C" fn cuMemcpy3DAsync_v2_ptsz(pCopy: *mut c_void, hStream: *m
     let mut c: [u64; 6] = [0x167, 0x2ffffffff, 0, 0x200000000, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(358, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(358, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DAsync_v2_ptsz`, whose C signature is this function's.
@@ -20443,7 +20443,7 @@ pub unsafe extern "C" fn cuMemcpy3DAsync_v2_ptsz(pCopy: *mut c_void, hStream: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20479,7 +20479,7 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync(numParams: u64, opList: *mut c_voi
     let mut c: [u64; 8] = [0x168, 0x4ffffffff, 0, 0x0, numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(359, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(359, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DBatchAsync`, whose C signature is this function's.
@@ -20488,7 +20488,7 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync(numParams: u64, opList: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20524,7 +20524,7 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_v2(numParams: u64, opList: *mut c_
     let mut c: [u64; 8] = [0x168, 0xffffffff, 0, 0x100000000, numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(359, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(359, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DBatchAsync_v2`, whose C signature is this function's.
@@ -20533,7 +20533,7 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_v2(numParams: u64, opList: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20569,7 +20569,7 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_ptsz(numParams: u64, opList: *mut 
     let mut c: [u64; 8] = [0x168, 0x6ffffffff, 0, 0x200000000, numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(359, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(359, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DBatchAsync_ptsz`, whose C signature is this function's.
@@ -20578,7 +20578,7 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_ptsz(numParams: u64, opList: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20614,7 +20614,7 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_v2_ptsz(numParams: u64, opList: *m
     let mut c: [u64; 8] = [0x168, 0x2ffffffff, 0, 0x300000000, numParams, opList as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(359, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(359, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DBatchAsync_v2_ptsz`, whose C signature is this function's.
@@ -20623,7 +20623,7 @@ pub unsafe extern "C" fn cuMemcpy3DBatchAsync_v2_ptsz(numParams: u64, opList: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20658,7 +20658,7 @@ pub unsafe extern "C" fn cuMemcpy3DPeer(pCopy: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x169, 0xffffffff, 0, 0x0, pCopy as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(360, &mut c, None) else {
+    let Some(policed) = hot::enter(360, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DPeer`, whose C signature is this function's.
@@ -20667,7 +20667,7 @@ pub unsafe extern "C" fn cuMemcpy3DPeer(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20702,7 +20702,7 @@ pub unsafe extern "C" fn cuMemcpy3DPeer_ptds(pCopy: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x169, 0x2ffffffff, 0, 0x100000000, pCopy as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(360, &mut c, None) else {
+    let Some(policed) = hot::enter(360, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DPeer_ptds`, whose C signature is this function's.
@@ -20711,7 +20711,7 @@ pub unsafe extern "C" fn cuMemcpy3DPeer_ptds(pCopy: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20747,7 +20747,7 @@ pub unsafe extern "C" fn cuMemcpy3DPeerAsync(pCopy: *mut c_void, hStream: *mut c
     let mut c: [u64; 6] = [0x16a, 0xffffffff, 0, 0x0, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(361, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(361, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DPeerAsync`, whose C signature is this function's.
@@ -20756,7 +20756,7 @@ pub unsafe extern "C" fn cuMemcpy3DPeerAsync(pCopy: *mut c_void, hStream: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20792,7 +20792,7 @@ pub unsafe extern "C" fn cuMemcpy3DPeerAsync_ptsz(pCopy: *mut c_void, hStream: *
     let mut c: [u64; 6] = [0x16a, 0x2ffffffff, 0, 0x100000000, pCopy as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(361, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(361, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DPeerAsync_ptsz`, whose C signature is this function's.
@@ -20801,7 +20801,7 @@ pub unsafe extern "C" fn cuMemcpy3DPeerAsync_ptsz(pCopy: *mut c_void, hStream: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20837,7 +20837,7 @@ pub unsafe extern "C" fn cuMemcpy3DWithAttributesAsync(op: *mut c_void, flags: u
     let mut c: [u64; 7] = [0x16b, 0xffffffff, 0, 0x0, op as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(362, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(362, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DWithAttributesAsync`, whose C signature is this function's.
@@ -20846,7 +20846,7 @@ pub unsafe extern "C" fn cuMemcpy3DWithAttributesAsync(op: *mut c_void, flags: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20882,7 +20882,7 @@ pub unsafe extern "C" fn cuMemcpy3DWithAttributesAsync_ptsz(op: *mut c_void, fla
     let mut c: [u64; 7] = [0x16b, 0x2ffffffff, 0, 0x100000000, op as u64, flags, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(362, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(362, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpy3DWithAttributesAsync_ptsz`, whose C signature is this function's.
@@ -20891,7 +20891,7 @@ pub unsafe extern "C" fn cuMemcpy3DWithAttributesAsync_ptsz(op: *mut c_void, fla
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20927,7 +20927,7 @@ pub unsafe extern "C" fn cuMemcpyAsync(dst: u64, src: u64, ByteCount: u64, hStre
     let mut c: [u64; 8] = [0x16c, 0xffffffff, 0, 0x0, dst, src, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(363, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(363, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAsync`, whose C signature is this function's.
@@ -20936,7 +20936,7 @@ pub unsafe extern "C" fn cuMemcpyAsync(dst: u64, src: u64, ByteCount: u64, hStre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -20972,7 +20972,7 @@ pub unsafe extern "C" fn cuMemcpyAsync_ptsz(dst: u64, src: u64, ByteCount: u64, 
     let mut c: [u64; 8] = [0x16c, 0x2ffffffff, 0, 0x100000000, dst, src, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(363, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(363, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAsync_ptsz`, whose C signature is this function's.
@@ -20981,7 +20981,7 @@ pub unsafe extern "C" fn cuMemcpyAsync_ptsz(dst: u64, src: u64, ByteCount: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21016,7 +21016,7 @@ pub unsafe extern "C" fn cuMemcpyAtoA(dstArray: *mut c_void, dstOffset: u32, src
     }
     let mut c: [u64; 9] = [0x16d, 0x4ffffffff, 0, 0x0, dstArray as u64, u64::from(dstOffset), srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(364, &mut c, None) else {
+    let Some(policed) = hot::enter(364, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoA`, whose C signature is this function's.
@@ -21025,7 +21025,7 @@ pub unsafe extern "C" fn cuMemcpyAtoA(dstArray: *mut c_void, dstOffset: u32, src
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21060,7 +21060,7 @@ pub unsafe extern "C" fn cuMemcpyAtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
     }
     let mut c: [u64; 9] = [0x16d, 0xffffffff, 0, 0x100000000, dstArray as u64, dstOffset, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(364, &mut c, None) else {
+    let Some(policed) = hot::enter(364, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoA_v2`, whose C signature is this function's.
@@ -21069,7 +21069,7 @@ pub unsafe extern "C" fn cuMemcpyAtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21104,7 +21104,7 @@ pub unsafe extern "C" fn cuMemcpyAtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
     }
     let mut c: [u64; 9] = [0x16d, 0x2ffffffff, 0, 0x200000000, dstArray as u64, dstOffset, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(364, &mut c, None) else {
+    let Some(policed) = hot::enter(364, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoA_v2_ptds`, whose C signature is this function's.
@@ -21113,7 +21113,7 @@ pub unsafe extern "C" fn cuMemcpyAtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21148,7 +21148,7 @@ pub unsafe extern "C" fn cuMemcpyAtoD(dstDevice: u32, srcArray: *mut c_void, src
     }
     let mut c: [u64; 8] = [0x16e, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(365, &mut c, None) else {
+    let Some(policed) = hot::enter(365, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoD`, whose C signature is this function's.
@@ -21157,7 +21157,7 @@ pub unsafe extern "C" fn cuMemcpyAtoD(dstDevice: u32, srcArray: *mut c_void, src
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21192,7 +21192,7 @@ pub unsafe extern "C" fn cuMemcpyAtoD_v2(dstDevice: u64, srcArray: *mut c_void, 
     }
     let mut c: [u64; 8] = [0x16e, 0xffffffff, 0, 0x100000000, dstDevice, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(365, &mut c, None) else {
+    let Some(policed) = hot::enter(365, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoD_v2`, whose C signature is this function's.
@@ -21201,7 +21201,7 @@ pub unsafe extern "C" fn cuMemcpyAtoD_v2(dstDevice: u64, srcArray: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21236,7 +21236,7 @@ pub unsafe extern "C" fn cuMemcpyAtoD_v2_ptds(dstDevice: u64, srcArray: *mut c_v
     }
     let mut c: [u64; 8] = [0x16e, 0x2ffffffff, 0, 0x200000000, dstDevice, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(365, &mut c, None) else {
+    let Some(policed) = hot::enter(365, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoD_v2_ptds`, whose C signature is this function's.
@@ -21245,7 +21245,7 @@ pub unsafe extern "C" fn cuMemcpyAtoD_v2_ptds(dstDevice: u64, srcArray: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21280,7 +21280,7 @@ pub unsafe extern "C" fn cuMemcpyAtoH(dstHost: *mut c_void, srcArray: *mut c_voi
     }
     let mut c: [u64; 8] = [0x16f, 0x4ffffffff, 0, 0x0, dstHost as u64, srcArray as u64, u64::from(srcOffset), u64::from(ByteCount)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(366, &mut c, None) else {
+    let Some(policed) = hot::enter(366, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoH`, whose C signature is this function's.
@@ -21289,7 +21289,7 @@ pub unsafe extern "C" fn cuMemcpyAtoH(dstHost: *mut c_void, srcArray: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21324,7 +21324,7 @@ pub unsafe extern "C" fn cuMemcpyAtoH_v2(dstHost: *mut c_void, srcArray: *mut c_
     }
     let mut c: [u64; 8] = [0x16f, 0xffffffff, 0, 0x100000000, dstHost as u64, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(366, &mut c, None) else {
+    let Some(policed) = hot::enter(366, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoH_v2`, whose C signature is this function's.
@@ -21333,7 +21333,7 @@ pub unsafe extern "C" fn cuMemcpyAtoH_v2(dstHost: *mut c_void, srcArray: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21368,7 +21368,7 @@ pub unsafe extern "C" fn cuMemcpyAtoH_v2_ptds(dstHost: *mut c_void, srcArray: *m
     }
     let mut c: [u64; 8] = [0x16f, 0x2ffffffff, 0, 0x200000000, dstHost as u64, srcArray as u64, srcOffset, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(366, &mut c, None) else {
+    let Some(policed) = hot::enter(366, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoH_v2_ptds`, whose C signature is this function's.
@@ -21377,7 +21377,7 @@ pub unsafe extern "C" fn cuMemcpyAtoH_v2_ptds(dstHost: *mut c_void, srcArray: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21413,7 +21413,7 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync(dstHost: *mut c_void, srcArray: *mut 
     let mut c: [u64; 9] = [0x170, 0x4ffffffff, 0, 0x0, dstHost as u64, srcArray as u64, u64::from(srcOffset), u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(367, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(367, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoHAsync`, whose C signature is this function's.
@@ -21422,7 +21422,7 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync(dstHost: *mut c_void, srcArray: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21458,7 +21458,7 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync_v2(dstHost: *mut c_void, srcArray: *m
     let mut c: [u64; 9] = [0x170, 0xffffffff, 0, 0x100000000, dstHost as u64, srcArray as u64, srcOffset, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(367, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(367, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoHAsync_v2`, whose C signature is this function's.
@@ -21467,7 +21467,7 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync_v2(dstHost: *mut c_void, srcArray: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21503,7 +21503,7 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync_v2_ptsz(dstHost: *mut c_void, srcArra
     let mut c: [u64; 9] = [0x170, 0x2ffffffff, 0, 0x200000000, dstHost as u64, srcArray as u64, srcOffset, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(367, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(367, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyAtoHAsync_v2_ptsz`, whose C signature is this function's.
@@ -21512,7 +21512,7 @@ pub unsafe extern "C" fn cuMemcpyAtoHAsync_v2_ptsz(dstHost: *mut c_void, srcArra
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21548,7 +21548,7 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync(dsts: *mut c_void, srcs: *mut c_void
     let mut c: [u64; 12] = [0x171, 0x4ffffffff, 0, 0x0, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(368, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(368, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyBatchAsync`, whose C signature is this function's.
@@ -21557,7 +21557,7 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync(dsts: *mut c_void, srcs: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21593,7 +21593,7 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_v2(dsts: *mut c_void, srcs: *mut c_v
     let mut c: [u64; 12] = [0x171, 0xffffffff, 0, 0x100000000, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(368, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(368, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyBatchAsync_v2`, whose C signature is this function's.
@@ -21602,7 +21602,7 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_v2(dsts: *mut c_void, srcs: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21638,7 +21638,7 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_ptsz(dsts: *mut c_void, srcs: *mut c
     let mut c: [u64; 12] = [0x171, 0x6ffffffff, 0, 0x200000000, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(368, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(368, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyBatchAsync_ptsz`, whose C signature is this function's.
@@ -21647,7 +21647,7 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_ptsz(dsts: *mut c_void, srcs: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21683,7 +21683,7 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_v2_ptsz(dsts: *mut c_void, srcs: *mu
     let mut c: [u64; 12] = [0x171, 0x2ffffffff, 0, 0x300000000, dsts as u64, srcs as u64, sizes as u64, count, attrs as u64, attrIdxs as u64, numAttrs, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(368, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(368, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyBatchAsync_v2_ptsz`, whose C signature is this function's.
@@ -21692,7 +21692,7 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_v2_ptsz(dsts: *mut c_void, srcs: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21727,7 +21727,7 @@ pub unsafe extern "C" fn cuMemcpyDtoA(dstArray: *mut c_void, dstOffset: u32, src
     }
     let mut c: [u64; 8] = [0x172, 0x4ffffffff, 0, 0x0, dstArray as u64, u64::from(dstOffset), u64::from(srcDevice), u64::from(ByteCount)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(369, &mut c, None) else {
+    let Some(policed) = hot::enter(369, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoA`, whose C signature is this function's.
@@ -21736,7 +21736,7 @@ pub unsafe extern "C" fn cuMemcpyDtoA(dstArray: *mut c_void, dstOffset: u32, src
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21771,7 +21771,7 @@ pub unsafe extern "C" fn cuMemcpyDtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
     }
     let mut c: [u64; 8] = [0x172, 0xffffffff, 0, 0x100000000, dstArray as u64, dstOffset, srcDevice, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(369, &mut c, None) else {
+    let Some(policed) = hot::enter(369, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoA_v2`, whose C signature is this function's.
@@ -21780,7 +21780,7 @@ pub unsafe extern "C" fn cuMemcpyDtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21815,7 +21815,7 @@ pub unsafe extern "C" fn cuMemcpyDtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
     }
     let mut c: [u64; 8] = [0x172, 0x2ffffffff, 0, 0x200000000, dstArray as u64, dstOffset, srcDevice, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(369, &mut c, None) else {
+    let Some(policed) = hot::enter(369, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoA_v2_ptds`, whose C signature is this function's.
@@ -21824,7 +21824,7 @@ pub unsafe extern "C" fn cuMemcpyDtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21859,7 +21859,7 @@ pub unsafe extern "C" fn cuMemcpyDtoD(dstDevice: u32, srcDevice: u32, ByteCount:
     }
     let mut c: [u64; 7] = [0x173, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(srcDevice), u64::from(ByteCount)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(370, &mut c, None) else {
+    let Some(policed) = hot::enter(370, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoD`, whose C signature is this function's.
@@ -21868,7 +21868,7 @@ pub unsafe extern "C" fn cuMemcpyDtoD(dstDevice: u32, srcDevice: u32, ByteCount:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21903,7 +21903,7 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(dstDevice: u64, srcDevice: u64, ByteCou
     }
     let mut c: [u64; 7] = [0x173, 0xffffffff, 0, 0x100000000, dstDevice, srcDevice, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(370, &mut c, None) else {
+    let Some(policed) = hot::enter(370, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoD_v2`, whose C signature is this function's.
@@ -21912,7 +21912,7 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(dstDevice: u64, srcDevice: u64, ByteCou
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21947,7 +21947,7 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2_ptds(dstDevice: u64, srcDevice: u64, By
     }
     let mut c: [u64; 7] = [0x173, 0x2ffffffff, 0, 0x200000000, dstDevice, srcDevice, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(370, &mut c, None) else {
+    let Some(policed) = hot::enter(370, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoD_v2_ptds`, whose C signature is this function's.
@@ -21956,7 +21956,7 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2_ptds(dstDevice: u64, srcDevice: u64, By
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -21992,7 +21992,7 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync(dstDevice: u32, srcDevice: u32, ByteC
     let mut c: [u64; 8] = [0x174, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(srcDevice), u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(371, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(371, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoDAsync`, whose C signature is this function's.
@@ -22001,7 +22001,7 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync(dstDevice: u32, srcDevice: u32, ByteC
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22037,7 +22037,7 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(dstDevice: u64, srcDevice: u64, By
     let mut c: [u64; 8] = [0x174, 0xffffffff, 0, 0x100000000, dstDevice, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(371, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(371, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoDAsync_v2`, whose C signature is this function's.
@@ -22046,7 +22046,7 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(dstDevice: u64, srcDevice: u64, By
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22082,7 +22082,7 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2_ptsz(dstDevice: u64, srcDevice: u6
     let mut c: [u64; 8] = [0x174, 0x2ffffffff, 0, 0x200000000, dstDevice, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(371, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(371, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoDAsync_v2_ptsz`, whose C signature is this function's.
@@ -22091,7 +22091,7 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2_ptsz(dstDevice: u64, srcDevice: u6
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22126,7 +22126,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH(dstHost: *mut c_void, srcDevice: u32, Byte
     }
     let mut c: [u64; 7] = [0x175, 0x4ffffffff, 0, 0x0, dstHost as u64, u64::from(srcDevice), u64::from(ByteCount)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(372, &mut c, None) else {
+    let Some(policed) = hot::enter(372, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoH`, whose C signature is this function's.
@@ -22135,7 +22135,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH(dstHost: *mut c_void, srcDevice: u32, Byte
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22170,7 +22170,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(dstHost: *mut c_void, srcDevice: u64, B
     }
     let mut c: [u64; 7] = [0x175, 0xffffffff, 0, 0x100000000, dstHost as u64, srcDevice, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(372, &mut c, None) else {
+    let Some(policed) = hot::enter(372, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoH_v2`, whose C signature is this function's.
@@ -22179,7 +22179,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(dstHost: *mut c_void, srcDevice: u64, B
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22214,7 +22214,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2_ptds(dstHost: *mut c_void, srcDevice: u
     }
     let mut c: [u64; 7] = [0x175, 0x2ffffffff, 0, 0x200000000, dstHost as u64, srcDevice, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(372, &mut c, None) else {
+    let Some(policed) = hot::enter(372, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoH_v2_ptds`, whose C signature is this function's.
@@ -22223,7 +22223,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2_ptds(dstHost: *mut c_void, srcDevice: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22259,7 +22259,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync(dstHost: *mut c_void, srcDevice: u32,
     let mut c: [u64; 8] = [0x176, 0x4ffffffff, 0, 0x0, dstHost as u64, u64::from(srcDevice), u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(373, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(373, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoHAsync`, whose C signature is this function's.
@@ -22268,7 +22268,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync(dstHost: *mut c_void, srcDevice: u32,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22304,7 +22304,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(dstHost: *mut c_void, srcDevice: u
     let mut c: [u64; 8] = [0x176, 0xffffffff, 0, 0x100000000, dstHost as u64, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(373, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(373, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoHAsync_v2`, whose C signature is this function's.
@@ -22313,7 +22313,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(dstHost: *mut c_void, srcDevice: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22349,7 +22349,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2_ptsz(dstHost: *mut c_void, srcDevi
     let mut c: [u64; 8] = [0x176, 0x2ffffffff, 0, 0x200000000, dstHost as u64, srcDevice, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(373, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(373, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyDtoHAsync_v2_ptsz`, whose C signature is this function's.
@@ -22358,7 +22358,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2_ptsz(dstHost: *mut c_void, srcDevi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22393,7 +22393,7 @@ pub unsafe extern "C" fn cuMemcpyHtoA(dstArray: *mut c_void, dstOffset: u32, src
     }
     let mut c: [u64; 8] = [0x177, 0x4ffffffff, 0, 0x0, dstArray as u64, u64::from(dstOffset), srcHost as u64, u64::from(ByteCount)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(374, &mut c, None) else {
+    let Some(policed) = hot::enter(374, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoA`, whose C signature is this function's.
@@ -22402,7 +22402,7 @@ pub unsafe extern "C" fn cuMemcpyHtoA(dstArray: *mut c_void, dstOffset: u32, src
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22437,7 +22437,7 @@ pub unsafe extern "C" fn cuMemcpyHtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
     }
     let mut c: [u64; 8] = [0x177, 0xffffffff, 0, 0x100000000, dstArray as u64, dstOffset, srcHost as u64, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(374, &mut c, None) else {
+    let Some(policed) = hot::enter(374, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoA_v2`, whose C signature is this function's.
@@ -22446,7 +22446,7 @@ pub unsafe extern "C" fn cuMemcpyHtoA_v2(dstArray: *mut c_void, dstOffset: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22481,7 +22481,7 @@ pub unsafe extern "C" fn cuMemcpyHtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
     }
     let mut c: [u64; 8] = [0x177, 0x2ffffffff, 0, 0x200000000, dstArray as u64, dstOffset, srcHost as u64, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(374, &mut c, None) else {
+    let Some(policed) = hot::enter(374, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoA_v2_ptds`, whose C signature is this function's.
@@ -22490,7 +22490,7 @@ pub unsafe extern "C" fn cuMemcpyHtoA_v2_ptds(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22526,7 +22526,7 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync(dstArray: *mut c_void, dstOffset: u32
     let mut c: [u64; 9] = [0x178, 0x4ffffffff, 0, 0x0, dstArray as u64, u64::from(dstOffset), srcHost as u64, u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(375, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(375, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoAAsync`, whose C signature is this function's.
@@ -22535,7 +22535,7 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync(dstArray: *mut c_void, dstOffset: u32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22571,7 +22571,7 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync_v2(dstArray: *mut c_void, dstOffset: 
     let mut c: [u64; 9] = [0x178, 0xffffffff, 0, 0x100000000, dstArray as u64, dstOffset, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(375, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(375, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoAAsync_v2`, whose C signature is this function's.
@@ -22580,7 +22580,7 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync_v2(dstArray: *mut c_void, dstOffset: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22616,7 +22616,7 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync_v2_ptsz(dstArray: *mut c_void, dstOff
     let mut c: [u64; 9] = [0x178, 0x2ffffffff, 0, 0x200000000, dstArray as u64, dstOffset, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(375, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(375, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoAAsync_v2_ptsz`, whose C signature is this function's.
@@ -22625,7 +22625,7 @@ pub unsafe extern "C" fn cuMemcpyHtoAAsync_v2_ptsz(dstArray: *mut c_void, dstOff
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22660,7 +22660,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD(dstDevice: u32, srcHost: *mut c_void, Byte
     }
     let mut c: [u64; 7] = [0x179, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), srcHost as u64, u64::from(ByteCount)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(376, &mut c, None) else {
+    let Some(policed) = hot::enter(376, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoD`, whose C signature is this function's.
@@ -22669,7 +22669,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD(dstDevice: u32, srcHost: *mut c_void, Byte
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22704,7 +22704,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(dstDevice: u64, srcHost: *mut c_void, B
     }
     let mut c: [u64; 7] = [0x179, 0xffffffff, 0, 0x100000000, dstDevice, srcHost as u64, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(376, &mut c, None) else {
+    let Some(policed) = hot::enter(376, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoD_v2`, whose C signature is this function's.
@@ -22713,7 +22713,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(dstDevice: u64, srcHost: *mut c_void, B
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22748,7 +22748,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2_ptds(dstDevice: u64, srcHost: *mut c_vo
     }
     let mut c: [u64; 7] = [0x179, 0x2ffffffff, 0, 0x200000000, dstDevice, srcHost as u64, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(376, &mut c, None) else {
+    let Some(policed) = hot::enter(376, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoD_v2_ptds`, whose C signature is this function's.
@@ -22757,7 +22757,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2_ptds(dstDevice: u64, srcHost: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22793,7 +22793,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync(dstDevice: u32, srcHost: *mut c_void,
     let mut c: [u64; 8] = [0x17a, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), srcHost as u64, u64::from(ByteCount), hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(377, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(377, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoDAsync`, whose C signature is this function's.
@@ -22802,7 +22802,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync(dstDevice: u32, srcHost: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22838,7 +22838,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(dstDevice: u64, srcHost: *mut c_vo
     let mut c: [u64; 8] = [0x17a, 0xffffffff, 0, 0x100000000, dstDevice, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(377, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(377, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoDAsync_v2`, whose C signature is this function's.
@@ -22847,7 +22847,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(dstDevice: u64, srcHost: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22883,7 +22883,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2_ptsz(dstDevice: u64, srcHost: *mut
     let mut c: [u64; 8] = [0x17a, 0x2ffffffff, 0, 0x200000000, dstDevice, srcHost as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(377, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(377, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyHtoDAsync_v2_ptsz`, whose C signature is this function's.
@@ -22892,7 +22892,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2_ptsz(dstDevice: u64, srcHost: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22927,7 +22927,7 @@ pub unsafe extern "C" fn cuMemcpyPeer(dstDevice: u64, dstContext: *mut c_void, s
     }
     let mut c: [u64; 9] = [0x17b, 0xffffffff, 0, 0x0, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(378, &mut c, None) else {
+    let Some(policed) = hot::enter(378, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyPeer`, whose C signature is this function's.
@@ -22936,7 +22936,7 @@ pub unsafe extern "C" fn cuMemcpyPeer(dstDevice: u64, dstContext: *mut c_void, s
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -22971,7 +22971,7 @@ pub unsafe extern "C" fn cuMemcpyPeer_ptds(dstDevice: u64, dstContext: *mut c_vo
     }
     let mut c: [u64; 9] = [0x17b, 0x2ffffffff, 0, 0x100000000, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(378, &mut c, None) else {
+    let Some(policed) = hot::enter(378, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyPeer_ptds`, whose C signature is this function's.
@@ -22980,7 +22980,7 @@ pub unsafe extern "C" fn cuMemcpyPeer_ptds(dstDevice: u64, dstContext: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23016,7 +23016,7 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync(dstDevice: u64, dstContext: *mut c_vo
     let mut c: [u64; 10] = [0x17c, 0xffffffff, 0, 0x0, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(379, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(379, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyPeerAsync`, whose C signature is this function's.
@@ -23025,7 +23025,7 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync(dstDevice: u64, dstContext: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23061,7 +23061,7 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync_ptsz(dstDevice: u64, dstContext: *mut
     let mut c: [u64; 10] = [0x17c, 0x2ffffffff, 0, 0x100000000, dstDevice, dstContext as u64, srcDevice, srcContext as u64, ByteCount, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(379, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(379, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyPeerAsync_ptsz`, whose C signature is this function's.
@@ -23070,7 +23070,7 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync_ptsz(dstDevice: u64, dstContext: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23106,7 +23106,7 @@ pub unsafe extern "C" fn cuMemcpyWithAttributesAsync(dst: u64, src: u64, size: u
     let mut c: [u64; 9] = [0x17d, 0xffffffff, 0, 0x0, dst, src, size, attr as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(380, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(380, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyWithAttributesAsync`, whose C signature is this function's.
@@ -23115,7 +23115,7 @@ pub unsafe extern "C" fn cuMemcpyWithAttributesAsync(dst: u64, src: u64, size: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23151,7 +23151,7 @@ pub unsafe extern "C" fn cuMemcpyWithAttributesAsync_ptsz(dst: u64, src: u64, si
     let mut c: [u64; 9] = [0x17d, 0x2ffffffff, 0, 0x100000000, dst, src, size, attr as u64, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(380, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(380, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemcpyWithAttributesAsync_ptsz`, whose C signature is this function's.
@@ -23160,7 +23160,7 @@ pub unsafe extern "C" fn cuMemcpyWithAttributesAsync_ptsz(dst: u64, src: u64, si
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23195,7 +23195,7 @@ pub unsafe extern "C" fn cuMemsetD16(dstDevice: u32, us: u16, N: u32) -> CUresul
     }
     let mut c: [u64; 7] = [0x17e, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(us), u64::from(N)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(381, &mut c, None) else {
+    let Some(policed) = hot::enter(381, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD16`, whose C signature is this function's.
@@ -23204,7 +23204,7 @@ pub unsafe extern "C" fn cuMemsetD16(dstDevice: u32, us: u16, N: u32) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23239,7 +23239,7 @@ pub unsafe extern "C" fn cuMemsetD16_v2(dstDevice: u64, us: u16, N: u64) -> CUre
     }
     let mut c: [u64; 7] = [0x17e, 0xffffffff, 0, 0x100000000, dstDevice, u64::from(us), N];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(381, &mut c, None) else {
+    let Some(policed) = hot::enter(381, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD16_v2`, whose C signature is this function's.
@@ -23248,7 +23248,7 @@ pub unsafe extern "C" fn cuMemsetD16_v2(dstDevice: u64, us: u16, N: u64) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23283,7 +23283,7 @@ pub unsafe extern "C" fn cuMemsetD16_v2_ptds(dstDevice: u64, us: u16, N: u64) ->
     }
     let mut c: [u64; 7] = [0x17e, 0x2ffffffff, 0, 0x200000000, dstDevice, u64::from(us), N];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(381, &mut c, None) else {
+    let Some(policed) = hot::enter(381, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD16_v2_ptds`, whose C signature is this function's.
@@ -23292,7 +23292,7 @@ pub unsafe extern "C" fn cuMemsetD16_v2_ptds(dstDevice: u64, us: u16, N: u64) ->
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23328,7 +23328,7 @@ pub unsafe extern "C" fn cuMemsetD16Async(dstDevice: u64, us: u16, N: u64, hStre
     let mut c: [u64; 8] = [0x17f, 0xffffffff, 0, 0x0, dstDevice, u64::from(us), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(382, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(382, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD16Async`, whose C signature is this function's.
@@ -23337,7 +23337,7 @@ pub unsafe extern "C" fn cuMemsetD16Async(dstDevice: u64, us: u16, N: u64, hStre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23373,7 +23373,7 @@ pub unsafe extern "C" fn cuMemsetD16Async_ptsz(dstDevice: u64, us: u16, N: u64, 
     let mut c: [u64; 8] = [0x17f, 0x2ffffffff, 0, 0x100000000, dstDevice, u64::from(us), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(382, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(382, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD16Async_ptsz`, whose C signature is this function's.
@@ -23382,7 +23382,7 @@ pub unsafe extern "C" fn cuMemsetD16Async_ptsz(dstDevice: u64, us: u16, N: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23417,7 +23417,7 @@ pub unsafe extern "C" fn cuMemsetD2D16(dstDevice: u32, dstPitch: u32, us: u16, W
     }
     let mut c: [u64; 9] = [0x180, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(dstPitch), u64::from(us), u64::from(Width), u64::from(Height)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(383, &mut c, None) else {
+    let Some(policed) = hot::enter(383, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D16`, whose C signature is this function's.
@@ -23426,7 +23426,7 @@ pub unsafe extern "C" fn cuMemsetD2D16(dstDevice: u32, dstPitch: u32, us: u16, W
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23461,7 +23461,7 @@ pub unsafe extern "C" fn cuMemsetD2D16_v2(dstDevice: u64, dstPitch: u64, us: u16
     }
     let mut c: [u64; 9] = [0x180, 0xffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(us), Width, Height];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(383, &mut c, None) else {
+    let Some(policed) = hot::enter(383, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D16_v2`, whose C signature is this function's.
@@ -23470,7 +23470,7 @@ pub unsafe extern "C" fn cuMemsetD2D16_v2(dstDevice: u64, dstPitch: u64, us: u16
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23505,7 +23505,7 @@ pub unsafe extern "C" fn cuMemsetD2D16_v2_ptds(dstDevice: u64, dstPitch: u64, us
     }
     let mut c: [u64; 9] = [0x180, 0x2ffffffff, 0, 0x200000000, dstDevice, dstPitch, u64::from(us), Width, Height];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(383, &mut c, None) else {
+    let Some(policed) = hot::enter(383, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D16_v2_ptds`, whose C signature is this function's.
@@ -23514,7 +23514,7 @@ pub unsafe extern "C" fn cuMemsetD2D16_v2_ptds(dstDevice: u64, dstPitch: u64, us
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23550,7 +23550,7 @@ pub unsafe extern "C" fn cuMemsetD2D16Async(dstDevice: u64, dstPitch: u64, us: u
     let mut c: [u64; 10] = [0x181, 0xffffffff, 0, 0x0, dstDevice, dstPitch, u64::from(us), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(384, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(384, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D16Async`, whose C signature is this function's.
@@ -23559,7 +23559,7 @@ pub unsafe extern "C" fn cuMemsetD2D16Async(dstDevice: u64, dstPitch: u64, us: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23595,7 +23595,7 @@ pub unsafe extern "C" fn cuMemsetD2D16Async_ptsz(dstDevice: u64, dstPitch: u64, 
     let mut c: [u64; 10] = [0x181, 0x2ffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(us), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(384, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(384, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D16Async_ptsz`, whose C signature is this function's.
@@ -23604,7 +23604,7 @@ pub unsafe extern "C" fn cuMemsetD2D16Async_ptsz(dstDevice: u64, dstPitch: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23639,7 +23639,7 @@ pub unsafe extern "C" fn cuMemsetD2D32(dstDevice: u32, dstPitch: u32, ui: u32, W
     }
     let mut c: [u64; 9] = [0x182, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(dstPitch), u64::from(ui), u64::from(Width), u64::from(Height)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(385, &mut c, None) else {
+    let Some(policed) = hot::enter(385, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D32`, whose C signature is this function's.
@@ -23648,7 +23648,7 @@ pub unsafe extern "C" fn cuMemsetD2D32(dstDevice: u32, dstPitch: u32, ui: u32, W
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23683,7 +23683,7 @@ pub unsafe extern "C" fn cuMemsetD2D32_v2(dstDevice: u64, dstPitch: u64, ui: u32
     }
     let mut c: [u64; 9] = [0x182, 0xffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(ui), Width, Height];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(385, &mut c, None) else {
+    let Some(policed) = hot::enter(385, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D32_v2`, whose C signature is this function's.
@@ -23692,7 +23692,7 @@ pub unsafe extern "C" fn cuMemsetD2D32_v2(dstDevice: u64, dstPitch: u64, ui: u32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23727,7 +23727,7 @@ pub unsafe extern "C" fn cuMemsetD2D32_v2_ptds(dstDevice: u64, dstPitch: u64, ui
     }
     let mut c: [u64; 9] = [0x182, 0x2ffffffff, 0, 0x200000000, dstDevice, dstPitch, u64::from(ui), Width, Height];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(385, &mut c, None) else {
+    let Some(policed) = hot::enter(385, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D32_v2_ptds`, whose C signature is this function's.
@@ -23736,7 +23736,7 @@ pub unsafe extern "C" fn cuMemsetD2D32_v2_ptds(dstDevice: u64, dstPitch: u64, ui
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23772,7 +23772,7 @@ pub unsafe extern "C" fn cuMemsetD2D32Async(dstDevice: u64, dstPitch: u64, ui: u
     let mut c: [u64; 10] = [0x183, 0xffffffff, 0, 0x0, dstDevice, dstPitch, u64::from(ui), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(386, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(386, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D32Async`, whose C signature is this function's.
@@ -23781,7 +23781,7 @@ pub unsafe extern "C" fn cuMemsetD2D32Async(dstDevice: u64, dstPitch: u64, ui: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23817,7 +23817,7 @@ pub unsafe extern "C" fn cuMemsetD2D32Async_ptsz(dstDevice: u64, dstPitch: u64, 
     let mut c: [u64; 10] = [0x183, 0x2ffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(ui), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(386, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(386, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D32Async_ptsz`, whose C signature is this function's.
@@ -23826,7 +23826,7 @@ pub unsafe extern "C" fn cuMemsetD2D32Async_ptsz(dstDevice: u64, dstPitch: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23861,7 +23861,7 @@ pub unsafe extern "C" fn cuMemsetD2D8(dstDevice: u32, dstPitch: u32, uc: u8, Wid
     }
     let mut c: [u64; 9] = [0x184, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(dstPitch), u64::from(uc), u64::from(Width), u64::from(Height)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(387, &mut c, None) else {
+    let Some(policed) = hot::enter(387, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D8`, whose C signature is this function's.
@@ -23870,7 +23870,7 @@ pub unsafe extern "C" fn cuMemsetD2D8(dstDevice: u32, dstPitch: u32, uc: u8, Wid
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23905,7 +23905,7 @@ pub unsafe extern "C" fn cuMemsetD2D8_v2(dstDevice: u64, dstPitch: u64, uc: u8, 
     }
     let mut c: [u64; 9] = [0x184, 0xffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(uc), Width, Height];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(387, &mut c, None) else {
+    let Some(policed) = hot::enter(387, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D8_v2`, whose C signature is this function's.
@@ -23914,7 +23914,7 @@ pub unsafe extern "C" fn cuMemsetD2D8_v2(dstDevice: u64, dstPitch: u64, uc: u8, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23949,7 +23949,7 @@ pub unsafe extern "C" fn cuMemsetD2D8_v2_ptds(dstDevice: u64, dstPitch: u64, uc:
     }
     let mut c: [u64; 9] = [0x184, 0x2ffffffff, 0, 0x200000000, dstDevice, dstPitch, u64::from(uc), Width, Height];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(387, &mut c, None) else {
+    let Some(policed) = hot::enter(387, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D8_v2_ptds`, whose C signature is this function's.
@@ -23958,7 +23958,7 @@ pub unsafe extern "C" fn cuMemsetD2D8_v2_ptds(dstDevice: u64, dstPitch: u64, uc:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -23994,7 +23994,7 @@ pub unsafe extern "C" fn cuMemsetD2D8Async(dstDevice: u64, dstPitch: u64, uc: u8
     let mut c: [u64; 10] = [0x185, 0xffffffff, 0, 0x0, dstDevice, dstPitch, u64::from(uc), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(388, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(388, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D8Async`, whose C signature is this function's.
@@ -24003,7 +24003,7 @@ pub unsafe extern "C" fn cuMemsetD2D8Async(dstDevice: u64, dstPitch: u64, uc: u8
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24039,7 +24039,7 @@ pub unsafe extern "C" fn cuMemsetD2D8Async_ptsz(dstDevice: u64, dstPitch: u64, u
     let mut c: [u64; 10] = [0x185, 0x2ffffffff, 0, 0x100000000, dstDevice, dstPitch, u64::from(uc), Width, Height, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(388, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(388, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD2D8Async_ptsz`, whose C signature is this function's.
@@ -24048,7 +24048,7 @@ pub unsafe extern "C" fn cuMemsetD2D8Async_ptsz(dstDevice: u64, dstPitch: u64, u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24083,7 +24083,7 @@ pub unsafe extern "C" fn cuMemsetD32(dstDevice: u32, ui: u32, N: u32) -> CUresul
     }
     let mut c: [u64; 7] = [0x186, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(ui), u64::from(N)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(389, &mut c, None) else {
+    let Some(policed) = hot::enter(389, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD32`, whose C signature is this function's.
@@ -24092,7 +24092,7 @@ pub unsafe extern "C" fn cuMemsetD32(dstDevice: u32, ui: u32, N: u32) -> CUresul
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24127,7 +24127,7 @@ pub unsafe extern "C" fn cuMemsetD32_v2(dstDevice: u64, ui: u32, N: u64) -> CUre
     }
     let mut c: [u64; 7] = [0x186, 0xffffffff, 0, 0x100000000, dstDevice, u64::from(ui), N];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(389, &mut c, None) else {
+    let Some(policed) = hot::enter(389, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD32_v2`, whose C signature is this function's.
@@ -24136,7 +24136,7 @@ pub unsafe extern "C" fn cuMemsetD32_v2(dstDevice: u64, ui: u32, N: u64) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24171,7 +24171,7 @@ pub unsafe extern "C" fn cuMemsetD32_v2_ptds(dstDevice: u64, ui: u32, N: u64) ->
     }
     let mut c: [u64; 7] = [0x186, 0x2ffffffff, 0, 0x200000000, dstDevice, u64::from(ui), N];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(389, &mut c, None) else {
+    let Some(policed) = hot::enter(389, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD32_v2_ptds`, whose C signature is this function's.
@@ -24180,7 +24180,7 @@ pub unsafe extern "C" fn cuMemsetD32_v2_ptds(dstDevice: u64, ui: u32, N: u64) ->
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24216,7 +24216,7 @@ pub unsafe extern "C" fn cuMemsetD32Async(dstDevice: u64, ui: u32, N: u64, hStre
     let mut c: [u64; 8] = [0x187, 0xffffffff, 0, 0x0, dstDevice, u64::from(ui), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(390, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(390, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD32Async`, whose C signature is this function's.
@@ -24225,7 +24225,7 @@ pub unsafe extern "C" fn cuMemsetD32Async(dstDevice: u64, ui: u32, N: u64, hStre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24261,7 +24261,7 @@ pub unsafe extern "C" fn cuMemsetD32Async_ptsz(dstDevice: u64, ui: u32, N: u64, 
     let mut c: [u64; 8] = [0x187, 0x2ffffffff, 0, 0x100000000, dstDevice, u64::from(ui), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(390, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(390, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD32Async_ptsz`, whose C signature is this function's.
@@ -24270,7 +24270,7 @@ pub unsafe extern "C" fn cuMemsetD32Async_ptsz(dstDevice: u64, ui: u32, N: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24305,7 +24305,7 @@ pub unsafe extern "C" fn cuMemsetD8(dstDevice: u32, uc: u8, N: u32) -> CUresult 
     }
     let mut c: [u64; 7] = [0x188, 0x4ffffffff, 0, 0x0, u64::from(dstDevice), u64::from(uc), u64::from(N)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(391, &mut c, None) else {
+    let Some(policed) = hot::enter(391, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD8`, whose C signature is this function's.
@@ -24314,7 +24314,7 @@ pub unsafe extern "C" fn cuMemsetD8(dstDevice: u32, uc: u8, N: u32) -> CUresult 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24349,7 +24349,7 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dstDevice: u64, uc: u8, N: u64) -> CUresu
     }
     let mut c: [u64; 7] = [0x188, 0xffffffff, 0, 0x100000000, dstDevice, u64::from(uc), N];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(391, &mut c, None) else {
+    let Some(policed) = hot::enter(391, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD8_v2`, whose C signature is this function's.
@@ -24358,7 +24358,7 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dstDevice: u64, uc: u8, N: u64) -> CUresu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24393,7 +24393,7 @@ pub unsafe extern "C" fn cuMemsetD8_v2_ptds(dstDevice: u64, uc: u8, N: u64) -> C
     }
     let mut c: [u64; 7] = [0x188, 0x2ffffffff, 0, 0x200000000, dstDevice, u64::from(uc), N];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(391, &mut c, None) else {
+    let Some(policed) = hot::enter(391, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD8_v2_ptds`, whose C signature is this function's.
@@ -24402,7 +24402,7 @@ pub unsafe extern "C" fn cuMemsetD8_v2_ptds(dstDevice: u64, uc: u8, N: u64) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24438,7 +24438,7 @@ pub unsafe extern "C" fn cuMemsetD8Async(dstDevice: u64, uc: u8, N: u64, hStream
     let mut c: [u64; 8] = [0x189, 0xffffffff, 0, 0x0, dstDevice, u64::from(uc), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(392, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(392, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD8Async`, whose C signature is this function's.
@@ -24447,7 +24447,7 @@ pub unsafe extern "C" fn cuMemsetD8Async(dstDevice: u64, uc: u8, N: u64, hStream
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24483,7 +24483,7 @@ pub unsafe extern "C" fn cuMemsetD8Async_ptsz(dstDevice: u64, uc: u8, N: u64, hS
     let mut c: [u64; 8] = [0x189, 0x2ffffffff, 0, 0x100000000, dstDevice, u64::from(uc), N, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(392, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(392, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemsetD8Async_ptsz`, whose C signature is this function's.
@@ -24492,7 +24492,7 @@ pub unsafe extern "C" fn cuMemsetD8Async_ptsz(dstDevice: u64, uc: u8, N: u64, hS
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24527,7 +24527,7 @@ pub unsafe extern "C" fn cuMipmappedArrayCreate(pHandle: *mut c_void, pMipmapped
     }
     let mut c: [u64; 8] = [0x18a, 0xffffffff, 0, 0x0, pHandle as u64, pMipmappedArrayDesc as u64, u64::from(numMipmapLevels), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(393, &mut c, None) else {
+    let Some(policed) = hot::enter(393, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMipmappedArrayCreate`, whose C signature is this function's.
@@ -24536,7 +24536,7 @@ pub unsafe extern "C" fn cuMipmappedArrayCreate(pHandle: *mut c_void, pMipmapped
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24573,7 +24573,7 @@ pub unsafe extern "C" fn cuMipmappedArrayDestroy(hMipmappedArray: *mut c_void) -
     }
     let mut c: [u64; 5] = [0x18b, 0xffffffff, 0, 0x0, hMipmappedArray as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(394, &mut c, None) else {
+    let Some(policed) = hot::enter(394, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMipmappedArrayDestroy`, whose C signature is this function's.
@@ -24582,7 +24582,7 @@ pub unsafe extern "C" fn cuMipmappedArrayDestroy(hMipmappedArray: *mut c_void) -
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24617,7 +24617,7 @@ pub unsafe extern "C" fn cuMipmappedArrayGetLevel(pLevelArray: *mut c_void, hMip
     }
     let mut c: [u64; 8] = [0x18c, 0xffffffff, 0, 0x0, pLevelArray as u64, hMipmappedArray as u64, u64::from(level), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(395, &mut c, None) else {
+    let Some(policed) = hot::enter(395, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMipmappedArrayGetLevel`, whose C signature is this function's.
@@ -24626,7 +24626,7 @@ pub unsafe extern "C" fn cuMipmappedArrayGetLevel(pLevelArray: *mut c_void, hMip
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24663,7 +24663,7 @@ pub unsafe extern "C" fn cuMipmappedArrayGetMemoryRequirements(memoryRequirement
     }
     let mut c: [u64; 7] = [0x18d, 0xffffffff, 0, 0x0, memoryRequirements as u64, mipmap as u64, i64::from(device) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(396, &mut c, None) else {
+    let Some(policed) = hot::enter(396, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMipmappedArrayGetMemoryRequirements`, whose C signature is this function's.
@@ -24672,7 +24672,7 @@ pub unsafe extern "C" fn cuMipmappedArrayGetMemoryRequirements(memoryRequirement
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24707,7 +24707,7 @@ pub unsafe extern "C" fn cuMipmappedArrayGetSparseProperties(sparseProperties: *
     }
     let mut c: [u64; 6] = [0x18e, 0xffffffff, 0, 0x0, sparseProperties as u64, mipmap as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(397, &mut c, None) else {
+    let Some(policed) = hot::enter(397, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMipmappedArrayGetSparseProperties`, whose C signature is this function's.
@@ -24716,7 +24716,7 @@ pub unsafe extern "C" fn cuMipmappedArrayGetSparseProperties(sparseProperties: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24751,7 +24751,7 @@ pub unsafe extern "C" fn cuModuleEnumerateFunctions(functions: *mut c_void, numF
     }
     let mut c: [u64; 7] = [0x18f, 0xffffffff, 0, 0x0, functions as u64, u64::from(numFunctions), mod_ as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(398, &mut c, None) else {
+    let Some(policed) = hot::enter(398, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleEnumerateFunctions`, whose C signature is this function's.
@@ -24760,7 +24760,7 @@ pub unsafe extern "C" fn cuModuleEnumerateFunctions(functions: *mut c_void, numF
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24795,7 +24795,7 @@ pub unsafe extern "C" fn cuModuleGetFunction(hfunc: *mut c_void, hmod: *mut c_vo
     }
     let mut c: [u64; 8] = [0x190, 0xffffffff, 0, 0x0, hfunc as u64, hmod as u64, name as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(399, &mut c, None) else {
+    let Some(policed) = hot::enter(399, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetFunction`, whose C signature is this function's.
@@ -24804,7 +24804,7 @@ pub unsafe extern "C" fn cuModuleGetFunction(hfunc: *mut c_void, hmod: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24841,7 +24841,7 @@ pub unsafe extern "C" fn cuModuleGetFunctionCount(count: *mut c_void, hmod: *mut
     }
     let mut c: [u64; 7] = [0x191, 0xffffffff, 0, 0x0, count as u64, hmod as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(400, &mut c, None) else {
+    let Some(policed) = hot::enter(400, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetFunctionCount`, whose C signature is this function's.
@@ -24850,7 +24850,7 @@ pub unsafe extern "C" fn cuModuleGetFunctionCount(count: *mut c_void, hmod: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24887,7 +24887,7 @@ pub unsafe extern "C" fn cuModuleGetGlobal(dptr: *mut c_void, bytes: *mut c_void
     }
     let mut c: [u64; 10] = [0x192, 0x4ffffffff, 0, 0x0, dptr as u64, bytes as u64, hmod as u64, name as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(401, &mut c, None) else {
+    let Some(policed) = hot::enter(401, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetGlobal`, whose C signature is this function's.
@@ -24896,7 +24896,7 @@ pub unsafe extern "C" fn cuModuleGetGlobal(dptr: *mut c_void, bytes: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24935,7 +24935,7 @@ pub unsafe extern "C" fn cuModuleGetGlobal_v2(dptr: *mut c_void, bytes: *mut c_v
     }
     let mut c: [u64; 10] = [0x192, 0xffffffff, 0, 0x100000000, dptr as u64, bytes as u64, hmod as u64, name as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(401, &mut c, None) else {
+    let Some(policed) = hot::enter(401, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetGlobal_v2`, whose C signature is this function's.
@@ -24944,7 +24944,7 @@ pub unsafe extern "C" fn cuModuleGetGlobal_v2(dptr: *mut c_void, bytes: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -24983,7 +24983,7 @@ pub unsafe extern "C" fn cuModuleGetLoadingMode(mode: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 6] = [0x193, 0xffffffff, 0, 0x0, mode as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(402, &mut c, None) else {
+    let Some(policed) = hot::enter(402, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetLoadingMode`, whose C signature is this function's.
@@ -24992,7 +24992,7 @@ pub unsafe extern "C" fn cuModuleGetLoadingMode(mode: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25029,7 +25029,7 @@ pub unsafe extern "C" fn cuModuleGetSurfRef(pSurfRef: *mut c_void, hmod: *mut c_
     }
     let mut c: [u64; 8] = [0x194, 0xffffffff, 0, 0x0, pSurfRef as u64, hmod as u64, name as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(403, &mut c, None) else {
+    let Some(policed) = hot::enter(403, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetSurfRef`, whose C signature is this function's.
@@ -25038,7 +25038,7 @@ pub unsafe extern "C" fn cuModuleGetSurfRef(pSurfRef: *mut c_void, hmod: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25075,7 +25075,7 @@ pub unsafe extern "C" fn cuModuleGetTexRef(pTexRef: *mut c_void, hmod: *mut c_vo
     }
     let mut c: [u64; 8] = [0x195, 0xffffffff, 0, 0x0, pTexRef as u64, hmod as u64, name as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(404, &mut c, None) else {
+    let Some(policed) = hot::enter(404, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleGetTexRef`, whose C signature is this function's.
@@ -25084,7 +25084,7 @@ pub unsafe extern "C" fn cuModuleGetTexRef(pTexRef: *mut c_void, hmod: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25121,7 +25121,7 @@ pub unsafe extern "C" fn cuModuleLoad(module: *mut c_void, fname: *mut c_void) -
     }
     let mut c: [u64; 7] = [0x196, 0xffffffff, 0, 0x0, module as u64, fname as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(405, &mut c, None) else {
+    let Some(policed) = hot::enter(405, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleLoad`, whose C signature is this function's.
@@ -25130,7 +25130,7 @@ pub unsafe extern "C" fn cuModuleLoad(module: *mut c_void, fname: *mut c_void) -
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25167,7 +25167,7 @@ pub unsafe extern "C" fn cuModuleLoadData(module: *mut c_void, image: *mut c_voi
     }
     let mut c: [u64; 7] = [0x197, 0xffffffff, 0, 0x0, module as u64, image as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(406, &mut c, None) else {
+    let Some(policed) = hot::enter(406, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleLoadData`, whose C signature is this function's.
@@ -25176,7 +25176,7 @@ pub unsafe extern "C" fn cuModuleLoadData(module: *mut c_void, image: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25213,7 +25213,7 @@ pub unsafe extern "C" fn cuModuleLoadDataEx(module: *mut c_void, image: *mut c_v
     }
     let mut c: [u64; 10] = [0x198, 0xffffffff, 0, 0x0, module as u64, image as u64, u64::from(numOptions), options as u64, optionValues as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(407, &mut c, None) else {
+    let Some(policed) = hot::enter(407, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleLoadDataEx`, whose C signature is this function's.
@@ -25222,7 +25222,7 @@ pub unsafe extern "C" fn cuModuleLoadDataEx(module: *mut c_void, image: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25259,7 +25259,7 @@ pub unsafe extern "C" fn cuModuleLoadFatBinary(module: *mut c_void, fatCubin: *m
     }
     let mut c: [u64; 7] = [0x199, 0xffffffff, 0, 0x0, module as u64, fatCubin as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(408, &mut c, None) else {
+    let Some(policed) = hot::enter(408, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuModuleLoadFatBinary`, whose C signature is this function's.
@@ -25268,7 +25268,7 @@ pub unsafe extern "C" fn cuModuleLoadFatBinary(module: *mut c_void, fatCubin: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25307,7 +25307,7 @@ pub unsafe extern "C" fn cuModuleUnload(hmod: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x19a, 0xffffffff, 0, 0x0, hmod as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(409, &mut c, None) else {
+    let Some(policed) = hot::enter(409, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // Kernel names cached before this call die with it (helpers/kernel_cache.rs).
@@ -25318,7 +25318,7 @@ pub unsafe extern "C" fn cuModuleUnload(hmod: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25355,7 +25355,7 @@ pub unsafe extern "C" fn cuMulticastAddDevice(mcHandle: u64, dev: i32) -> CUresu
     }
     let mut c: [u64; 6] = [0x19b, 0xffffffff, 0, 0x0, mcHandle, i64::from(dev) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(410, &mut c, None) else {
+    let Some(policed) = hot::enter(410, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastAddDevice`, whose C signature is this function's.
@@ -25364,7 +25364,7 @@ pub unsafe extern "C" fn cuMulticastAddDevice(mcHandle: u64, dev: i32) -> CUresu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25399,7 +25399,7 @@ pub unsafe extern "C" fn cuMulticastBindAddr(mcHandle: u64, mcOffset: u64, mempt
     }
     let mut c: [u64; 10] = [0x19c, 0x4ffffffff, 0, 0x0, mcHandle, 0, mcOffset, memptr, size, flags];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(411, &mut c, None) else {
+    let Some(policed) = hot::enter(411, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastBindAddr`, whose C signature is this function's.
@@ -25408,7 +25408,7 @@ pub unsafe extern "C" fn cuMulticastBindAddr(mcHandle: u64, mcOffset: u64, mempt
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25443,7 +25443,7 @@ pub unsafe extern "C" fn cuMulticastBindAddr_v2(mcHandle: u64, dev: i32, mcOffse
     }
     let mut c: [u64; 10] = [0x19c, 0xffffffff, 0, 0x100000000, mcHandle, i64::from(dev) as u64, mcOffset, memptr, size, flags];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(411, &mut c, None) else {
+    let Some(policed) = hot::enter(411, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastBindAddr_v2`, whose C signature is this function's.
@@ -25452,7 +25452,7 @@ pub unsafe extern "C" fn cuMulticastBindAddr_v2(mcHandle: u64, dev: i32, mcOffse
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25487,7 +25487,7 @@ pub unsafe extern "C" fn cuMulticastBindMem(mcHandle: u64, mcOffset: u64, memHan
     }
     let mut c: [u64; 11] = [0x19d, 0x4ffffffff, 0, 0x0, mcHandle, 0, mcOffset, memHandle, memOffset, size, flags];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(412, &mut c, None) else {
+    let Some(policed) = hot::enter(412, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastBindMem`, whose C signature is this function's.
@@ -25496,7 +25496,7 @@ pub unsafe extern "C" fn cuMulticastBindMem(mcHandle: u64, mcOffset: u64, memHan
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25531,7 +25531,7 @@ pub unsafe extern "C" fn cuMulticastBindMem_v2(mcHandle: u64, dev: i32, mcOffset
     }
     let mut c: [u64; 11] = [0x19d, 0xffffffff, 0, 0x100000000, mcHandle, i64::from(dev) as u64, mcOffset, memHandle, memOffset, size, flags];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(412, &mut c, None) else {
+    let Some(policed) = hot::enter(412, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastBindMem_v2`, whose C signature is this function's.
@@ -25540,7 +25540,7 @@ pub unsafe extern "C" fn cuMulticastBindMem_v2(mcHandle: u64, dev: i32, mcOffset
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25575,7 +25575,7 @@ pub unsafe extern "C" fn cuMulticastCreate(mcHandle: *mut c_void, prop: *mut c_v
     }
     let mut c: [u64; 7] = [0x19e, 0xffffffff, 0, 0x0, mcHandle as u64, prop as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(413, &mut c, None) else {
+    let Some(policed) = hot::enter(413, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastCreate`, whose C signature is this function's.
@@ -25584,7 +25584,7 @@ pub unsafe extern "C" fn cuMulticastCreate(mcHandle: *mut c_void, prop: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25621,7 +25621,7 @@ pub unsafe extern "C" fn cuMulticastGetGranularity(granularity: *mut c_void, pro
     }
     let mut c: [u64; 8] = [0x19f, 0xffffffff, 0, 0x0, granularity as u64, prop as u64, u64::from(option), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(414, &mut c, None) else {
+    let Some(policed) = hot::enter(414, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastGetGranularity`, whose C signature is this function's.
@@ -25630,7 +25630,7 @@ pub unsafe extern "C" fn cuMulticastGetGranularity(granularity: *mut c_void, pro
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25667,7 +25667,7 @@ pub unsafe extern "C" fn cuMulticastUnbind(mcHandle: u64, dev: i32, mcOffset: u6
     }
     let mut c: [u64; 8] = [0x1a0, 0xffffffff, 0, 0x0, mcHandle, i64::from(dev) as u64, mcOffset, size];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(415, &mut c, None) else {
+    let Some(policed) = hot::enter(415, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMulticastUnbind`, whose C signature is this function's.
@@ -25676,7 +25676,7 @@ pub unsafe extern "C" fn cuMulticastUnbind(mcHandle: u64, dev: i32, mcOffset: u6
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25711,7 +25711,7 @@ pub unsafe extern "C" fn cuOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize
     }
     let mut c: [u64; 9] = [0x1a1, 0xffffffff, 0, 0x0, dynamicSmemSize as u64, func as u64, i64::from(numBlocks) as u64, i64::from(blockSize) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(416, &mut c, None) else {
+    let Some(policed) = hot::enter(416, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyAvailableDynamicSMemPerBlock`, whose C signature is this function's.
@@ -25720,7 +25720,7 @@ pub unsafe extern "C" fn cuOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25757,7 +25757,7 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks: 
     }
     let mut c: [u64; 9] = [0x1a2, 0xffffffff, 0, 0x0, numBlocks as u64, func as u64, i64::from(blockSize) as u64, dynamicSMemSize, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(417, &mut c, None) else {
+    let Some(policed) = hot::enter(417, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxActiveBlocksPerMultiprocessor`, whose C signature is this function's.
@@ -25766,7 +25766,7 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25803,7 +25803,7 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(nu
     }
     let mut c: [u64; 10] = [0x1a3, 0xffffffff, 0, 0x0, numBlocks as u64, func as u64, i64::from(blockSize) as u64, dynamicSMemSize, u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(418, &mut c, None) else {
+    let Some(policed) = hot::enter(418, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`, whose C signature is this function's.
@@ -25812,7 +25812,7 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(nu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25849,7 +25849,7 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveClusters(numClusters: *mut c_void, 
     }
     let mut c: [u64; 8] = [0x1a4, 0xffffffff, 0, 0x0, numClusters as u64, func as u64, config as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(419, &mut c, None) else {
+    let Some(policed) = hot::enter(419, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxActiveClusters`, whose C signature is this function's.
@@ -25858,7 +25858,7 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveClusters(numClusters: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25895,7 +25895,7 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialBlockSize(minGridSize: *mut c_vo
     }
     let mut c: [u64; 12] = [0x1a5, 0xffffffff, 0, 0x0, minGridSize as u64, blockSize as u64, func as u64, blockSizeToDynamicSMemSize as u64, dynamicSMemSize, i64::from(blockSizeLimit) as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(420, &mut c, None) else {
+    let Some(policed) = hot::enter(420, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxPotentialBlockSize`, whose C signature is this function's.
@@ -25904,7 +25904,7 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialBlockSize(minGridSize: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25943,7 +25943,7 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize: 
     }
     let mut c: [u64; 13] = [0x1a6, 0xffffffff, 0, 0x0, minGridSize as u64, blockSize as u64, func as u64, blockSizeToDynamicSMemSize as u64, dynamicSMemSize, i64::from(blockSizeLimit) as u64, u64::from(flags), 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(421, &mut c, None) else {
+    let Some(policed) = hot::enter(421, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxPotentialBlockSizeWithFlags`, whose C signature is this function's.
@@ -25952,7 +25952,7 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -25991,7 +25991,7 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialClusterSize(clusterSize: *mut c_
     }
     let mut c: [u64; 8] = [0x1a7, 0xffffffff, 0, 0x0, clusterSize as u64, func as u64, config as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(422, &mut c, None) else {
+    let Some(policed) = hot::enter(422, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuOccupancyMaxPotentialClusterSize`, whose C signature is this function's.
@@ -26000,7 +26000,7 @@ pub unsafe extern "C" fn cuOccupancyMaxPotentialClusterSize(clusterSize: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26037,7 +26037,7 @@ pub unsafe extern "C" fn cuParamSetSize(hfunc: *mut c_void, numbytes: u32) -> CU
     }
     let mut c: [u64; 6] = [0x1a8, 0xffffffff, 0, 0x0, hfunc as u64, u64::from(numbytes)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(423, &mut c, None) else {
+    let Some(policed) = hot::enter(423, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuParamSetSize`, whose C signature is this function's.
@@ -26046,7 +26046,7 @@ pub unsafe extern "C" fn cuParamSetSize(hfunc: *mut c_void, numbytes: u32) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26081,7 +26081,7 @@ pub unsafe extern "C" fn cuParamSetTexRef(hfunc: *mut c_void, texunit: i32, hTex
     }
     let mut c: [u64; 7] = [0x1a9, 0xffffffff, 0, 0x0, hfunc as u64, i64::from(texunit) as u64, hTexRef as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(424, &mut c, None) else {
+    let Some(policed) = hot::enter(424, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuParamSetTexRef`, whose C signature is this function's.
@@ -26090,7 +26090,7 @@ pub unsafe extern "C" fn cuParamSetTexRef(hfunc: *mut c_void, texunit: i32, hTex
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26125,7 +26125,7 @@ pub unsafe extern "C" fn cuParamSetf(hfunc: *mut c_void, offset: i32, value: f32
     }
     let mut c: [u64; 7] = [0x1aa, 0xffffffff, 0, 0x0, hfunc as u64, i64::from(offset) as u64, u64::from(value.to_bits())];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(425, &mut c, None) else {
+    let Some(policed) = hot::enter(425, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuParamSetf`, whose C signature is this function's.
@@ -26134,7 +26134,7 @@ pub unsafe extern "C" fn cuParamSetf(hfunc: *mut c_void, offset: i32, value: f32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26169,7 +26169,7 @@ pub unsafe extern "C" fn cuParamSeti(hfunc: *mut c_void, offset: i32, value: u32
     }
     let mut c: [u64; 7] = [0x1ab, 0xffffffff, 0, 0x0, hfunc as u64, i64::from(offset) as u64, u64::from(value)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(426, &mut c, None) else {
+    let Some(policed) = hot::enter(426, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuParamSeti`, whose C signature is this function's.
@@ -26178,7 +26178,7 @@ pub unsafe extern "C" fn cuParamSeti(hfunc: *mut c_void, offset: i32, value: u32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26213,7 +26213,7 @@ pub unsafe extern "C" fn cuParamSetv(hfunc: *mut c_void, offset: i32, ptr: *mut 
     }
     let mut c: [u64; 8] = [0x1ac, 0xffffffff, 0, 0x0, hfunc as u64, i64::from(offset) as u64, ptr as u64, u64::from(numbytes)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(427, &mut c, None) else {
+    let Some(policed) = hot::enter(427, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuParamSetv`, whose C signature is this function's.
@@ -26222,7 +26222,7 @@ pub unsafe extern "C" fn cuParamSetv(hfunc: *mut c_void, offset: i32, ptr: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26257,7 +26257,7 @@ pub unsafe extern "C" fn cuPointerGetAttribute(data: *mut c_void, attribute: u32
     }
     let mut c: [u64; 7] = [0x1ad, 0xffffffff, 0, 0x0, data as u64, u64::from(attribute), ptr];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(428, &mut c, None) else {
+    let Some(policed) = hot::enter(428, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuPointerGetAttribute`, whose C signature is this function's.
@@ -26266,7 +26266,7 @@ pub unsafe extern "C" fn cuPointerGetAttribute(data: *mut c_void, attribute: u32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26301,7 +26301,7 @@ pub unsafe extern "C" fn cuPointerGetAttributes(numAttributes: u32, attributes: 
     }
     let mut c: [u64; 8] = [0x1ae, 0xffffffff, 0, 0x0, u64::from(numAttributes), attributes as u64, data as u64, ptr];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(429, &mut c, None) else {
+    let Some(policed) = hot::enter(429, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuPointerGetAttributes`, whose C signature is this function's.
@@ -26310,7 +26310,7 @@ pub unsafe extern "C" fn cuPointerGetAttributes(numAttributes: u32, attributes: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26345,7 +26345,7 @@ pub unsafe extern "C" fn cuPointerSetAttribute(value: *mut c_void, attribute: u3
     }
     let mut c: [u64; 7] = [0x1af, 0xffffffff, 0, 0x0, value as u64, u64::from(attribute), ptr];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(430, &mut c, None) else {
+    let Some(policed) = hot::enter(430, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuPointerSetAttribute`, whose C signature is this function's.
@@ -26354,7 +26354,7 @@ pub unsafe extern "C" fn cuPointerSetAttribute(value: *mut c_void, attribute: u3
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26389,7 +26389,7 @@ pub unsafe extern "C" fn cuProfilerInitialize(configFile: *mut c_void, outputFil
     }
     let mut c: [u64; 7] = [0x1b0, 0xffffffff, 0, 0x0, configFile as u64, outputFile as u64, u64::from(outputMode)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(431, &mut c, None) else {
+    let Some(policed) = hot::enter(431, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuProfilerInitialize`, whose C signature is this function's.
@@ -26398,7 +26398,7 @@ pub unsafe extern "C" fn cuProfilerInitialize(configFile: *mut c_void, outputFil
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26433,7 +26433,7 @@ pub unsafe extern "C" fn cuProfilerStart() -> CUresult {
     }
     let mut c: [u64; 4] = [0x1b1, 0xffffffff, 0, 0x0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(432, &mut c, None) else {
+    let Some(policed) = hot::enter(432, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuProfilerStart`, whose C signature is this function's.
@@ -26442,7 +26442,7 @@ pub unsafe extern "C" fn cuProfilerStart() -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26477,7 +26477,7 @@ pub unsafe extern "C" fn cuProfilerStop() -> CUresult {
     }
     let mut c: [u64; 4] = [0x1b2, 0xffffffff, 0, 0x0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(433, &mut c, None) else {
+    let Some(policed) = hot::enter(433, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuProfilerStop`, whose C signature is this function's.
@@ -26486,7 +26486,7 @@ pub unsafe extern "C" fn cuProfilerStop() -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26521,7 +26521,7 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync(extSemArray: *mut c_voi
     }
     let mut c: [u64; 8] = [0x1b3, 0xffffffff, 0, 0x0, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(434, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(434, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSignalExternalSemaphoresAsync`, whose C signature is this function's.
@@ -26530,7 +26530,7 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync(extSemArray: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26565,7 +26565,7 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync_ptsz(extSemArray: *mut 
     }
     let mut c: [u64; 8] = [0x1b3, 0x2ffffffff, 0, 0x100000000, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(434, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(434, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSignalExternalSemaphoresAsync_ptsz`, whose C signature is this function's.
@@ -26574,7 +26574,7 @@ pub unsafe extern "C" fn cuSignalExternalSemaphoresAsync_ptsz(extSemArray: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26610,7 +26610,7 @@ pub unsafe extern "C" fn cuStreamAddCallback(hStream: *mut c_void, callback: *mu
     let mut c: [u64; 8] = [0x1b4, 0xffffffff, 0, 0x0, hStream as u64, callback as u64, userData as u64, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(435, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(435, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamAddCallback`, whose C signature is this function's.
@@ -26619,7 +26619,7 @@ pub unsafe extern "C" fn cuStreamAddCallback(hStream: *mut c_void, callback: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26655,7 +26655,7 @@ pub unsafe extern "C" fn cuStreamAddCallback_ptsz(hStream: *mut c_void, callback
     let mut c: [u64; 8] = [0x1b4, 0x2ffffffff, 0, 0x100000000, hStream as u64, callback as u64, userData as u64, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(435, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(435, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamAddCallback_ptsz`, whose C signature is this function's.
@@ -26664,7 +26664,7 @@ pub unsafe extern "C" fn cuStreamAddCallback_ptsz(hStream: *mut c_void, callback
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26700,7 +26700,7 @@ pub unsafe extern "C" fn cuStreamAttachMemAsync(hStream: *mut c_void, dptr: u64,
     let mut c: [u64; 8] = [0x1b5, 0xffffffff, 0, 0x0, hStream as u64, dptr, length, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(436, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(436, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamAttachMemAsync`, whose C signature is this function's.
@@ -26709,7 +26709,7 @@ pub unsafe extern "C" fn cuStreamAttachMemAsync(hStream: *mut c_void, dptr: u64,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26745,7 +26745,7 @@ pub unsafe extern "C" fn cuStreamAttachMemAsync_ptsz(hStream: *mut c_void, dptr:
     let mut c: [u64; 8] = [0x1b5, 0x2ffffffff, 0, 0x100000000, hStream as u64, dptr, length, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(436, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(436, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamAttachMemAsync_ptsz`, whose C signature is this function's.
@@ -26754,7 +26754,7 @@ pub unsafe extern "C" fn cuStreamAttachMemAsync_ptsz(hStream: *mut c_void, dptr:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26789,7 +26789,7 @@ pub unsafe extern "C" fn cuStreamBatchMemOp(stream: *mut c_void, count: u32, par
     }
     let mut c: [u64; 8] = [0x1b6, 0xffffffff, 0, 0x0, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(437, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(437, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBatchMemOp`, whose C signature is this function's.
@@ -26798,7 +26798,7 @@ pub unsafe extern "C" fn cuStreamBatchMemOp(stream: *mut c_void, count: u32, par
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26833,7 +26833,7 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2(stream: *mut c_void, count: u32, 
     }
     let mut c: [u64; 8] = [0x1b6, 0xffffffff, 0, 0x100000000, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(437, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(437, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBatchMemOp_v2`, whose C signature is this function's.
@@ -26842,7 +26842,7 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2(stream: *mut c_void, count: u32, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26877,7 +26877,7 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_ptsz(stream: *mut c_void, count: u32
     }
     let mut c: [u64; 8] = [0x1b6, 0x6ffffffff, 0, 0x200000000, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(437, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(437, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBatchMemOp_ptsz`, whose C signature is this function's.
@@ -26886,7 +26886,7 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_ptsz(stream: *mut c_void, count: u32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26921,7 +26921,7 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2_ptsz(stream: *mut c_void, count: 
     }
     let mut c: [u64; 8] = [0x1b6, 0x2ffffffff, 0, 0x300000000, stream as u64, u64::from(count), paramArray as u64, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(437, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(437, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBatchMemOp_v2_ptsz`, whose C signature is this function's.
@@ -26930,7 +26930,7 @@ pub unsafe extern "C" fn cuStreamBatchMemOp_v2_ptsz(stream: *mut c_void, count: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -26966,7 +26966,7 @@ pub unsafe extern "C" fn cuStreamBeginCapture(hStream: *mut c_void) -> CUresult 
     let mut c: [u64; 6] = [0x1b7, 0x4ffffffff, 0, 0x0, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(438, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(438, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCapture`, whose C signature is this function's.
@@ -26975,7 +26975,7 @@ pub unsafe extern "C" fn cuStreamBeginCapture(hStream: *mut c_void) -> CUresult 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27011,7 +27011,7 @@ pub unsafe extern "C" fn cuStreamBeginCapture_v2(hStream: *mut c_void, mode: u32
     let mut c: [u64; 6] = [0x1b7, 0xffffffff, 0, 0x100000000, hStream as u64, u64::from(mode)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(438, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(438, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCapture_v2`, whose C signature is this function's.
@@ -27020,7 +27020,7 @@ pub unsafe extern "C" fn cuStreamBeginCapture_v2(hStream: *mut c_void, mode: u32
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27056,7 +27056,7 @@ pub unsafe extern "C" fn cuStreamBeginCapture_ptsz(hStream: *mut c_void) -> CUre
     let mut c: [u64; 6] = [0x1b7, 0x6ffffffff, 0, 0x200000000, hStream as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(438, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(438, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCapture_ptsz`, whose C signature is this function's.
@@ -27065,7 +27065,7 @@ pub unsafe extern "C" fn cuStreamBeginCapture_ptsz(hStream: *mut c_void) -> CUre
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27101,7 +27101,7 @@ pub unsafe extern "C" fn cuStreamBeginCapture_v2_ptsz(hStream: *mut c_void, mode
     let mut c: [u64; 6] = [0x1b7, 0x2ffffffff, 0, 0x300000000, hStream as u64, u64::from(mode)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(438, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(438, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCapture_v2_ptsz`, whose C signature is this function's.
@@ -27110,7 +27110,7 @@ pub unsafe extern "C" fn cuStreamBeginCapture_v2_ptsz(hStream: *mut c_void, mode
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27146,7 +27146,7 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToCig(hStream: *mut c_void, streamC
     let mut c: [u64; 6] = [0x1b8, 0xffffffff, 0, 0x0, hStream as u64, streamCigCaptureParams as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(439, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(439, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCaptureToCig`, whose C signature is this function's.
@@ -27155,7 +27155,7 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToCig(hStream: *mut c_void, streamC
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27191,7 +27191,7 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToCig_ptsz(hStream: *mut c_void, st
     let mut c: [u64; 6] = [0x1b8, 0x2ffffffff, 0, 0x100000000, hStream as u64, streamCigCaptureParams as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(439, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(439, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCaptureToCig_ptsz`, whose C signature is this function's.
@@ -27200,7 +27200,7 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToCig_ptsz(hStream: *mut c_void, st
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27236,7 +27236,7 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph(hStream: *mut c_void, hGrap
     let mut c: [u64; 10] = [0x1b9, 0xffffffff, 0, 0x0, hStream as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(mode)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(440, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(440, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCaptureToGraph`, whose C signature is this function's.
@@ -27245,7 +27245,7 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph(hStream: *mut c_void, hGrap
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27281,7 +27281,7 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph_ptsz(hStream: *mut c_void, 
     let mut c: [u64; 10] = [0x1b9, 0x2ffffffff, 0, 0x100000000, hStream as u64, hGraph as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(mode)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(440, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(440, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginCaptureToGraph_ptsz`, whose C signature is this function's.
@@ -27290,7 +27290,7 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph_ptsz(hStream: *mut c_void, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27326,7 +27326,7 @@ pub unsafe extern "C" fn cuStreamBeginRecaptureToGraph(hStream: *mut c_void, mod
     let mut c: [u64; 9] = [0x1ba, 0xffffffff, 0, 0x0, hStream as u64, u64::from(mode), hGraph as u64, callbackFunc as u64, userData as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(441, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(441, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginRecaptureToGraph`, whose C signature is this function's.
@@ -27335,7 +27335,7 @@ pub unsafe extern "C" fn cuStreamBeginRecaptureToGraph(hStream: *mut c_void, mod
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27371,7 +27371,7 @@ pub unsafe extern "C" fn cuStreamBeginRecaptureToGraph_ptsz(hStream: *mut c_void
     let mut c: [u64; 9] = [0x1ba, 0x2ffffffff, 0, 0x100000000, hStream as u64, u64::from(mode), hGraph as u64, callbackFunc as u64, userData as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(441, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(441, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamBeginRecaptureToGraph_ptsz`, whose C signature is this function's.
@@ -27380,7 +27380,7 @@ pub unsafe extern "C" fn cuStreamBeginRecaptureToGraph_ptsz(hStream: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27416,7 +27416,7 @@ pub unsafe extern "C" fn cuStreamCopyAttributes(dstStream: *mut c_void, srcStrea
     let mut c: [u64; 6] = [0x1bb, 0xffffffff, 0, 0x0, dstStream as u64, srcStream as u64];
     let stream = dstStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(442, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(442, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamCopyAttributes`, whose C signature is this function's.
@@ -27425,7 +27425,7 @@ pub unsafe extern "C" fn cuStreamCopyAttributes(dstStream: *mut c_void, srcStrea
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27460,7 +27460,7 @@ pub unsafe extern "C" fn cuStreamCopyAttributes_ptsz(dst: *mut c_void, src: *mut
     }
     let mut c: [u64; 6] = [0x1bb, 0x6ffffffff, 0, 0x100000000, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(442, &mut c, None) else {
+    let Some(policed) = hot::enter(442, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamCopyAttributes_ptsz`, whose C signature is this function's.
@@ -27469,7 +27469,7 @@ pub unsafe extern "C" fn cuStreamCopyAttributes_ptsz(dst: *mut c_void, src: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27504,7 +27504,7 @@ pub unsafe extern "C" fn cuStreamCreate(phStream: *mut c_void, Flags: u32) -> CU
     }
     let mut c: [u64; 7] = [0x1bc, 0xffffffff, 0, 0x0, phStream as u64, u64::from(Flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(443, &mut c, None) else {
+    let Some(policed) = hot::enter(443, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamCreate`, whose C signature is this function's.
@@ -27513,7 +27513,7 @@ pub unsafe extern "C" fn cuStreamCreate(phStream: *mut c_void, Flags: u32) -> CU
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27551,7 +27551,7 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(phStream: *mut c_void, flags
     }
     let mut c: [u64; 8] = [0x1bd, 0xffffffff, 0, 0x0, phStream as u64, u64::from(flags), i64::from(priority) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(444, &mut c, None) else {
+    let Some(policed) = hot::enter(444, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamCreateWithPriority`, whose C signature is this function's.
@@ -27560,7 +27560,7 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(phStream: *mut c_void, flags
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27600,7 +27600,7 @@ pub unsafe extern "C" fn cuStreamDestroy(hStream: *mut c_void) -> CUresult {
     let mut c: [u64; 5] = [0x1be, 0xffffffff, 0, 0x0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(445, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(445, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamDestroy`, whose C signature is this function's.
@@ -27609,7 +27609,7 @@ pub unsafe extern "C" fn cuStreamDestroy(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27645,7 +27645,7 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(hStream: *mut c_void) -> CUresult {
     let mut c: [u64; 5] = [0x1be, 0xffffffff, 0, 0x100000000, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(445, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(445, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamDestroy_v2`, whose C signature is this function's.
@@ -27654,7 +27654,7 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27690,7 +27690,7 @@ pub unsafe extern "C" fn cuStreamEndCapture(hStream: *mut c_void, phGraph: *mut 
     let mut c: [u64; 7] = [0x1bf, 0xffffffff, 0, 0x0, hStream as u64, phGraph as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(446, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(446, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamEndCapture`, whose C signature is this function's.
@@ -27699,7 +27699,7 @@ pub unsafe extern "C" fn cuStreamEndCapture(hStream: *mut c_void, phGraph: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27737,7 +27737,7 @@ pub unsafe extern "C" fn cuStreamEndCapture_ptsz(hStream: *mut c_void, phGraph: 
     let mut c: [u64; 7] = [0x1bf, 0x2ffffffff, 0, 0x100000000, hStream as u64, phGraph as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(446, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(446, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamEndCapture_ptsz`, whose C signature is this function's.
@@ -27746,7 +27746,7 @@ pub unsafe extern "C" fn cuStreamEndCapture_ptsz(hStream: *mut c_void, phGraph: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27784,7 +27784,7 @@ pub unsafe extern "C" fn cuStreamEndCaptureToCig(hStream: *mut c_void) -> CUresu
     let mut c: [u64; 5] = [0x1c0, 0xffffffff, 0, 0x0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(447, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(447, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamEndCaptureToCig`, whose C signature is this function's.
@@ -27793,7 +27793,7 @@ pub unsafe extern "C" fn cuStreamEndCaptureToCig(hStream: *mut c_void) -> CUresu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27829,7 +27829,7 @@ pub unsafe extern "C" fn cuStreamEndCaptureToCig_ptsz(hStream: *mut c_void) -> C
     let mut c: [u64; 5] = [0x1c0, 0x2ffffffff, 0, 0x100000000, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(447, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(447, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamEndCaptureToCig_ptsz`, whose C signature is this function's.
@@ -27838,7 +27838,7 @@ pub unsafe extern "C" fn cuStreamEndCaptureToCig_ptsz(hStream: *mut c_void) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27874,7 +27874,7 @@ pub unsafe extern "C" fn cuStreamGetAttribute(hStream: *mut c_void, attr: u32, v
     let mut c: [u64; 7] = [0x1c1, 0xffffffff, 0, 0x0, hStream as u64, u64::from(attr), value as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(448, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(448, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetAttribute`, whose C signature is this function's.
@@ -27883,7 +27883,7 @@ pub unsafe extern "C" fn cuStreamGetAttribute(hStream: *mut c_void, attr: u32, v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27919,7 +27919,7 @@ pub unsafe extern "C" fn cuStreamGetAttribute_ptsz(hStream: *mut c_void, attr: u
     let mut c: [u64; 7] = [0x1c1, 0x6ffffffff, 0, 0x100000000, hStream as u64, u64::from(attr), 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(448, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(448, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetAttribute_ptsz`, whose C signature is this function's.
@@ -27928,7 +27928,7 @@ pub unsafe extern "C" fn cuStreamGetAttribute_ptsz(hStream: *mut c_void, attr: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -27964,7 +27964,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo(hStream: *mut c_void, captureSta
     let mut c: [u64; 15] = [0x1c2, 0x4ffffffff, 0, 0x0, hStream as u64, captureStatus_out as u64, id_out as u64, 0, 0, 0, 0, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(449, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo`, whose C signature is this function's.
@@ -27973,7 +27973,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo(hStream: *mut c_void, captureSta
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28013,7 +28013,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2(hStream: *mut c_void, capture
     let mut c: [u64; 15] = [0x1c2, 0x4ffffffff, 0, 0x100000000, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, 0, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(449, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo_v2`, whose C signature is this function's.
@@ -28022,7 +28022,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2(hStream: *mut c_void, capture
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28066,7 +28066,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v3(hStream: *mut c_void, capture
     let mut c: [u64; 15] = [0x1c2, 0xffffffff, 0, 0x200000000, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, edgeData_out as u64, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(449, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo_v3`, whose C signature is this function's.
@@ -28075,7 +28075,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v3(hStream: *mut c_void, capture
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28119,7 +28119,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_ptsz(hStream: *mut c_void, captu
     let mut c: [u64; 15] = [0x1c2, 0x6ffffffff, 0, 0x300000000, hStream as u64, captureStatus_out as u64, id_out as u64, 0, 0, 0, 0, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(449, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo_ptsz`, whose C signature is this function's.
@@ -28128,7 +28128,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_ptsz(hStream: *mut c_void, captu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28168,7 +28168,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2_ptsz(hStream: *mut c_void, ca
     let mut c: [u64; 15] = [0x1c2, 0x6ffffffff, 0, 0x400000000, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, 0, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(449, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo_v2_ptsz`, whose C signature is this function's.
@@ -28177,7 +28177,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2_ptsz(hStream: *mut c_void, ca
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28221,7 +28221,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v3_ptsz(hStream: *mut c_void, ca
     let mut c: [u64; 15] = [0x1c2, 0x2ffffffff, 0, 0x500000000, hStream as u64, captureStatus_out as u64, id_out as u64, graph_out as u64, dependencies_out as u64, edgeData_out as u64, numDependencies_out as u64, 0, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(449, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(449, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCaptureInfo_v3_ptsz`, whose C signature is this function's.
@@ -28230,7 +28230,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v3_ptsz(hStream: *mut c_void, ca
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28274,7 +28274,7 @@ pub unsafe extern "C" fn cuStreamGetCtx(hStream: *mut c_void, pctx: *mut c_void)
     let mut c: [u64; 9] = [0x1c3, 0x4ffffffff, 0, 0x0, hStream as u64, pctx as u64, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(450, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(450, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCtx`, whose C signature is this function's.
@@ -28283,7 +28283,7 @@ pub unsafe extern "C" fn cuStreamGetCtx(hStream: *mut c_void, pctx: *mut c_void)
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28321,7 +28321,7 @@ pub unsafe extern "C" fn cuStreamGetCtx_v2(hStream: *mut c_void, pctx: *mut c_vo
     let mut c: [u64; 9] = [0x1c3, 0xffffffff, 0, 0x100000000, hStream as u64, pctx as u64, pGreenCtx as u64, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(450, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(450, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCtx_v2`, whose C signature is this function's.
@@ -28330,7 +28330,7 @@ pub unsafe extern "C" fn cuStreamGetCtx_v2(hStream: *mut c_void, pctx: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28370,7 +28370,7 @@ pub unsafe extern "C" fn cuStreamGetCtx_ptsz(hStream: *mut c_void, pctx: *mut c_
     let mut c: [u64; 9] = [0x1c3, 0x6ffffffff, 0, 0x200000000, hStream as u64, pctx as u64, 0, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(450, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(450, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCtx_ptsz`, whose C signature is this function's.
@@ -28379,7 +28379,7 @@ pub unsafe extern "C" fn cuStreamGetCtx_ptsz(hStream: *mut c_void, pctx: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28417,7 +28417,7 @@ pub unsafe extern "C" fn cuStreamGetCtx_v2_ptsz(hStream: *mut c_void, pctx: *mut
     let mut c: [u64; 9] = [0x1c3, 0x2ffffffff, 0, 0x300000000, hStream as u64, pctx as u64, pGreenCtx as u64, 0, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(450, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(450, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetCtx_v2_ptsz`, whose C signature is this function's.
@@ -28426,7 +28426,7 @@ pub unsafe extern "C" fn cuStreamGetCtx_v2_ptsz(hStream: *mut c_void, pctx: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28466,7 +28466,7 @@ pub unsafe extern "C" fn cuStreamGetDevResource(hStream: *mut c_void, result: *m
     let mut c: [u64; 7] = [0x1c4, 0xffffffff, 0, 0x0, hStream as u64, result as u64, u64::from(type_)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(451, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(451, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetDevResource`, whose C signature is this function's.
@@ -28475,7 +28475,7 @@ pub unsafe extern "C" fn cuStreamGetDevResource(hStream: *mut c_void, result: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28511,7 +28511,7 @@ pub unsafe extern "C" fn cuStreamGetDevResource_ptsz(hStream: *mut c_void, resul
     let mut c: [u64; 7] = [0x1c4, 0x2ffffffff, 0, 0x100000000, hStream as u64, result as u64, u64::from(type_)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(451, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(451, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetDevResource_ptsz`, whose C signature is this function's.
@@ -28520,7 +28520,7 @@ pub unsafe extern "C" fn cuStreamGetDevResource_ptsz(hStream: *mut c_void, resul
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28556,7 +28556,7 @@ pub unsafe extern "C" fn cuStreamGetDevice(hStream: *mut c_void, device: *mut c_
     let mut c: [u64; 7] = [0x1c5, 0xffffffff, 0, 0x0, hStream as u64, device as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(452, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(452, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetDevice`, whose C signature is this function's.
@@ -28565,7 +28565,7 @@ pub unsafe extern "C" fn cuStreamGetDevice(hStream: *mut c_void, device: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28603,7 +28603,7 @@ pub unsafe extern "C" fn cuStreamGetDevice_ptsz(hStream: *mut c_void, device: *m
     let mut c: [u64; 7] = [0x1c5, 0x2ffffffff, 0, 0x100000000, hStream as u64, device as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(452, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(452, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetDevice_ptsz`, whose C signature is this function's.
@@ -28612,7 +28612,7 @@ pub unsafe extern "C" fn cuStreamGetDevice_ptsz(hStream: *mut c_void, device: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28650,7 +28650,7 @@ pub unsafe extern "C" fn cuStreamGetFlags(hStream: *mut c_void, flags: *mut c_vo
     let mut c: [u64; 7] = [0x1c6, 0xffffffff, 0, 0x0, hStream as u64, flags as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(453, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(453, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetFlags`, whose C signature is this function's.
@@ -28659,7 +28659,7 @@ pub unsafe extern "C" fn cuStreamGetFlags(hStream: *mut c_void, flags: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28697,7 +28697,7 @@ pub unsafe extern "C" fn cuStreamGetFlags_ptsz(hStream: *mut c_void, flags: *mut
     let mut c: [u64; 7] = [0x1c6, 0x2ffffffff, 0, 0x100000000, hStream as u64, flags as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(453, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(453, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetFlags_ptsz`, whose C signature is this function's.
@@ -28706,7 +28706,7 @@ pub unsafe extern "C" fn cuStreamGetFlags_ptsz(hStream: *mut c_void, flags: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28744,7 +28744,7 @@ pub unsafe extern "C" fn cuStreamGetGreenCtx(hStream: *mut c_void, phCtx: *mut c
     let mut c: [u64; 7] = [0x1c7, 0xffffffff, 0, 0x0, hStream as u64, phCtx as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(454, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(454, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetGreenCtx`, whose C signature is this function's.
@@ -28753,7 +28753,7 @@ pub unsafe extern "C" fn cuStreamGetGreenCtx(hStream: *mut c_void, phCtx: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28791,7 +28791,7 @@ pub unsafe extern "C" fn cuStreamGetId(hStream: *mut c_void, streamId: *mut c_vo
     let mut c: [u64; 7] = [0x1c8, 0xffffffff, 0, 0x0, hStream as u64, streamId as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(455, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(455, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetId`, whose C signature is this function's.
@@ -28800,7 +28800,7 @@ pub unsafe extern "C" fn cuStreamGetId(hStream: *mut c_void, streamId: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28838,7 +28838,7 @@ pub unsafe extern "C" fn cuStreamGetId_ptsz(hStream: *mut c_void, streamId: *mut
     let mut c: [u64; 7] = [0x1c8, 0x2ffffffff, 0, 0x100000000, hStream as u64, streamId as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(455, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(455, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetId_ptsz`, whose C signature is this function's.
@@ -28847,7 +28847,7 @@ pub unsafe extern "C" fn cuStreamGetId_ptsz(hStream: *mut c_void, streamId: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28885,7 +28885,7 @@ pub unsafe extern "C" fn cuStreamGetPriority(hStream: *mut c_void, priority: *mu
     let mut c: [u64; 7] = [0x1c9, 0xffffffff, 0, 0x0, hStream as u64, priority as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(456, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(456, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetPriority`, whose C signature is this function's.
@@ -28894,7 +28894,7 @@ pub unsafe extern "C" fn cuStreamGetPriority(hStream: *mut c_void, priority: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28932,7 +28932,7 @@ pub unsafe extern "C" fn cuStreamGetPriority_ptsz(hStream: *mut c_void, priority
     let mut c: [u64; 7] = [0x1c9, 0x2ffffffff, 0, 0x100000000, hStream as u64, priority as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(456, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(456, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamGetPriority_ptsz`, whose C signature is this function's.
@@ -28941,7 +28941,7 @@ pub unsafe extern "C" fn cuStreamGetPriority_ptsz(hStream: *mut c_void, priority
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -28979,7 +28979,7 @@ pub unsafe extern "C" fn cuStreamIsCapturing(hStream: *mut c_void, captureStatus
     let mut c: [u64; 7] = [0x1ca, 0xffffffff, 0, 0x0, hStream as u64, captureStatus as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(457, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(457, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamIsCapturing`, whose C signature is this function's.
@@ -28988,7 +28988,7 @@ pub unsafe extern "C" fn cuStreamIsCapturing(hStream: *mut c_void, captureStatus
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29026,7 +29026,7 @@ pub unsafe extern "C" fn cuStreamIsCapturing_ptsz(hStream: *mut c_void, captureS
     let mut c: [u64; 7] = [0x1ca, 0x2ffffffff, 0, 0x100000000, hStream as u64, captureStatus as u64, 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(457, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(457, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamIsCapturing_ptsz`, whose C signature is this function's.
@@ -29035,7 +29035,7 @@ pub unsafe extern "C" fn cuStreamIsCapturing_ptsz(hStream: *mut c_void, captureS
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29073,7 +29073,7 @@ pub unsafe extern "C" fn cuStreamQuery(hStream: *mut c_void) -> CUresult {
     let mut c: [u64; 5] = [0x1cb, 0xffffffff, 0, 0x0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(458, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(458, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamQuery`, whose C signature is this function's.
@@ -29082,7 +29082,7 @@ pub unsafe extern "C" fn cuStreamQuery(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29118,7 +29118,7 @@ pub unsafe extern "C" fn cuStreamQuery_ptsz(hStream: *mut c_void) -> CUresult {
     let mut c: [u64; 5] = [0x1cb, 0x2ffffffff, 0, 0x100000000, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(458, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(458, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamQuery_ptsz`, whose C signature is this function's.
@@ -29127,7 +29127,7 @@ pub unsafe extern "C" fn cuStreamQuery_ptsz(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29163,7 +29163,7 @@ pub unsafe extern "C" fn cuStreamSetAttribute(hStream: *mut c_void, attr: u32, p
     let mut c: [u64; 7] = [0x1cc, 0xffffffff, 0, 0x0, hStream as u64, u64::from(attr), param as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(459, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(459, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamSetAttribute`, whose C signature is this function's.
@@ -29172,7 +29172,7 @@ pub unsafe extern "C" fn cuStreamSetAttribute(hStream: *mut c_void, attr: u32, p
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29208,7 +29208,7 @@ pub unsafe extern "C" fn cuStreamSetAttribute_ptsz(hStream: *mut c_void, attr: u
     let mut c: [u64; 7] = [0x1cc, 0x6ffffffff, 0, 0x100000000, hStream as u64, u64::from(attr), 0];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(459, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(459, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamSetAttribute_ptsz`, whose C signature is this function's.
@@ -29217,7 +29217,7 @@ pub unsafe extern "C" fn cuStreamSetAttribute_ptsz(hStream: *mut c_void, attr: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29253,7 +29253,7 @@ pub unsafe extern "C" fn cuStreamSynchronize(hStream: *mut c_void) -> CUresult {
     let mut c: [u64; 5] = [0x1cd, 0xffffffff, 0, 0x0, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(460, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(460, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamSynchronize`, whose C signature is this function's.
@@ -29262,7 +29262,7 @@ pub unsafe extern "C" fn cuStreamSynchronize(hStream: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29298,7 +29298,7 @@ pub unsafe extern "C" fn cuStreamSynchronize_ptsz(hStream: *mut c_void) -> CUres
     let mut c: [u64; 5] = [0x1cd, 0x2ffffffff, 0, 0x100000000, hStream as u64];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(460, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(460, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamSynchronize_ptsz`, whose C signature is this function's.
@@ -29307,7 +29307,7 @@ pub unsafe extern "C" fn cuStreamSynchronize_ptsz(hStream: *mut c_void) -> CUres
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29343,7 +29343,7 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies(hStream: *mut c_void,
     let mut c: [u64; 9] = [0x1ce, 0x4ffffffff, 0, 0x0, hStream as u64, dependencies as u64, 0, numDependencies, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(461, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(461, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamUpdateCaptureDependencies`, whose C signature is this function's.
@@ -29352,7 +29352,7 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies(hStream: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29388,7 +29388,7 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_v2(hStream: *mut c_vo
     let mut c: [u64; 9] = [0x1ce, 0xffffffff, 0, 0x100000000, hStream as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(461, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(461, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamUpdateCaptureDependencies_v2`, whose C signature is this function's.
@@ -29397,7 +29397,7 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_v2(hStream: *mut c_vo
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29433,7 +29433,7 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_ptsz(hStream: *mut c_
     let mut c: [u64; 9] = [0x1ce, 0x6ffffffff, 0, 0x200000000, hStream as u64, dependencies as u64, 0, numDependencies, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(461, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(461, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamUpdateCaptureDependencies_ptsz`, whose C signature is this function's.
@@ -29442,7 +29442,7 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_ptsz(hStream: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29478,7 +29478,7 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_v2_ptsz(hStream: *mut
     let mut c: [u64; 9] = [0x1ce, 0x2ffffffff, 0, 0x300000000, hStream as u64, dependencies as u64, dependencyData as u64, numDependencies, u64::from(flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(461, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(461, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamUpdateCaptureDependencies_v2_ptsz`, whose C signature is this function's.
@@ -29487,7 +29487,7 @@ pub unsafe extern "C" fn cuStreamUpdateCaptureDependencies_v2_ptsz(hStream: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29523,7 +29523,7 @@ pub unsafe extern "C" fn cuStreamWaitEvent(hStream: *mut c_void, hEvent: *mut c_
     let mut c: [u64; 7] = [0x1cf, 0xffffffff, 0, 0x0, hStream as u64, hEvent as u64, u64::from(Flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(462, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(462, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitEvent`, whose C signature is this function's.
@@ -29532,7 +29532,7 @@ pub unsafe extern "C" fn cuStreamWaitEvent(hStream: *mut c_void, hEvent: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29568,7 +29568,7 @@ pub unsafe extern "C" fn cuStreamWaitEvent_ptsz(hStream: *mut c_void, hEvent: *m
     let mut c: [u64; 7] = [0x1cf, 0x2ffffffff, 0, 0x100000000, hStream as u64, hEvent as u64, u64::from(Flags)];
     let stream = hStream;
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(462, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(462, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitEvent_ptsz`, whose C signature is this function's.
@@ -29577,7 +29577,7 @@ pub unsafe extern "C" fn cuStreamWaitEvent_ptsz(hStream: *mut c_void, hEvent: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29612,7 +29612,7 @@ pub unsafe extern "C" fn cuStreamWaitValue32(stream: *mut c_void, addr: u64, val
     }
     let mut c: [u64; 8] = [0x1d0, 0xffffffff, 0, 0x0, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(463, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(463, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue32`, whose C signature is this function's.
@@ -29621,7 +29621,7 @@ pub unsafe extern "C" fn cuStreamWaitValue32(stream: *mut c_void, addr: u64, val
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29656,7 +29656,7 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2(stream: *mut c_void, addr: u64, 
     }
     let mut c: [u64; 8] = [0x1d0, 0xffffffff, 0, 0x100000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(463, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(463, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue32_v2`, whose C signature is this function's.
@@ -29665,7 +29665,7 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2(stream: *mut c_void, addr: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29700,7 +29700,7 @@ pub unsafe extern "C" fn cuStreamWaitValue32_ptsz(stream: *mut c_void, addr: u64
     }
     let mut c: [u64; 8] = [0x1d0, 0x2ffffffff, 0, 0x200000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(463, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(463, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue32_ptsz`, whose C signature is this function's.
@@ -29709,7 +29709,7 @@ pub unsafe extern "C" fn cuStreamWaitValue32_ptsz(stream: *mut c_void, addr: u64
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29744,7 +29744,7 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2_ptsz(stream: *mut c_void, addr: 
     }
     let mut c: [u64; 8] = [0x1d0, 0x2ffffffff, 0, 0x300000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(463, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(463, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue32_v2_ptsz`, whose C signature is this function's.
@@ -29753,7 +29753,7 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2_ptsz(stream: *mut c_void, addr: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29788,7 +29788,7 @@ pub unsafe extern "C" fn cuStreamWaitValue64(stream: *mut c_void, addr: u64, val
     }
     let mut c: [u64; 8] = [0x1d1, 0xffffffff, 0, 0x0, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(464, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(464, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue64`, whose C signature is this function's.
@@ -29797,7 +29797,7 @@ pub unsafe extern "C" fn cuStreamWaitValue64(stream: *mut c_void, addr: u64, val
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29832,7 +29832,7 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2(stream: *mut c_void, addr: u64, 
     }
     let mut c: [u64; 8] = [0x1d1, 0xffffffff, 0, 0x100000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(464, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(464, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue64_v2`, whose C signature is this function's.
@@ -29841,7 +29841,7 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2(stream: *mut c_void, addr: u64, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29876,7 +29876,7 @@ pub unsafe extern "C" fn cuStreamWaitValue64_ptsz(stream: *mut c_void, addr: u64
     }
     let mut c: [u64; 8] = [0x1d1, 0x2ffffffff, 0, 0x200000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(464, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(464, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue64_ptsz`, whose C signature is this function's.
@@ -29885,7 +29885,7 @@ pub unsafe extern "C" fn cuStreamWaitValue64_ptsz(stream: *mut c_void, addr: u64
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29920,7 +29920,7 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2_ptsz(stream: *mut c_void, addr: 
     }
     let mut c: [u64; 8] = [0x1d1, 0x2ffffffff, 0, 0x300000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(464, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(464, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWaitValue64_v2_ptsz`, whose C signature is this function's.
@@ -29929,7 +29929,7 @@ pub unsafe extern "C" fn cuStreamWaitValue64_v2_ptsz(stream: *mut c_void, addr: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -29964,7 +29964,7 @@ pub unsafe extern "C" fn cuStreamWriteValue32(stream: *mut c_void, addr: u64, va
     }
     let mut c: [u64; 8] = [0x1d2, 0xffffffff, 0, 0x0, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(465, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(465, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue32`, whose C signature is this function's.
@@ -29973,7 +29973,7 @@ pub unsafe extern "C" fn cuStreamWriteValue32(stream: *mut c_void, addr: u64, va
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30008,7 +30008,7 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2(stream: *mut c_void, addr: u64,
     }
     let mut c: [u64; 8] = [0x1d2, 0xffffffff, 0, 0x100000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(465, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(465, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue32_v2`, whose C signature is this function's.
@@ -30017,7 +30017,7 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2(stream: *mut c_void, addr: u64,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30052,7 +30052,7 @@ pub unsafe extern "C" fn cuStreamWriteValue32_ptsz(stream: *mut c_void, addr: u6
     }
     let mut c: [u64; 8] = [0x1d2, 0x2ffffffff, 0, 0x200000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(465, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(465, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue32_ptsz`, whose C signature is this function's.
@@ -30061,7 +30061,7 @@ pub unsafe extern "C" fn cuStreamWriteValue32_ptsz(stream: *mut c_void, addr: u6
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30096,7 +30096,7 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2_ptsz(stream: *mut c_void, addr:
     }
     let mut c: [u64; 8] = [0x1d2, 0x2ffffffff, 0, 0x300000000, stream as u64, addr, u64::from(value), u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(465, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(465, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue32_v2_ptsz`, whose C signature is this function's.
@@ -30105,7 +30105,7 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2_ptsz(stream: *mut c_void, addr:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30140,7 +30140,7 @@ pub unsafe extern "C" fn cuStreamWriteValue64(stream: *mut c_void, addr: u64, va
     }
     let mut c: [u64; 8] = [0x1d3, 0xffffffff, 0, 0x0, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(466, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(466, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue64`, whose C signature is this function's.
@@ -30149,7 +30149,7 @@ pub unsafe extern "C" fn cuStreamWriteValue64(stream: *mut c_void, addr: u64, va
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30184,7 +30184,7 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2(stream: *mut c_void, addr: u64,
     }
     let mut c: [u64; 8] = [0x1d3, 0xffffffff, 0, 0x100000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(466, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(466, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue64_v2`, whose C signature is this function's.
@@ -30193,7 +30193,7 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2(stream: *mut c_void, addr: u64,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30228,7 +30228,7 @@ pub unsafe extern "C" fn cuStreamWriteValue64_ptsz(stream: *mut c_void, addr: u6
     }
     let mut c: [u64; 8] = [0x1d3, 0x2ffffffff, 0, 0x200000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(466, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(466, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue64_ptsz`, whose C signature is this function's.
@@ -30237,7 +30237,7 @@ pub unsafe extern "C" fn cuStreamWriteValue64_ptsz(stream: *mut c_void, addr: u6
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30272,7 +30272,7 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2_ptsz(stream: *mut c_void, addr:
     }
     let mut c: [u64; 8] = [0x1d3, 0x2ffffffff, 0, 0x300000000, stream as u64, addr, value, u64::from(flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(466, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(466, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamWriteValue64_v2_ptsz`, whose C signature is this function's.
@@ -30281,7 +30281,7 @@ pub unsafe extern "C" fn cuStreamWriteValue64_v2_ptsz(stream: *mut c_void, addr:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30316,7 +30316,7 @@ pub unsafe extern "C" fn cuSurfObjectCreate(pSurfObject: *mut c_void, pResDesc: 
     }
     let mut c: [u64; 7] = [0x1d4, 0xffffffff, 0, 0x0, pSurfObject as u64, pResDesc as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(467, &mut c, None) else {
+    let Some(policed) = hot::enter(467, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSurfObjectCreate`, whose C signature is this function's.
@@ -30325,7 +30325,7 @@ pub unsafe extern "C" fn cuSurfObjectCreate(pSurfObject: *mut c_void, pResDesc: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30362,7 +30362,7 @@ pub unsafe extern "C" fn cuSurfObjectDestroy(surfObject: u64) -> CUresult {
     }
     let mut c: [u64; 5] = [0x1d5, 0xffffffff, 0, 0x0, surfObject];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(468, &mut c, None) else {
+    let Some(policed) = hot::enter(468, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSurfObjectDestroy`, whose C signature is this function's.
@@ -30371,7 +30371,7 @@ pub unsafe extern "C" fn cuSurfObjectDestroy(surfObject: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30406,7 +30406,7 @@ pub unsafe extern "C" fn cuSurfObjectGetResourceDesc(pResDesc: *mut c_void, surf
     }
     let mut c: [u64; 6] = [0x1d6, 0xffffffff, 0, 0x0, pResDesc as u64, surfObject];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(469, &mut c, None) else {
+    let Some(policed) = hot::enter(469, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSurfObjectGetResourceDesc`, whose C signature is this function's.
@@ -30415,7 +30415,7 @@ pub unsafe extern "C" fn cuSurfObjectGetResourceDesc(pResDesc: *mut c_void, surf
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30450,7 +30450,7 @@ pub unsafe extern "C" fn cuSurfRefGetArray(phArray: *mut c_void, hSurfRef: *mut 
     }
     let mut c: [u64; 7] = [0x1d7, 0xffffffff, 0, 0x0, phArray as u64, hSurfRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(470, &mut c, None) else {
+    let Some(policed) = hot::enter(470, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSurfRefGetArray`, whose C signature is this function's.
@@ -30459,7 +30459,7 @@ pub unsafe extern "C" fn cuSurfRefGetArray(phArray: *mut c_void, hSurfRef: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30496,7 +30496,7 @@ pub unsafe extern "C" fn cuSurfRefSetArray(hSurfRef: *mut c_void, hArray: *mut c
     }
     let mut c: [u64; 7] = [0x1d8, 0xffffffff, 0, 0x0, hSurfRef as u64, hArray as u64, u64::from(Flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(471, &mut c, None) else {
+    let Some(policed) = hot::enter(471, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuSurfRefSetArray`, whose C signature is this function's.
@@ -30505,7 +30505,7 @@ pub unsafe extern "C" fn cuSurfRefSetArray(hSurfRef: *mut c_void, hArray: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30540,7 +30540,7 @@ pub unsafe extern "C" fn cuTensorMapEncodeIm2col(tensorMap: *mut c_void, tensorD
     }
     let mut c: [u64; 19] = [0x1d9, 0xffffffff, 0, 0x0, tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, pixelBoxLowerCorner as u64, pixelBoxUpperCorner as u64, u64::from(channelsPerPixel), u64::from(pixelsPerColumn), elementStrides as u64, u64::from(interleave), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(472, &mut c, None) else {
+    let Some(policed) = hot::enter(472, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTensorMapEncodeIm2col`, whose C signature is this function's.
@@ -30549,7 +30549,7 @@ pub unsafe extern "C" fn cuTensorMapEncodeIm2col(tensorMap: *mut c_void, tensorD
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30584,7 +30584,7 @@ pub unsafe extern "C" fn cuTensorMapEncodeIm2colWide(tensorMap: *mut c_void, ten
     }
     let mut c: [u64; 20] = [0x1da, 0xffffffff, 0, 0x0, tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, i64::from(pixelBoxLowerCornerWidth) as u64, i64::from(pixelBoxUpperCornerWidth) as u64, u64::from(channelsPerPixel), u64::from(pixelsPerColumn), elementStrides as u64, u64::from(interleave), u64::from(mode), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(473, &mut c, None) else {
+    let Some(policed) = hot::enter(473, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTensorMapEncodeIm2colWide`, whose C signature is this function's.
@@ -30593,7 +30593,7 @@ pub unsafe extern "C" fn cuTensorMapEncodeIm2colWide(tensorMap: *mut c_void, ten
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30628,7 +30628,7 @@ pub unsafe extern "C" fn cuTensorMapEncodeTiled(tensorMap: *mut c_void, tensorDa
     }
     let mut c: [u64; 16] = [0x1db, 0xffffffff, 0, 0x0, tensorMap as u64, u64::from(tensorDataType), u64::from(tensorRank), globalAddress as u64, globalDim as u64, globalStrides as u64, boxDim as u64, elementStrides as u64, u64::from(interleave), u64::from(swizzle), u64::from(l2Promotion), u64::from(oobFill)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(474, &mut c, None) else {
+    let Some(policed) = hot::enter(474, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTensorMapEncodeTiled`, whose C signature is this function's.
@@ -30637,7 +30637,7 @@ pub unsafe extern "C" fn cuTensorMapEncodeTiled(tensorMap: *mut c_void, tensorDa
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30672,7 +30672,7 @@ pub unsafe extern "C" fn cuTensorMapReplaceAddress(tensorMap: *mut c_void, globa
     }
     let mut c: [u64; 6] = [0x1dc, 0xffffffff, 0, 0x0, tensorMap as u64, globalAddress as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(475, &mut c, None) else {
+    let Some(policed) = hot::enter(475, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTensorMapReplaceAddress`, whose C signature is this function's.
@@ -30681,7 +30681,7 @@ pub unsafe extern "C" fn cuTensorMapReplaceAddress(tensorMap: *mut c_void, globa
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30716,7 +30716,7 @@ pub unsafe extern "C" fn cuTensorMapSetAllocationClass(tensorMap: *mut c_void, a
     }
     let mut c: [u64; 8] = [0x1dd, 0xffffffff, 0, 0x0, tensorMap as u64, u64::from(allocClass), outAllocClass as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(476, &mut c, None) else {
+    let Some(policed) = hot::enter(476, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTensorMapSetAllocationClass`, whose C signature is this function's.
@@ -30725,7 +30725,7 @@ pub unsafe extern "C" fn cuTensorMapSetAllocationClass(tensorMap: *mut c_void, a
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30762,7 +30762,7 @@ pub unsafe extern "C" fn cuTexObjectCreate(pTexObject: *mut c_void, pResDesc: *m
     }
     let mut c: [u64; 9] = [0x1de, 0xffffffff, 0, 0x0, pTexObject as u64, pResDesc as u64, pTexDesc as u64, pResViewDesc as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(477, &mut c, None) else {
+    let Some(policed) = hot::enter(477, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexObjectCreate`, whose C signature is this function's.
@@ -30771,7 +30771,7 @@ pub unsafe extern "C" fn cuTexObjectCreate(pTexObject: *mut c_void, pResDesc: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30808,7 +30808,7 @@ pub unsafe extern "C" fn cuTexObjectDestroy(texObject: u64) -> CUresult {
     }
     let mut c: [u64; 5] = [0x1df, 0xffffffff, 0, 0x0, texObject];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(478, &mut c, None) else {
+    let Some(policed) = hot::enter(478, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexObjectDestroy`, whose C signature is this function's.
@@ -30817,7 +30817,7 @@ pub unsafe extern "C" fn cuTexObjectDestroy(texObject: u64) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30852,7 +30852,7 @@ pub unsafe extern "C" fn cuTexObjectGetResourceDesc(pResDesc: *mut c_void, texOb
     }
     let mut c: [u64; 6] = [0x1e0, 0xffffffff, 0, 0x0, pResDesc as u64, texObject];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(479, &mut c, None) else {
+    let Some(policed) = hot::enter(479, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexObjectGetResourceDesc`, whose C signature is this function's.
@@ -30861,7 +30861,7 @@ pub unsafe extern "C" fn cuTexObjectGetResourceDesc(pResDesc: *mut c_void, texOb
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30896,7 +30896,7 @@ pub unsafe extern "C" fn cuTexObjectGetResourceViewDesc(pResViewDesc: *mut c_voi
     }
     let mut c: [u64; 6] = [0x1e1, 0xffffffff, 0, 0x0, pResViewDesc as u64, texObject];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(480, &mut c, None) else {
+    let Some(policed) = hot::enter(480, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexObjectGetResourceViewDesc`, whose C signature is this function's.
@@ -30905,7 +30905,7 @@ pub unsafe extern "C" fn cuTexObjectGetResourceViewDesc(pResViewDesc: *mut c_voi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30940,7 +30940,7 @@ pub unsafe extern "C" fn cuTexObjectGetTextureDesc(pTexDesc: *mut c_void, texObj
     }
     let mut c: [u64; 6] = [0x1e2, 0xffffffff, 0, 0x0, pTexDesc as u64, texObject];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(481, &mut c, None) else {
+    let Some(policed) = hot::enter(481, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexObjectGetTextureDesc`, whose C signature is this function's.
@@ -30949,7 +30949,7 @@ pub unsafe extern "C" fn cuTexObjectGetTextureDesc(pTexDesc: *mut c_void, texObj
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -30984,7 +30984,7 @@ pub unsafe extern "C" fn cuTexRefCreate(pTexRef: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 6] = [0x1e3, 0xffffffff, 0, 0x0, pTexRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(482, &mut c, None) else {
+    let Some(policed) = hot::enter(482, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefCreate`, whose C signature is this function's.
@@ -30993,7 +30993,7 @@ pub unsafe extern "C" fn cuTexRefCreate(pTexRef: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31030,7 +31030,7 @@ pub unsafe extern "C" fn cuTexRefDestroy(hTexRef: *mut c_void) -> CUresult {
     }
     let mut c: [u64; 5] = [0x1e4, 0xffffffff, 0, 0x0, hTexRef as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(483, &mut c, None) else {
+    let Some(policed) = hot::enter(483, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefDestroy`, whose C signature is this function's.
@@ -31039,7 +31039,7 @@ pub unsafe extern "C" fn cuTexRefDestroy(hTexRef: *mut c_void) -> CUresult {
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31074,7 +31074,7 @@ pub unsafe extern "C" fn cuTexRefGetAddress(pdptr: *mut c_void, hTexRef: *mut c_
     }
     let mut c: [u64; 7] = [0x1e5, 0x4ffffffff, 0, 0x0, pdptr as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(484, &mut c, None) else {
+    let Some(policed) = hot::enter(484, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetAddress`, whose C signature is this function's.
@@ -31083,7 +31083,7 @@ pub unsafe extern "C" fn cuTexRefGetAddress(pdptr: *mut c_void, hTexRef: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31120,7 +31120,7 @@ pub unsafe extern "C" fn cuTexRefGetAddress_v2(pdptr: *mut c_void, hTexRef: *mut
     }
     let mut c: [u64; 7] = [0x1e5, 0xffffffff, 0, 0x100000000, pdptr as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(484, &mut c, None) else {
+    let Some(policed) = hot::enter(484, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetAddress_v2`, whose C signature is this function's.
@@ -31129,7 +31129,7 @@ pub unsafe extern "C" fn cuTexRefGetAddress_v2(pdptr: *mut c_void, hTexRef: *mut
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31166,7 +31166,7 @@ pub unsafe extern "C" fn cuTexRefGetAddressMode(pam: *mut c_void, hTexRef: *mut 
     }
     let mut c: [u64; 8] = [0x1e6, 0xffffffff, 0, 0x0, pam as u64, hTexRef as u64, i64::from(dim) as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(485, &mut c, None) else {
+    let Some(policed) = hot::enter(485, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetAddressMode`, whose C signature is this function's.
@@ -31175,7 +31175,7 @@ pub unsafe extern "C" fn cuTexRefGetAddressMode(pam: *mut c_void, hTexRef: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31212,7 +31212,7 @@ pub unsafe extern "C" fn cuTexRefGetArray(phArray: *mut c_void, hTexRef: *mut c_
     }
     let mut c: [u64; 7] = [0x1e7, 0xffffffff, 0, 0x0, phArray as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(486, &mut c, None) else {
+    let Some(policed) = hot::enter(486, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetArray`, whose C signature is this function's.
@@ -31221,7 +31221,7 @@ pub unsafe extern "C" fn cuTexRefGetArray(phArray: *mut c_void, hTexRef: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31258,7 +31258,7 @@ pub unsafe extern "C" fn cuTexRefGetBorderColor(pBorderColor: *mut c_void, hTexR
     }
     let mut c: [u64; 7] = [0x1e8, 0xffffffff, 0, 0x0, pBorderColor as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(487, &mut c, None) else {
+    let Some(policed) = hot::enter(487, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetBorderColor`, whose C signature is this function's.
@@ -31267,7 +31267,7 @@ pub unsafe extern "C" fn cuTexRefGetBorderColor(pBorderColor: *mut c_void, hTexR
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31304,7 +31304,7 @@ pub unsafe extern "C" fn cuTexRefGetFilterMode(pfm: *mut c_void, hTexRef: *mut c
     }
     let mut c: [u64; 7] = [0x1e9, 0xffffffff, 0, 0x0, pfm as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(488, &mut c, None) else {
+    let Some(policed) = hot::enter(488, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetFilterMode`, whose C signature is this function's.
@@ -31313,7 +31313,7 @@ pub unsafe extern "C" fn cuTexRefGetFilterMode(pfm: *mut c_void, hTexRef: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31350,7 +31350,7 @@ pub unsafe extern "C" fn cuTexRefGetFlags(pFlags: *mut c_void, hTexRef: *mut c_v
     }
     let mut c: [u64; 7] = [0x1ea, 0xffffffff, 0, 0x0, pFlags as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(489, &mut c, None) else {
+    let Some(policed) = hot::enter(489, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetFlags`, whose C signature is this function's.
@@ -31359,7 +31359,7 @@ pub unsafe extern "C" fn cuTexRefGetFlags(pFlags: *mut c_void, hTexRef: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31396,7 +31396,7 @@ pub unsafe extern "C" fn cuTexRefGetFormat(pFormat: *mut c_void, pNumChannels: *
     }
     let mut c: [u64; 9] = [0x1eb, 0xffffffff, 0, 0x0, pFormat as u64, pNumChannels as u64, hTexRef as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(490, &mut c, None) else {
+    let Some(policed) = hot::enter(490, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetFormat`, whose C signature is this function's.
@@ -31405,7 +31405,7 @@ pub unsafe extern "C" fn cuTexRefGetFormat(pFormat: *mut c_void, pNumChannels: *
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31444,7 +31444,7 @@ pub unsafe extern "C" fn cuTexRefGetMaxAnisotropy(pmaxAniso: *mut c_void, hTexRe
     }
     let mut c: [u64; 7] = [0x1ec, 0xffffffff, 0, 0x0, pmaxAniso as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(491, &mut c, None) else {
+    let Some(policed) = hot::enter(491, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetMaxAnisotropy`, whose C signature is this function's.
@@ -31453,7 +31453,7 @@ pub unsafe extern "C" fn cuTexRefGetMaxAnisotropy(pmaxAniso: *mut c_void, hTexRe
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31490,7 +31490,7 @@ pub unsafe extern "C" fn cuTexRefGetMipmapFilterMode(pfm: *mut c_void, hTexRef: 
     }
     let mut c: [u64; 7] = [0x1ed, 0xffffffff, 0, 0x0, pfm as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(492, &mut c, None) else {
+    let Some(policed) = hot::enter(492, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetMipmapFilterMode`, whose C signature is this function's.
@@ -31499,7 +31499,7 @@ pub unsafe extern "C" fn cuTexRefGetMipmapFilterMode(pfm: *mut c_void, hTexRef: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31536,7 +31536,7 @@ pub unsafe extern "C" fn cuTexRefGetMipmapLevelBias(pbias: *mut c_void, hTexRef:
     }
     let mut c: [u64; 7] = [0x1ee, 0xffffffff, 0, 0x0, pbias as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(493, &mut c, None) else {
+    let Some(policed) = hot::enter(493, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetMipmapLevelBias`, whose C signature is this function's.
@@ -31545,7 +31545,7 @@ pub unsafe extern "C" fn cuTexRefGetMipmapLevelBias(pbias: *mut c_void, hTexRef:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31582,7 +31582,7 @@ pub unsafe extern "C" fn cuTexRefGetMipmapLevelClamp(pminMipmapLevelClamp: *mut 
     }
     let mut c: [u64; 9] = [0x1ef, 0xffffffff, 0, 0x0, pminMipmapLevelClamp as u64, pmaxMipmapLevelClamp as u64, hTexRef as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(494, &mut c, None) else {
+    let Some(policed) = hot::enter(494, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetMipmapLevelClamp`, whose C signature is this function's.
@@ -31591,7 +31591,7 @@ pub unsafe extern "C" fn cuTexRefGetMipmapLevelClamp(pminMipmapLevelClamp: *mut 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31630,7 +31630,7 @@ pub unsafe extern "C" fn cuTexRefGetMipmappedArray(phMipmappedArray: *mut c_void
     }
     let mut c: [u64; 7] = [0x1f0, 0xffffffff, 0, 0x0, phMipmappedArray as u64, hTexRef as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(495, &mut c, None) else {
+    let Some(policed) = hot::enter(495, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefGetMipmappedArray`, whose C signature is this function's.
@@ -31639,7 +31639,7 @@ pub unsafe extern "C" fn cuTexRefGetMipmappedArray(phMipmappedArray: *mut c_void
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31676,7 +31676,7 @@ pub unsafe extern "C" fn cuTexRefSetAddress(ByteOffset: *mut c_void, hTexRef: *m
     }
     let mut c: [u64; 9] = [0x1f1, 0x4ffffffff, 0, 0x0, ByteOffset as u64, hTexRef as u64, u64::from(dptr), u64::from(bytes), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(496, &mut c, None) else {
+    let Some(policed) = hot::enter(496, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddress`, whose C signature is this function's.
@@ -31685,7 +31685,7 @@ pub unsafe extern "C" fn cuTexRefSetAddress(ByteOffset: *mut c_void, hTexRef: *m
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31722,7 +31722,7 @@ pub unsafe extern "C" fn cuTexRefSetAddress_v2(ByteOffset: *mut c_void, hTexRef:
     }
     let mut c: [u64; 9] = [0x1f1, 0xffffffff, 0, 0x100000000, ByteOffset as u64, hTexRef as u64, dptr, bytes, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(496, &mut c, None) else {
+    let Some(policed) = hot::enter(496, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddress_v2`, whose C signature is this function's.
@@ -31731,7 +31731,7 @@ pub unsafe extern "C" fn cuTexRefSetAddress_v2(ByteOffset: *mut c_void, hTexRef:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31768,7 +31768,7 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D(hTexRef: *mut c_void, desc: *mut c
     }
     let mut c: [u64; 8] = [0x1f2, 0x4ffffffff, 0, 0x0, hTexRef as u64, desc as u64, u64::from(dptr), u64::from(Pitch)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(497, &mut c, None) else {
+    let Some(policed) = hot::enter(497, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddress2D`, whose C signature is this function's.
@@ -31777,7 +31777,7 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D(hTexRef: *mut c_void, desc: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31812,7 +31812,7 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D_v2(hTexRef: *mut c_void, desc: *mu
     }
     let mut c: [u64; 8] = [0x1f2, 0xffffffff, 0, 0x100000000, hTexRef as u64, desc as u64, dptr, Pitch];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(497, &mut c, None) else {
+    let Some(policed) = hot::enter(497, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddress2D_v2`, whose C signature is this function's.
@@ -31821,7 +31821,7 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D_v2(hTexRef: *mut c_void, desc: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31856,7 +31856,7 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D_v3(hTexRef: *mut c_void, desc: *mu
     }
     let mut c: [u64; 8] = [0x1f2, 0xffffffff, 0, 0x200000000, hTexRef as u64, desc as u64, dptr, Pitch];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(497, &mut c, None) else {
+    let Some(policed) = hot::enter(497, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddress2D_v3`, whose C signature is this function's.
@@ -31865,7 +31865,7 @@ pub unsafe extern "C" fn cuTexRefSetAddress2D_v3(hTexRef: *mut c_void, desc: *mu
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31900,7 +31900,7 @@ pub unsafe extern "C" fn cuTexRefSetAddressMode(hTexRef: *mut c_void, dim: i32, 
     }
     let mut c: [u64; 7] = [0x1f3, 0xffffffff, 0, 0x0, hTexRef as u64, i64::from(dim) as u64, u64::from(am)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(498, &mut c, None) else {
+    let Some(policed) = hot::enter(498, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetAddressMode`, whose C signature is this function's.
@@ -31909,7 +31909,7 @@ pub unsafe extern "C" fn cuTexRefSetAddressMode(hTexRef: *mut c_void, dim: i32, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31944,7 +31944,7 @@ pub unsafe extern "C" fn cuTexRefSetArray(hTexRef: *mut c_void, hArray: *mut c_v
     }
     let mut c: [u64; 7] = [0x1f4, 0xffffffff, 0, 0x0, hTexRef as u64, hArray as u64, u64::from(Flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(499, &mut c, None) else {
+    let Some(policed) = hot::enter(499, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetArray`, whose C signature is this function's.
@@ -31953,7 +31953,7 @@ pub unsafe extern "C" fn cuTexRefSetArray(hTexRef: *mut c_void, hArray: *mut c_v
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -31988,7 +31988,7 @@ pub unsafe extern "C" fn cuTexRefSetBorderColor(hTexRef: *mut c_void, pBorderCol
     }
     let mut c: [u64; 7] = [0x1f5, 0xffffffff, 0, 0x0, hTexRef as u64, pBorderColor as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(500, &mut c, None) else {
+    let Some(policed) = hot::enter(500, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetBorderColor`, whose C signature is this function's.
@@ -31997,7 +31997,7 @@ pub unsafe extern "C" fn cuTexRefSetBorderColor(hTexRef: *mut c_void, pBorderCol
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32034,7 +32034,7 @@ pub unsafe extern "C" fn cuTexRefSetFilterMode(hTexRef: *mut c_void, fm: u32) ->
     }
     let mut c: [u64; 6] = [0x1f6, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(fm)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(501, &mut c, None) else {
+    let Some(policed) = hot::enter(501, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetFilterMode`, whose C signature is this function's.
@@ -32043,7 +32043,7 @@ pub unsafe extern "C" fn cuTexRefSetFilterMode(hTexRef: *mut c_void, fm: u32) ->
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32078,7 +32078,7 @@ pub unsafe extern "C" fn cuTexRefSetFlags(hTexRef: *mut c_void, Flags: u32) -> C
     }
     let mut c: [u64; 6] = [0x1f7, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(Flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(502, &mut c, None) else {
+    let Some(policed) = hot::enter(502, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetFlags`, whose C signature is this function's.
@@ -32087,7 +32087,7 @@ pub unsafe extern "C" fn cuTexRefSetFlags(hTexRef: *mut c_void, Flags: u32) -> C
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32122,7 +32122,7 @@ pub unsafe extern "C" fn cuTexRefSetFormat(hTexRef: *mut c_void, fmt: u32, NumPa
     }
     let mut c: [u64; 7] = [0x1f8, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(fmt), i64::from(NumPackedComponents) as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(503, &mut c, None) else {
+    let Some(policed) = hot::enter(503, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetFormat`, whose C signature is this function's.
@@ -32131,7 +32131,7 @@ pub unsafe extern "C" fn cuTexRefSetFormat(hTexRef: *mut c_void, fmt: u32, NumPa
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32166,7 +32166,7 @@ pub unsafe extern "C" fn cuTexRefSetMaxAnisotropy(hTexRef: *mut c_void, maxAniso
     }
     let mut c: [u64; 6] = [0x1f9, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(maxAniso)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(504, &mut c, None) else {
+    let Some(policed) = hot::enter(504, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetMaxAnisotropy`, whose C signature is this function's.
@@ -32175,7 +32175,7 @@ pub unsafe extern "C" fn cuTexRefSetMaxAnisotropy(hTexRef: *mut c_void, maxAniso
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32210,7 +32210,7 @@ pub unsafe extern "C" fn cuTexRefSetMipmapFilterMode(hTexRef: *mut c_void, fm: u
     }
     let mut c: [u64; 6] = [0x1fa, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(fm)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(505, &mut c, None) else {
+    let Some(policed) = hot::enter(505, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetMipmapFilterMode`, whose C signature is this function's.
@@ -32219,7 +32219,7 @@ pub unsafe extern "C" fn cuTexRefSetMipmapFilterMode(hTexRef: *mut c_void, fm: u
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32254,7 +32254,7 @@ pub unsafe extern "C" fn cuTexRefSetMipmapLevelBias(hTexRef: *mut c_void, bias: 
     }
     let mut c: [u64; 6] = [0x1fb, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(bias.to_bits())];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(506, &mut c, None) else {
+    let Some(policed) = hot::enter(506, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetMipmapLevelBias`, whose C signature is this function's.
@@ -32263,7 +32263,7 @@ pub unsafe extern "C" fn cuTexRefSetMipmapLevelBias(hTexRef: *mut c_void, bias: 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32298,7 +32298,7 @@ pub unsafe extern "C" fn cuTexRefSetMipmapLevelClamp(hTexRef: *mut c_void, minMi
     }
     let mut c: [u64; 7] = [0x1fc, 0xffffffff, 0, 0x0, hTexRef as u64, u64::from(minMipmapLevelClamp.to_bits()), u64::from(maxMipmapLevelClamp.to_bits())];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(507, &mut c, None) else {
+    let Some(policed) = hot::enter(507, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetMipmapLevelClamp`, whose C signature is this function's.
@@ -32307,7 +32307,7 @@ pub unsafe extern "C" fn cuTexRefSetMipmapLevelClamp(hTexRef: *mut c_void, minMi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32342,7 +32342,7 @@ pub unsafe extern "C" fn cuTexRefSetMipmappedArray(hTexRef: *mut c_void, hMipmap
     }
     let mut c: [u64; 7] = [0x1fd, 0xffffffff, 0, 0x0, hTexRef as u64, hMipmappedArray as u64, u64::from(Flags)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(508, &mut c, None) else {
+    let Some(policed) = hot::enter(508, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuTexRefSetMipmappedArray`, whose C signature is this function's.
@@ -32351,7 +32351,7 @@ pub unsafe extern "C" fn cuTexRefSetMipmappedArray(hTexRef: *mut c_void, hMipmap
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32386,7 +32386,7 @@ pub unsafe extern "C" fn cuThreadExchangeStreamCaptureMode(mode: *mut c_void) ->
     }
     let mut c: [u64; 6] = [0x1fe, 0xffffffff, 0, 0x0, mode as u64, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(509, &mut c, None) else {
+    let Some(policed) = hot::enter(509, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuThreadExchangeStreamCaptureMode`, whose C signature is this function's.
@@ -32395,7 +32395,7 @@ pub unsafe extern "C" fn cuThreadExchangeStreamCaptureMode(mode: *mut c_void) ->
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32432,7 +32432,7 @@ pub unsafe extern "C" fn cuUserObjectCreate(object_out: *mut c_void, ptr: *mut c
     }
     let mut c: [u64; 10] = [0x1ff, 0xffffffff, 0, 0x0, object_out as u64, ptr as u64, destroy as u64, u64::from(initialRefcount), u64::from(flags), 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(510, &mut c, None) else {
+    let Some(policed) = hot::enter(510, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuUserObjectCreate`, whose C signature is this function's.
@@ -32441,7 +32441,7 @@ pub unsafe extern "C" fn cuUserObjectCreate(object_out: *mut c_void, ptr: *mut c
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32478,7 +32478,7 @@ pub unsafe extern "C" fn cuUserObjectRelease(object: *mut c_void, count: u32) ->
     }
     let mut c: [u64; 6] = [0x200, 0xffffffff, 0, 0x0, object as u64, u64::from(count)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(511, &mut c, None) else {
+    let Some(policed) = hot::enter(511, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuUserObjectRelease`, whose C signature is this function's.
@@ -32487,7 +32487,7 @@ pub unsafe extern "C" fn cuUserObjectRelease(object: *mut c_void, count: u32) ->
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32522,7 +32522,7 @@ pub unsafe extern "C" fn cuUserObjectRetain(object: *mut c_void, count: u32) -> 
     }
     let mut c: [u64; 6] = [0x201, 0xffffffff, 0, 0x0, object as u64, u64::from(count)];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(512, &mut c, None) else {
+    let Some(policed) = hot::enter(512, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuUserObjectRetain`, whose C signature is this function's.
@@ -32531,7 +32531,7 @@ pub unsafe extern "C" fn cuUserObjectRetain(object: *mut c_void, count: u32) -> 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32566,7 +32566,7 @@ pub unsafe extern "C" fn cuVDPAUCtxCreate(pCtx: *mut c_void, flags: u32, device:
     }
     let mut c: [u64; 11] = [0x202, 0xffffffff, 0, 0x0, pCtx as u64, u64::from(flags), i64::from(device) as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(513, &mut c, None) else {
+    let Some(policed) = hot::enter(513, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuVDPAUCtxCreate`, whose C signature is this function's.
@@ -32575,7 +32575,7 @@ pub unsafe extern "C" fn cuVDPAUCtxCreate(pCtx: *mut c_void, flags: u32, device:
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32614,7 +32614,7 @@ pub unsafe extern "C" fn cuVDPAUCtxCreate_v2(pCtx: *mut c_void, flags: u32, devi
     }
     let mut c: [u64; 11] = [0x202, 0xffffffff, 0, 0x100000000, pCtx as u64, u64::from(flags), i64::from(device) as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(513, &mut c, None) else {
+    let Some(policed) = hot::enter(513, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuVDPAUCtxCreate_v2`, whose C signature is this function's.
@@ -32623,7 +32623,7 @@ pub unsafe extern "C" fn cuVDPAUCtxCreate_v2(pCtx: *mut c_void, flags: u32, devi
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32662,7 +32662,7 @@ pub unsafe extern "C" fn cuVDPAUGetDevice(pDevice: *mut c_void, vdpDevice: u32, 
     }
     let mut c: [u64; 9] = [0x203, 0xffffffff, 0, 0x0, pDevice as u64, u64::from(vdpDevice), vdpGetProcAddress as u64, 0, 0];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(514, &mut c, None) else {
+    let Some(policed) = hot::enter(514, &mut c, None) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuVDPAUGetDevice`, whose C signature is this function's.
@@ -32671,7 +32671,7 @@ pub unsafe extern "C" fn cuVDPAUGetDevice(pDevice: *mut c_void, vdpDevice: u32, 
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32710,7 +32710,7 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync(extSemArray: *mut c_void,
     }
     let mut c: [u64; 8] = [0x204, 0xffffffff, 0, 0x0, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(515, &mut c, Some((stream, false))) else {
+    let Some(policed) = hot::enter(515, &mut c, Some((stream, false))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuWaitExternalSemaphoresAsync`, whose C signature is this function's.
@@ -32719,7 +32719,7 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync(extSemArray: *mut c_void,
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,
@@ -32754,7 +32754,7 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync_ptsz(extSemArray: *mut c_
     }
     let mut c: [u64; 8] = [0x204, 0x2ffffffff, 0, 0x100000000, extSemArray as u64, paramsArray as u64, u64::from(numExtSems), stream as u64];
     let mut out_valid = false;
-    let Some((policed, verdict)) = hot::enter(515, &mut c, Some((stream, true))) else {
+    let Some(policed) = hot::enter(515, &mut c, Some((stream, true))) else {
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuWaitExternalSemaphoresAsync_ptsz`, whose C signature is this function's.
@@ -32763,7 +32763,7 @@ pub unsafe extern "C" fn cuWaitExternalSemaphoresAsync_ptsz(extSemArray: *mut c_
             None => hot::NO_DRIVER,
         };
     };
-    let r = match verdict {
+    let r = match policed.refusal() {
         Some(verdict) => verdict,
         None => match hot::real(V) {
             None => hot::NO_DRIVER,

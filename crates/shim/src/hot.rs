@@ -177,15 +177,18 @@ const FRAMES: usize = 8;
 /// Low bits of a [`Policed`] handle's chain address that hold the call's depth (chains are
 /// at least 8-byte aligned).
 const DEPTH_MASK: usize = FRAMES - 1;
-const _: () = assert!(std::mem::align_of::<Published>() >= FRAMES);
+/// The bit of a [`Policed`] handle's chain address that says an entry program refused the
+/// call (its verdict is in the call's frame): a wrapper tests it in a register.
+const REFUSED: usize = FRAMES;
+const _: () = assert!(std::mem::align_of::<Published>() >= 2 * FRAMES);
 
 /// What a policed call remembers between its entry and exit programs.
 #[derive(Clone, Copy, Debug, Default)]
 struct Frame {
     /// Monotonic time at entry when the process records its calls (`GPUBPF_RECORD`), else 0.
     t_entry: u64,
-    /// An entry program refused the call.
-    refused: bool,
+    /// The verdict an entry program refused the call with (a driver error, never 0), or 0.
+    verdict: CUresult,
     /// The application's return address, when a program of the chain asks for it
     /// (`gpubpf_get_caller`), else 0.
     caller: u64,
@@ -254,7 +257,7 @@ impl ThreadState {
             frames: [const {
                 Cell::new(Frame {
                     t_entry: 0,
-                    refused: false,
+                    verdict: 0,
                     caller: 0,
                 })
             }; FRAMES],
@@ -405,17 +408,21 @@ pub(crate) fn armed(point: usize) -> bool {
 /// the rest of the header (and, for a call on a stream, `Some((stream, per-thread
 /// variant))`, whether the stream is being captured) and runs the entry programs. `None` when the call goes straight to the driver (a re-entrant
 /// call, a thread being torn down, nothing attached after all); otherwise the call's
-/// handle and the verdict of a refusal. Out of line, shared by every wrapper: a wrapper's
-/// own code is only its ctx and its real call.
+/// handle, whose [`Policed::refusal`] is the verdict of a refusal. Out of line, shared by
+/// every wrapper: a wrapper's own code is only its ctx and its real call. Returns the
+/// handle in two registers (a refusal is a bit of it, its verdict in the thread's state),
+/// not through memory.
 #[inline(never)]
 pub(crate) fn enter(
     point: usize,
     c: &mut [u64],
     stream: Option<(*mut c_void, bool)>,
-) -> Option<(Policed, Option<CUresult>)> {
-    let policed = hold(point)?;
-    let verdict = policed.enter(c, stream);
-    Some((policed, verdict))
+) -> Option<Policed> {
+    let mut policed = hold(point)?;
+    if let Some(verdict) = policed.enter(c, stream) {
+        policed.refuse(verdict);
+    }
+    Some(policed)
 }
 
 /// The chain of attach point `point` when policies must run for this call.
@@ -504,7 +511,7 @@ fn record_start(thread: &ThreadState, tag: usize) {
     if let Some(f) = thread.frames.get(tag) {
         f.set(Frame {
             t_entry: monotonic_ns().max(1),
-            refused: false,
+            verdict: 0,
             caller: 0,
         });
     }
@@ -595,7 +602,35 @@ impl std::fmt::Debug for Policed {
 impl Policed {
     #[inline(always)]
     fn chain_ptr(&self) -> *const Published {
-        (self.tagged.get() & !DEPTH_MASK) as *const Published
+        (self.tagged.get() & !(DEPTH_MASK | REFUSED)) as *const Published
+    }
+
+    /// The verdict an entry program refused this call with, `None` when the call goes on
+    /// to the driver.
+    #[inline(always)]
+    pub(crate) fn refusal(&self) -> Option<CUresult> {
+        if self.tagged.get() & REFUSED == 0 {
+            return None;
+        }
+        self.refused_with()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refused_with(&self) -> Option<CUresult> {
+        self.frame().map(|f| f.get().verdict).filter(|v| *v != 0)
+    }
+
+    /// Marks this call refused with `verdict` (kept in its frame).
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, verdict: CUresult) {
+        if let Some(f) = self.frame() {
+            f.set(Frame { verdict, ..f.get() });
+        }
+        if let Some(t) = NonZeroUsize::new(self.tagged.get() | REFUSED) {
+            self.tagged = t;
+        }
     }
 
     /// The published chain this call runs, with its summary.

@@ -148,8 +148,8 @@ impl Drop for ThreadState {
 }
 
 impl Policed {
-    /// An entry program refused the call or failed: logs a fault once, counts and notes
-    /// the refusal.
+    /// An entry program refused the call or failed: logs a fault once and counts the
+    /// refusal, whose verdict [`enter`](super::enter) keeps in the call's frame.
     #[cold]
     #[inline(never)]
     pub(super) fn entry_stopped(&self, v: EntryVerdict, rec: &Recorder) -> Option<CUresult> {
@@ -158,12 +158,6 @@ impl Policed {
             return None;
         }
         rec.add(Counter::denied, self.chain().stats_slot);
-        if let Some(f) = self.frame() {
-            f.set(Frame {
-                refused: true,
-                ..f.get()
-            });
-        }
         Some(v.verdict)
     }
 
@@ -183,7 +177,7 @@ impl Policed {
             t_exit: monotonic_ns(),
             result,
             returned,
-            refused: frame.refused,
+            refused: frame.verdict != 0,
             out_valid,
         };
         let _ = self.thread.as_busy(|| crate::record::call(&call));
