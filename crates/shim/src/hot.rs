@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
+use gpubpf_runtime::attach::abi::{W_API_ID_PHASE, W_DEVICE_FLAGS, W_PID_TID, W_RESULT_VARIANT};
 use gpubpf_runtime::dispatch::{Chain, ChainSummary, Stack};
 use gpubpf_runtime::helper_table::STACK_SIZE;
 use gpubpf_runtime::registry::monotonic_ns;
@@ -406,8 +407,9 @@ pub(crate) fn armed(point: usize) -> bool {
 /// Starts a policed call at `point` on the ctx `c` the wrapper built (the header's constant
 /// words, [`header_constants`], and the argument slots): holds the point's chain, fills in
 /// the rest of the header (and, for a call on a stream, `Some((stream, per-thread
-/// variant))`, whether the stream is being captured) and runs the entry programs. `None` when the call goes straight to the driver (a re-entrant
-/// call, a thread being torn down, nothing attached after all); otherwise the call's
+/// variant))`, whether the stream is being captured) and runs the entry programs. `None`
+/// when the call goes straight to the driver (a re-entrant call, a thread being torn down,
+/// nothing attached after all); otherwise the call's
 /// handle, whose [`Policed::refusal`] is the verdict of a refusal. Out of line, shared by
 /// every wrapper: a wrapper's own code is only its ctx and its real call. Returns the
 /// handle in two registers (a refusal is a bit of it, its verdict in the thread's state),
@@ -543,11 +545,6 @@ pub fn set_pid(pid: u32) {
     }
 }
 
-/// Header word of `hdr.device` (low half) and `hdr.flags` (high half).
-const W_DEVICE_FLAGS: usize = 1;
-/// Header word of `hdr.pid` (low half) and `hdr.tid` (high half).
-const W_PID_TID: usize = 2;
-
 /// Writes the current device into `hdr.device`, the low half of its word (the wrapper wrote
 /// -1 there, "unknown").
 #[inline(always)]
@@ -566,9 +563,9 @@ fn set_device(c: &mut [u64]) {
 /// the capturing flag where a program reads them.
 pub const fn header_constants(api_id: u32, variant: u32, flags: u32) -> [(usize, u64); 3] {
     [
-        (0, api_id as u64),
+        (W_API_ID_PHASE, api_id as u64),
         (W_DEVICE_FLAGS, ((flags as u64) << 32) | u32::MAX as u64),
-        (3, (variant as u64) << 32),
+        (W_RESULT_VARIANT, (variant as u64) << 32),
     ]
 }
 
@@ -676,6 +673,12 @@ impl Policed {
         self.thread.frames.get(self.tagged.get() & DEPTH_MASK)
     }
 
+    /// This call's frame when the process records it (an entry time was taken).
+    #[inline(always)]
+    fn recorded(&self) -> Option<Frame> {
+        self.frame().map(Cell::get).filter(|f| f.t_entry != 0)
+    }
+
     /// Fills in the ctx header's words that vary between calls ([`header_constants`] has
     /// the rest): pid and tid, and the device when some program reads it (it costs a driver
     /// call; the verifier reports every ctx field a program reads; the wrapper's -1,
@@ -769,10 +772,7 @@ impl Policed {
     /// out of line ([`Policed::exit_out`], shared by every wrapper).
     #[inline(always)]
     pub(crate) fn exit(self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
-        if !self.is_nested()
-            && self.outer_summary().exit_is_empty()
-            && self.frame().is_some_and(|f| f.get().t_entry == 0)
-        {
+        if !self.is_nested() && self.outer_summary().exit_is_empty() && self.recorded().is_none() {
             // Dropping `self` ends the call (`calls` down by one).
             return result;
         }
@@ -816,7 +816,7 @@ impl Policed {
             // SAFETY: forwarded contract.
             unsafe { self.run_exit(s, c, result, out_valid) }
         };
-        if let Some(frame) = self.frame().map(Cell::get).filter(|f| f.t_entry != 0) {
+        if let Some(frame) = self.recorded() {
             self.record(c, frame, result, r, out_valid);
         }
         r

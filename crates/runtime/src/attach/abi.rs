@@ -28,6 +28,44 @@ use super::Phase;
 pub const HEADER_SIZE: u32 = 32;
 /// Offset of the first argument slot.
 pub const ARGS_OFFSET: u32 = HEADER_SIZE;
+/// Byte offset of header field `name` in [`HEADER_FIELDS`] (evaluated at compile time; a
+/// name that is not there fails the build).
+const fn header_offset(name: &str) -> u32 {
+    let mut i = 0;
+    while i < HEADER_FIELDS.len() {
+        let (field, offset, _, _) = HEADER_FIELDS[i];
+        let (a, b) = (field.as_bytes(), name.as_bytes());
+        if a.len() == b.len() {
+            let mut k = 0;
+            while k < a.len() && a[k] == b[k] {
+                k += 1;
+            }
+            if k == a.len() {
+                return offset;
+            }
+        }
+        i += 1;
+    }
+    panic!("no such header field")
+}
+
+/// The 64-bit word of the ctx that holds header field `low` in its low half and `high`
+/// in its high half (how the shim builds a ctx: an array of words).
+const fn header_word(low: &str, high: &str) -> usize {
+    let offset = header_offset(low);
+    assert!(offset % 8 == 0 && header_offset(high) == offset + 4);
+    (offset / 8) as usize
+}
+
+/// Ctx word of `hdr.api_id` (low half) and `hdr.phase` (high half).
+pub const W_API_ID_PHASE: usize = header_word("api_id", "phase");
+/// Ctx word of `hdr.device` (low half) and `hdr.flags` (high half).
+pub const W_DEVICE_FLAGS: usize = header_word("device", "flags");
+/// Ctx word of `hdr.pid` (low half) and `hdr.tid` (high half).
+pub const W_PID_TID: usize = header_word("pid", "tid");
+/// Ctx word of `hdr.result` (low half) and `hdr.variant` (high half).
+pub const W_RESULT_VARIANT: usize = header_word("result", "variant");
+
 /// Size of every argument, launch and out-value slot.
 pub const SLOT_SIZE: u32 = 8;
 

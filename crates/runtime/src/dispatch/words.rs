@@ -2,7 +2,7 @@
 //! ([`Chain::entry_words`], [`Chain::exit_words`]), what each reports to a [`RunRecorder`],
 //! and the lean loop its common case takes.
 
-use crate::attach::abi::FLAG_OUT_VALID;
+use crate::attach::abi::{self, FLAG_OUT_VALID};
 use crate::attach::Phase;
 
 use super::attached::{AttachedProgram, Stack, WordsError};
@@ -79,11 +79,11 @@ impl RunRecorder for NoRecorder {
 }
 
 /// Word index of `hdr.phase` (high half) / `hdr.api_id` (low half).
-const W_PHASE: usize = 0;
+const W_PHASE: usize = abi::W_API_ID_PHASE;
 /// Word index of `hdr.flags` (high half) / `hdr.device` (low half).
-const W_FLAGS: usize = 1;
+const W_FLAGS: usize = abi::W_DEVICE_FLAGS;
 /// Word index of `hdr.result` (low half) / `hdr.variant` (high half).
-const W_RESULT: usize = 3;
+const W_RESULT: usize = abi::W_RESULT_VARIANT;
 
 /// Words of a ctx a shadow program's copy holds on the stack; longer ctxs are copied to
 /// the heap.

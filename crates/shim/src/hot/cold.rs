@@ -68,7 +68,7 @@ pub(super) fn capture_flag(c: &mut [u64], stream: *mut c_void, per_thread: bool)
         )(stream, &mut status)
     };
     if r == 0 && status == CU_STREAM_CAPTURE_STATUS_ACTIVE {
-        if let Some(w) = c.get_mut(super::W_DEVICE_FLAGS) {
+        if let Some(w) = c.get_mut(gpubpf_runtime::attach::abi::W_DEVICE_FLAGS) {
             *w |= u64::from(FLAG_CAPTURING) << 32;
         }
     }
