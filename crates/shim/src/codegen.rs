@@ -248,7 +248,7 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
     }
     let _ = writeln!(out, "    const V: usize = {global};");
     // Straight to the driver: nothing attached here, or (after `hot::enter` said so) a
-    // re-entrant call or a thread being torn down.
+    // re-entrant call, a thread being torn down, or a call with nothing to do at exit.
     let unpoliced = |out: &mut String| {
         let _ = writeln!(out, "        return match hot::real(V) {{");
         let _ = writeln!(out, "            Some(real_fn) => {{");
@@ -375,6 +375,11 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
         out,
         "    let Some(policed) = hot::enter({point_index}, &mut c, {stream}) else {{"
     );
+    // The call is over for the shim: to the driver with the arguments in their slots
+    // (entry programs may have rewritten the writable ones), its result returned as it is.
+    for (name, k, w) in &writable {
+        let _ = writeln!(out, "        let {name} = {};", from_slot(*k, *w));
+    }
     unpoliced(out);
     let _ = writeln!(out, "    }};");
     let _ = writeln!(out, "    let r = match policed.refusal() {{");

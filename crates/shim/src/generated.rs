@@ -1289,6 +1289,7 @@ pub unsafe extern "C" fn cuCtxCreate(pctx: *mut c_void, flags: u32, dev: i32) ->
     let mut c: [u64; 9] = [0x19, 0x4ffffffff, 0, 0x0, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(24, &mut c, None) else {
+        let flags = c[6] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate`, whose C signature is this function's.
@@ -1336,6 +1337,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(pctx: *mut c_void, flags: u32, dev: i32)
     let mut c: [u64; 9] = [0x19, 0x4ffffffff, 0, 0x100000000, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(24, &mut c, None) else {
+        let flags = c[6] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate_v2`, whose C signature is this function's.
@@ -1383,6 +1385,7 @@ pub unsafe extern "C" fn cuCtxCreate_v3(pctx: *mut c_void, paramsArray: *mut c_v
     let mut c: [u64; 9] = [0x19, 0x4ffffffff, 0, 0x200000000, pctx as u64, 0, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(24, &mut c, None) else {
+        let flags = c[6] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate_v3`, whose C signature is this function's.
@@ -1430,6 +1433,7 @@ pub unsafe extern "C" fn cuCtxCreate_v4(pctx: *mut c_void, ctxCreateParams: *mut
     let mut c: [u64; 9] = [0x19, 0xffffffff, 0, 0x300000000, pctx as u64, ctxCreateParams as u64, u64::from(flags), i64::from(dev) as u64, 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(24, &mut c, None) else {
+        let flags = c[6] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxCreate_v4`, whose C signature is this function's.
@@ -2710,6 +2714,7 @@ pub unsafe extern "C" fn cuCtxSetLimit(limit: u32, value: u64) -> CUresult {
     let mut c: [u64; 6] = [0x31, 0xffffffff, 0, 0x0, u64::from(limit), value];
     let mut out_valid = false;
     let Some(policed) = hot::enter(48, &mut c, None) else {
+        let value = c[5];
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuCtxSetLimit`, whose C signature is this function's.
@@ -4633,6 +4638,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxSetFlags(dev: i32, flags: u32) -> CUr
     let mut c: [u64; 6] = [0x57, 0xffffffff, 0, 0x0, i64::from(dev) as u64, u64::from(flags)];
     let mut out_valid = false;
     let Some(policed) = hot::enter(86, &mut c, None) else {
+        let flags = c[5] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxSetFlags`, whose C signature is this function's.
@@ -4678,6 +4684,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxSetFlags_v2(dev: i32, flags: u32) -> 
     let mut c: [u64; 6] = [0x57, 0xffffffff, 0, 0x100000000, i64::from(dev) as u64, u64::from(flags)];
     let mut out_valid = false;
     let Some(policed) = hot::enter(86, &mut c, None) else {
+        let flags = c[5] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuDevicePrimaryCtxSetFlags_v2`, whose C signature is this function's.
@@ -16383,6 +16390,8 @@ pub unsafe extern "C" fn cuMemAddressReserve(ptr: *mut c_void, size: u64, alignm
     let mut c: [u64; 10] = [0x12d, 0xffffffff, 0, 0x0, ptr as u64, size, alignment, addr, flags, 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(300, &mut c, None) else {
+        let size = c[5];
+        let alignment = c[6];
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAddressReserve`, whose C signature is this function's.
@@ -16519,6 +16528,7 @@ pub unsafe extern "C" fn cuMemAlloc(dptr: *mut c_void, bytesize: u32) -> CUresul
     let mut c: [u64; 7] = [0x12f, 0x4ffffffff, 0, 0x0, dptr as u64, u64::from(bytesize), 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(302, &mut c, None) else {
+        let bytesize = c[5] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAlloc`, whose C signature is this function's.
@@ -16566,6 +16576,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut c_void, bytesize: u64) -> CUre
     let mut c: [u64; 7] = [0x12f, 0xffffffff, 0, 0x100000000, dptr as u64, bytesize, 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(302, &mut c, None) else {
+        let bytesize = c[5];
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAlloc_v2`, whose C signature is this function's.
@@ -16614,6 +16625,7 @@ pub unsafe extern "C" fn cuMemAllocAsync(dptr: *mut c_void, bytesize: u64, hStre
     let stream = hStream;
     let mut out_valid = false;
     let Some(policed) = hot::enter(303, &mut c, Some((stream, false))) else {
+        let bytesize = c[5];
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocAsync`, whose C signature is this function's.
@@ -16662,6 +16674,7 @@ pub unsafe extern "C" fn cuMemAllocAsync_ptsz(dptr: *mut c_void, bytesize: u64, 
     let stream = hStream;
     let mut out_valid = false;
     let Some(policed) = hot::enter(303, &mut c, Some((stream, true))) else {
+        let bytesize = c[5];
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocAsync_ptsz`, whose C signature is this function's.
@@ -16710,6 +16723,7 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync(dptr: *mut c_void, bytesize: u6
     let stream = hStream;
     let mut out_valid = false;
     let Some(policed) = hot::enter(304, &mut c, Some((stream, false))) else {
+        let bytesize = c[5];
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocFromPoolAsync`, whose C signature is this function's.
@@ -16758,6 +16772,7 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(dptr: *mut c_void, bytesiz
     let stream = hStream;
     let mut out_valid = false;
     let Some(policed) = hot::enter(304, &mut c, Some((stream, true))) else {
+        let bytesize = c[5];
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocFromPoolAsync_ptsz`, whose C signature is this function's.
@@ -16805,6 +16820,7 @@ pub unsafe extern "C" fn cuMemAllocHost(pp: *mut c_void, bytesize: u32) -> CUres
     let mut c: [u64; 7] = [0x132, 0x4ffffffff, 0, 0x0, pp as u64, u64::from(bytesize), 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(305, &mut c, None) else {
+        let bytesize = c[5] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocHost`, whose C signature is this function's.
@@ -16852,6 +16868,7 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut c_void, bytesize: u64) -> CU
     let mut c: [u64; 7] = [0x132, 0xffffffff, 0, 0x100000000, pp as u64, bytesize, 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(305, &mut c, None) else {
+        let bytesize = c[5];
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocHost_v2`, whose C signature is this function's.
@@ -16899,6 +16916,8 @@ pub unsafe extern "C" fn cuMemAllocManaged(dptr: *mut c_void, bytesize: u64, fla
     let mut c: [u64; 8] = [0x133, 0xffffffff, 0, 0x0, dptr as u64, bytesize, u64::from(flags), 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(306, &mut c, None) else {
+        let bytesize = c[5];
+        let flags = c[6] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocManaged`, whose C signature is this function's.
@@ -16947,6 +16966,8 @@ pub unsafe extern "C" fn cuMemAllocPitch(dptr: *mut c_void, pPitch: *mut c_void,
     let mut c: [u64; 11] = [0x134, 0x4ffffffff, 0, 0x0, dptr as u64, pPitch as u64, u64::from(WidthInBytes), u64::from(Height), u64::from(ElementSizeBytes), 0, 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(307, &mut c, None) else {
+        let WidthInBytes = c[6] as u32;
+        let Height = c[7] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocPitch`, whose C signature is this function's.
@@ -16997,6 +17018,8 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(dptr: *mut c_void, pPitch: *mut c_vo
     let mut c: [u64; 11] = [0x134, 0xffffffff, 0, 0x100000000, dptr as u64, pPitch as u64, WidthInBytes, Height, u64::from(ElementSizeBytes), 0, 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(307, &mut c, None) else {
+        let WidthInBytes = c[6];
+        let Height = c[7];
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemAllocPitch_v2`, whose C signature is this function's.
@@ -17139,6 +17162,7 @@ pub unsafe extern "C" fn cuMemCreate(handle: *mut c_void, size: u64, prop: *mut 
     let mut c: [u64; 9] = [0x136, 0xffffffff, 0, 0x0, handle as u64, size, prop as u64, flags, 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(309, &mut c, None) else {
+        let size = c[5];
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemCreate`, whose C signature is this function's.
@@ -18154,6 +18178,8 @@ pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut c_void, bytesize: u64, Flags: u
     let mut c: [u64; 8] = [0x146, 0xffffffff, 0, 0x0, pp as u64, bytesize, u64::from(Flags), 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(325, &mut c, None) else {
+        let bytesize = c[5];
+        let Flags = c[6] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemHostAlloc`, whose C signature is this function's.
@@ -19100,6 +19126,7 @@ pub unsafe extern "C" fn cuMemPoolTrimTo(pool: *mut c_void, minBytesToKeep: u64)
     let mut c: [u64; 6] = [0x158, 0xffffffff, 0, 0x0, pool as u64, minBytesToKeep];
     let mut out_valid = false;
     let Some(policed) = hot::enter(343, &mut c, None) else {
+        let minBytesToKeep = c[5];
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuMemPoolTrimTo`, whose C signature is this function's.
@@ -27505,6 +27532,7 @@ pub unsafe extern "C" fn cuStreamCreate(phStream: *mut c_void, Flags: u32) -> CU
     let mut c: [u64; 7] = [0x1bc, 0xffffffff, 0, 0x0, phStream as u64, u64::from(Flags), 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(443, &mut c, None) else {
+        let Flags = c[5] as u32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamCreate`, whose C signature is this function's.
@@ -27552,6 +27580,8 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(phStream: *mut c_void, flags
     let mut c: [u64; 8] = [0x1bd, 0xffffffff, 0, 0x0, phStream as u64, u64::from(flags), i64::from(priority) as u64, 0];
     let mut out_valid = false;
     let Some(policed) = hot::enter(444, &mut c, None) else {
+        let flags = c[5] as u32;
+        let priority = c[6] as i32;
         return match hot::real(V) {
             Some(real_fn) => {
                 // SAFETY: `real_fn` is the driver's `cuStreamCreateWithPriority`, whose C signature is this function's.

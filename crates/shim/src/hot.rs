@@ -44,7 +44,7 @@ use std::ffi::{c_void, CStr};
 use std::num::NonZeroUsize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{null_mut, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
@@ -52,7 +52,7 @@ use gpubpf_runtime::attach::abi::{W_API_ID_PHASE, W_DEVICE_FLAGS, W_PID_TID, W_R
 use gpubpf_runtime::dispatch::{Chain, ChainSummary, Stack};
 use gpubpf_runtime::helper_table::STACK_SIZE;
 use gpubpf_runtime::registry::monotonic_ns;
-use gpubpf_runtime::registry::procstats::Counter;
+use gpubpf_runtime::registry::procstats::{Counter, OwnShard};
 
 use crate::abi_types::CUresult;
 use crate::generated::{POINT_COUNT, VARIANTS, VARIANT_COUNT};
@@ -214,8 +214,6 @@ struct ThreadState {
     tid: Cell<u32>,
     /// This thread's counter shard in the stats file ([`UNCLAIMED`] until first needed).
     shard: Cell<u32>,
-    /// The BPF stack is lent out ([`ThreadState::with_stack`]).
-    stack_lent: Cell<bool>,
     /// The attach point of this thread's last outermost policed call, and the chain its
     /// cache entry held then ([`NO_POINT`] and null before the first): a call at the same
     /// point whose hint still names that chain takes it without reading the cache's own
@@ -223,6 +221,10 @@ struct ThreadState {
     /// clears this pair first and sets it to the entry's new chain after.
     last_point: Cell<u32>,
     last_chain: Cell<*const Published>,
+    /// This thread's own shard of the stats file's counters, once claimed (`None` before,
+    /// without a stats file, and for a thread on the shared shard 0): what counting a call
+    /// adds to ([`stats::count`]).
+    own: Cell<Option<OwnShard<'static>>>,
     /// Entry time and refusal of the calls in flight, by depth.
     frames: [Cell<Frame>; FRAMES],
     /// [`Chain::summary`] of `last_chain`, set with the pair (a line of its own): what an
@@ -252,9 +254,9 @@ impl ThreadState {
             calls: Cell::new(0),
             tid: Cell::new(0),
             shard: Cell::new(UNCLAIMED),
-            stack_lent: Cell::new(false),
             last_point: Cell::new(NO_POINT),
             last_chain: Cell::new(std::ptr::null()),
+            own: Cell::new(None),
             frames: [const {
                 Cell::new(Frame {
                     t_entry: 0,
@@ -301,19 +303,28 @@ impl ThreadState {
         r
     }
 
-    /// Runs `f` on the BPF stack, marked busy; `None` when the stack is in use or `f`
-    /// panicked.
+    /// Runs `f` on the BPF stack, marked busy; `None` when the thread is busy already (the
+    /// stack may be in use) or `f` panicked.
+    ///
+    /// The stack is lent only here and only while `busy` is the 1 set here: a driver call
+    /// `f` makes, and a signal handler that interrupts `f`, find the thread busy and do not
+    /// come here; a handler that interrupts before the store of 1 returns with `busy` back
+    /// at 0 and its own use of the stack over. The compiler fences keep the stack's use
+    /// between the two stores (a signal handler is this thread, so no CPU fence is needed).
     #[inline(always)]
     fn with_stack<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> Option<R> {
-        if self.stack_lent.replace(true) {
+        if self.busy.get() != 0 {
             return None;
         }
-        // SAFETY: `stack_lent` was false, so no reference to the stack exists (only this
-        // function makes one, and it clears the flag after that reference is gone, also
-        // when `f` panics: `as_busy` catches it); the state is this thread's alone.
+        self.busy.set(1);
+        compiler_fence(Ordering::SeqCst);
+        // SAFETY: `busy` was 0, so no reference to the stack exists (only this function
+        // makes one, while `busy` is 1, and drops it before `busy` is back at 0, also when
+        // `f` panics: the panic is caught); the state is this thread's alone.
         let stack = unsafe { &mut *self.stack.get() };
-        let r = self.as_busy(|| f(stack));
-        self.stack_lent.set(false);
+        let r = catch_unwind(AssertUnwindSafe(|| f(stack))).ok();
+        compiler_fence(Ordering::SeqCst);
+        self.busy.set(0);
         r
     }
 
@@ -331,8 +342,10 @@ impl ThreadState {
     #[cold]
     #[inline(never)]
     fn claim_shard(&self) -> Option<u32> {
-        let s = stats()?.claim_shard(self.tid());
+        let stats = stats()?;
+        let s = stats.claim_shard(self.tid());
         self.shard.set(s);
+        self.own.set(stats.counters().own_shard(s));
         Some(s)
     }
 
@@ -407,13 +420,21 @@ pub(crate) fn armed(point: usize) -> bool {
 /// Starts a policed call at `point` on the ctx `c` the wrapper built (the header's constant
 /// words, [`header_constants`], and the argument slots): holds the point's chain, fills in
 /// the rest of the header (and, for a call on a stream, `Some((stream, per-thread
-/// variant))`, whether the stream is being captured) and runs the entry programs. `None`
-/// when the call goes straight to the driver (a re-entrant call, a thread being torn down,
-/// nothing attached after all); otherwise the call's
-/// handle, whose [`Policed::refusal`] is the verdict of a refusal. Out of line, shared by
-/// every wrapper: a wrapper's own code is only its ctx and its real call. Returns the
-/// handle in two registers (a refusal is a bit of it, its verdict in the thread's state),
-/// not through memory.
+/// variant))`, whether the stream is being captured) and runs the entry programs.
+///
+/// `None` when the shim has nothing more to do with the call: the wrapper calls the driver
+/// (with the arguments in `c`'s slots, which entry programs may have rewritten) and returns
+/// its result, a tail call. That is a call that goes straight to the driver (a re-entrant
+/// call, a thread being torn down, nothing attached after all), and also the common policed
+/// one: its entry programs let it through, its chain has no exit program and the process
+/// does not record it. Such a call has ended here (its chain and frame are not read again),
+/// so the driver call that follows is not nested in it, and after the driver call the
+/// wrapper touches none of the lines the driver's work has evicted meanwhile.
+///
+/// Otherwise the call's handle, whose [`Policed::refusal`] is the verdict of a refusal and
+/// whose [`Policed::exit`] ends it. Out of line, shared by every wrapper: a wrapper's own
+/// code is only its ctx and its real call. Returns the handle in two registers (a refusal
+/// is a bit of it, its verdict in the thread's state), not through memory.
 #[inline(never)]
 pub(crate) fn enter(
     point: usize,
@@ -423,6 +444,11 @@ pub(crate) fn enter(
     let mut policed = hold(point)?;
     if let Some(verdict) = policed.enter(c, stream) {
         policed.refuse(verdict);
+        return Some(policed);
+    }
+    if policed.exit_is_idle() {
+        // Dropping the handle ends the call (`calls` down by one).
+        return None;
     }
     Some(policed)
 }
@@ -439,9 +465,11 @@ fn hold(point: usize) -> Option<Policed> {
     }
     let slot = SLOTS.get(point)?;
     let depth = thread.calls.get();
-    let chain: *const Published = if depth == 0 {
+    // The chain's address with the call's depth in its low bits (0 for the outermost call).
+    let tagged = if depth == 0 {
         let hint = slot.hint.load(Ordering::Acquire).cast_const();
-        if thread.last_chain.get() == hint && thread.last_point.get() as usize == point {
+        let chain = if thread.last_chain.get() == hint && thread.last_point.get() as usize == point
+        {
             // The cache entry of `point` holds this chain (see `ThreadState::last_chain`).
             hint
         } else {
@@ -463,18 +491,18 @@ fn hold(point: usize) -> Option<Policed> {
                 .set(u32::try_from(point).unwrap_or(NO_POINT));
             thread.last_chain.set(chain);
             chain
-        }
+        };
+        NonZeroUsize::new(chain as usize)?
     } else {
-        nested(slot)?
+        NonZeroUsize::new(nested(slot)? as usize | (depth as usize).min(DEPTH_MASK))?
     };
-    let tag = (depth as usize).min(DEPTH_MASK);
-    let tagged = NonZeroUsize::new(chain as usize | tag)?;
-    thread.calls.set(depth.saturating_add(1));
+    // Policed calls nest no deeper than the thread's stack allows: far below `u32::MAX`.
+    thread.calls.set(depth.wrapping_add(1));
     // Only a recording process reads a frame's entry time and refusal (`Policed::exit`);
     // the caller's address is written by `capture_caller` before it is read. A process
     // never stops recording, so a frame not written here still holds no entry time.
     if recording() {
-        record_start(thread, tag);
+        record_start(thread, tagged.get() & DEPTH_MASK);
     }
     Some(Policed { tagged, thread })
 }
@@ -542,6 +570,7 @@ pub fn set_pid(pid: u32) {
     if let Some(t) = thread_state() {
         t.tid.set(0);
         t.shard.set(UNCLAIMED);
+        t.own.set(None);
     }
 }
 
@@ -581,7 +610,8 @@ pub struct Policed {
 impl Drop for Policed {
     fn drop(&mut self) {
         let t = self.thread;
-        t.calls.set(t.calls.get().saturating_sub(1));
+        // Never below 0: every handle counted itself in `hold`.
+        t.calls.set(t.calls.get().wrapping_sub(1));
         if self.tagged.get() & DEPTH_MASK != 0 {
             // SAFETY: a nested call owns the reference `hold` made with
             // `Arc::into_raw` for exactly this address; it is released once, here.
@@ -699,9 +729,11 @@ impl Policed {
     /// `hdr.flags`. On a per-thread variant (`per_thread`) a NULL stream is the thread's
     /// default stream (`CU_STREAM_PER_THREAD`).
     #[inline(always)]
-    fn capturing(&self, s: &ChainSummary, c: &mut [u64], stream: *mut c_void, per_thread: bool) {
+    fn capturing(&self, s: &ChainSummary, c: &mut [u64], stream: Option<(*mut c_void, bool)>) {
         if s.reads_flags() {
-            capture_flag(c, stream, per_thread);
+            if let Some((stream, per_thread)) = stream {
+                capture_flag(c, stream, per_thread);
+            }
         }
     }
 
@@ -739,14 +771,12 @@ impl Policed {
         stream: Option<(*mut c_void, bool)>,
     ) -> Option<CUresult> {
         self.header(s, c);
-        if let Some((stream, per_thread)) = stream {
-            self.capturing(s, c, stream, per_thread);
-        }
+        self.capturing(s, c, stream);
         if s.wants_caller() {
             self.capture_caller();
         }
+        stats::count(self.thread, Counter::calls, s.stats_slot);
         let mut rec = Recorder::new(self.thread);
-        rec.add(Counter::calls, s.stats_slot);
         if s.interpreted() {
             // After the call is counted: the watcher compiles the chains of called points.
             crate::native::nudge_once(self.published());
@@ -765,23 +795,30 @@ impl Policed {
         self.entry_stopped(v, &rec)
     }
 
-    /// Exit programs: the result the caller gets. A recording process records the call.
-    /// Ends the call (the chain is released here). An outermost call whose chain has no
-    /// exit program and which is not recorded ends in the wrapper (its thread's line and
-    /// summary were just read by [`enter`]: a few instructions, no call); any other goes
-    /// out of line ([`Policed::exit_out`], shared by every wrapper).
+    /// Whether nothing is left to do at this call's exit: no exit program, and the process
+    /// does not record its calls. Read right after the entry programs, while the summary's
+    /// line is still in the cache.
     #[inline(always)]
-    pub(crate) fn exit(self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
-        if !self.is_nested() && self.outer_summary().exit_is_empty() && self.recorded().is_none() {
-            // Dropping `self` ends the call (`calls` down by one).
-            return result;
-        }
-        self.exit_out(c, result, out_valid)
+    fn exit_is_idle(&self) -> bool {
+        let empty = if self.is_nested() {
+            self.exit_is_empty_nested()
+        } else {
+            self.outer_summary().exit_is_empty()
+        };
+        empty && !recording()
     }
 
-    /// [`Policed::exit`] of a call with exit programs, nested or recorded.
+    #[cold]
     #[inline(never)]
-    fn exit_out(self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
+    fn exit_is_empty_nested(&self) -> bool {
+        self.published().summary().exit_is_empty()
+    }
+
+    /// Exit programs: the result the caller gets. A recording process records the call.
+    /// Ends the call (the chain is released here). Out of line, shared by every wrapper; a
+    /// call with nothing to do at exit does not come here ([`enter`] ended it).
+    #[inline(never)]
+    pub(crate) fn exit(self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
         if self.is_nested() {
             return self.exit_nested(c, result, out_valid);
         }

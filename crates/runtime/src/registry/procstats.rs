@@ -151,6 +151,19 @@ impl<'a> Counters<'a> {
         }
     }
 
+    /// Shard `shard`'s counters for the thread that claimed it, which alone adds to them
+    /// (plain load and store); `None` for the shared shard 0 (or a shard out of range).
+    pub fn own_shard(self, shard: u32) -> Option<OwnShard<'a>> {
+        if shard == 0 {
+            return None;
+        }
+        let start = (shard as usize).checked_mul(SHARD_WORDS)?;
+        let words = self.shards.get(start..start.checked_add(SHARD_WORDS)?)?;
+        Some(OwnShard {
+            words: words.try_into().ok()?,
+        })
+    }
+
     /// The address of the first counter, for [`Counters::from_ptr`].
     pub fn as_ptr(self) -> *const AtomicU64 {
         self.shards.as_ptr()
@@ -166,6 +179,24 @@ impl<'a> Counters<'a> {
         // exactly the words after `SHARDS`.
         let shards = unsafe { std::slice::from_raw_parts(p, TOTAL_WORDS - SHARDS) };
         Self { shards }
+    }
+}
+
+/// A shard of the counters that one thread claimed ([`Counters::own_shard`]): one word
+/// (what a thread keeps at hand so that counting a call is one load and one store, no
+/// index arithmetic and no test for the shared shard).
+#[derive(Clone, Copy, Debug)]
+pub struct OwnShard<'a> {
+    words: &'a [AtomicU64; SHARD_WORDS],
+}
+
+impl OwnShard<'_> {
+    /// Adds `v` to counter `c` (plain load and store: only the claiming thread writes here).
+    #[inline(always)]
+    pub fn add(self, c: Counter, v: u64) {
+        if let Some(w) = self.words.get(c.0 as usize) {
+            w.store(w.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+        }
     }
 }
 

@@ -152,19 +152,55 @@ fn timing_until(deadline: u64) -> bool {
     false
 }
 
-/// Counts into this thread's shard of the stats file.
+/// Adds one to counter `c(slot)` of `thread`'s shard of the stats file (nothing without a
+/// slot or a stats file). A thread with a shard of its own adds in line: one load of the
+/// shard's address from its state, one load and one store of the counter.
+#[inline(always)]
+pub(super) fn count(thread: &ThreadState, c: impl FnOnce(u32) -> Counter, slot: Option<u32>) {
+    count_n(thread, c, slot, 1);
+}
+
+#[inline(always)]
+fn count_n(thread: &ThreadState, c: impl FnOnce(u32) -> Counter, slot: Option<u32>, v: u64) {
+    let Some(slot) = slot else {
+        return;
+    };
+    match thread.own.get() {
+        Some(own) => own.add(c(slot), v),
+        None => count_shared(thread, c(slot), v),
+    }
+}
+
+/// [`count`] for a thread without a shard of its own yet (it claims one here), on the
+/// shared shard 0 (atomic addition), or in a process without a stats file.
+#[cold]
+#[inline(never)]
+fn count_shared(thread: &ThreadState, c: Counter, v: u64) {
+    let Some(counters) = counters() else {
+        return;
+    };
+    let Some(shard) = thread.shard() else {
+        return;
+    };
+    match thread.own.get() {
+        Some(own) => own.add(c, v),
+        None => counters.add(shard, c, v),
+    }
+}
+
+/// What a run reports to the stats file: timed runs while the registry's statistics switch
+/// is on, faults always, into the thread's shard ([`count`]).
 pub(super) struct Recorder {
-    stats: Option<(Counters<'static>, u32)>,
+    thread: &'static ThreadState,
     timing: bool,
 }
 
 impl Recorder {
     #[inline(always)]
-    pub(super) fn new(thread: &ThreadState) -> Self {
-        let stats = counters().and_then(|c| Some((c, thread.shard()?)));
+    pub(super) fn new(thread: &'static ThreadState) -> Self {
         Recorder {
-            timing: stats.is_some() && timing(),
-            stats,
+            thread,
+            timing: timing(),
         }
     }
 
@@ -172,23 +208,19 @@ impl Recorder {
     #[cold]
     #[inline(never)]
     fn finish_counted(&self, slot: Option<u32>, start: Option<u64>, fault: bool) {
-        let (Some((s, shard)), Some(q)) = (self.stats, slot) else {
-            return;
-        };
         if let Some(t0) = start {
-            s.add(shard, Counter::runs(q), 1);
-            s.add(shard, Counter::run_ns(q), monotonic_ns().saturating_sub(t0));
+            count(self.thread, Counter::runs, slot);
+            let ns = monotonic_ns().saturating_sub(t0);
+            count_n(self.thread, Counter::run_ns, slot, ns);
         }
         if fault {
-            s.add(shard, Counter::faults(q), 1);
+            count(self.thread, Counter::faults, slot);
         }
     }
 
-    #[inline]
+    /// Adds one to counter `c(slot)` ([`count`]).
     pub(super) fn add(&self, c: impl FnOnce(u32) -> Counter, slot: Option<u32>) {
-        if let (Some((s, shard)), Some(slot)) = (self.stats, slot) {
-            s.add(shard, c(slot), 1);
-        }
+        count(self.thread, c, slot);
     }
 }
 

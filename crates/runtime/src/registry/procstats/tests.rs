@@ -50,6 +50,16 @@ fn tables_and_counters_round_trip() {
     }
     s.add(0, Counter::calls(p), 2);
     s.add(0, Counter::denied(p), 1);
+    // The thread's own shard as one word (the shim's hot path) adds to the same counters;
+    // the shared shard has none.
+    assert!(s.counters().own_shard(0).is_none());
+    assert!(s.counters().own_shard(N_SHARDS as u32).is_none());
+    assert!(s.counters().own_shard(N_SHARDS as u32 - 1).is_some());
+    let own = s.counters().own_shard(shard).unwrap();
+    own.add(Counter::calls(p), 4);
+    assert_eq!(s.calls(p), 11);
+    own.add(Counter::calls(p), u64::MAX - 3); // wraps: four fewer
+    assert_eq!(s.calls(p), 7);
     // Summed over the thread's shard and the shared one: what the shim's watcher reads to
     // compile a point once it has been called.
     assert_eq!(s.calls(p), 7);
