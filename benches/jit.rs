@@ -316,7 +316,7 @@ impl Engines {
         // SAFETY: the bench programs only touch `mem` (r1) and their stack.
         unsafe {
             self.jit
-                .execute_with_args([mem.as_mut_ptr() as u64, mem.len() as u64, 0, 0, 0], stack)
+                .execute_with_args([mem.as_mut_ptr() as u64, mem.len() as u64], stack)
         }
         .expect("jit run")
     }

@@ -24,7 +24,7 @@ fn run_jit(compiler: &mut JitCompiler, t: &ConformanceTest) -> Result<u64> {
     let mut mem = t.memory().to_vec();
     let mut stack = vec![0u8; STACK_SIZE];
     let stack: &mut [u8; STACK_SIZE] = stack.as_mut_slice().try_into()?;
-    let args = [mem.as_mut_ptr() as u64, mem.len() as u64, 0, 0, 0];
+    let args = [mem.as_mut_ptr() as u64, mem.len() as u64];
     // SAFETY: conformance programs only access their memory (r1, r2 bytes) and the stack;
     // the same programs pass the interpreter's checked mode (tests/conformance.rs).
     let r0 = unsafe { compiled.execute_with_args(args, stack) }?;

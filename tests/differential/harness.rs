@@ -49,13 +49,13 @@ impl Harness {
         self.stack.fill(0);
     }
 
-    fn args(&mut self) -> [u64; 5] {
+    fn args(&mut self) -> [u64; 2] {
         let addr = if self.mem.is_empty() {
             0
         } else {
             self.mem.as_mut_ptr() as u64
         };
-        [addr, self.mem.len() as u64, 0, 0, 0]
+        [addr, self.mem.len() as u64]
     }
 
     /// Runs `slots` on the JIT with `r1 = mem`, `r2 = mem.len()`.
@@ -99,7 +99,7 @@ impl Harness {
                 )
             };
         }
-        let r0 = vm.execute(&args[..2], &mut self.stack[..], &memory).ok();
+        let r0 = vm.execute(&args, &mut self.stack[..], &memory).ok();
         Outcome {
             r0,
             mem: self.mem.clone(),

@@ -710,30 +710,35 @@ impl Policed {
     }
 
     /// Fills in the ctx header's words that vary between calls ([`header_constants`] has
-    /// the rest): pid and tid, and the device when some program reads it (it costs a driver
-    /// call; the verifier reports every ctx field a program reads; the wrapper's -1,
-    /// "unknown", stays otherwise).
+    /// the rest): pid and tid. The device and the capturing flag, where a program reads
+    /// them, are [`Policed::answer`]'s.
     #[inline(always)]
-    fn header(&self, s: &ChainSummary, c: &mut [u64]) {
+    fn header(&self, c: &mut [u64]) {
         if let Some(w) = c.get_mut(W_PID_TID) {
             *w = u64::from(HOT.pid.load(Ordering::Relaxed)) | (u64::from(self.thread.tid()) << 32);
         }
+    }
+
+    /// What some program of the chain asks ([`ChainSummary::asks`]), each at the cost of a
+    /// driver call or a stack walk, so only when asked (the verifier reports every ctx
+    /// field a program reads): the current device in `hdr.device` (the wrapper's -1,
+    /// "unknown", stays otherwise); `GPUBPF_CTX_F_CAPTURING` in `hdr.flags` when the call's
+    /// stream is being captured into a graph (`cuStreamIsCapturing` says
+    /// `CU_STREAM_CAPTURE_STATUS_ACTIVE`; on a per-thread variant a NULL stream is the
+    /// thread's default stream, `CU_STREAM_PER_THREAD`); the application's call site.
+    #[cold]
+    #[inline(never)]
+    fn answer(&self, s: &ChainSummary, c: &mut [u64], stream: Option<(*mut c_void, bool)>) {
         if s.reads_device() {
             set_device(c);
         }
-    }
-
-    /// Sets `GPUBPF_CTX_F_CAPTURING` in `hdr.flags` when `stream` is being captured into a
-    /// graph (`cuStreamIsCapturing` says `CU_STREAM_CAPTURE_STATUS_ACTIVE`). The question
-    /// costs a driver call, so it is asked only when some program of the chain reads
-    /// `hdr.flags`. On a per-thread variant (`per_thread`) a NULL stream is the thread's
-    /// default stream (`CU_STREAM_PER_THREAD`).
-    #[inline(always)]
-    fn capturing(&self, s: &ChainSummary, c: &mut [u64], stream: Option<(*mut c_void, bool)>) {
         if s.reads_flags() {
             if let Some((stream, per_thread)) = stream {
                 capture_flag(c, stream, per_thread);
             }
+        }
+        if s.wants_caller() {
+            self.capture_caller();
         }
     }
 
@@ -770,10 +775,9 @@ impl Policed {
         c: &mut [u64],
         stream: Option<(*mut c_void, bool)>,
     ) -> Option<CUresult> {
-        self.header(s, c);
-        self.capturing(s, c, stream);
-        if s.wants_caller() {
-            self.capture_caller();
+        self.header(c);
+        if s.asks() {
+            self.answer(s, c, stream);
         }
         stats::count(self.thread, Counter::calls, s.stats_slot);
         let mut rec = Recorder::new(self.thread);

@@ -205,7 +205,7 @@ fn run(args: &Args, program_hex: &str) -> Result<u64> {
     // SAFETY: the same program just ran on the interpreter in checked mode with the same
     // memory contents and stayed inside its memory and stack; the JIT implements the same
     // semantics, so it performs the same accesses on this copy.
-    let r0 = unsafe { compiled.execute_with_args([addr, len, 0, 0, 0], &mut stack) }?;
+    let r0 = unsafe { compiled.execute_with_args([addr, len], &mut stack) }?;
     Ok(r0)
 }
 

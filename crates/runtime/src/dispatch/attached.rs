@@ -125,7 +125,7 @@ impl LeanProgram {
         // least that long; `stack` is a full `STACK_SIZE` area.
         Some(unsafe {
             self.entry
-                .execute_raw([ctx.as_mut_ptr() as u64, 0, 0, 0, 0], &mut stack.0)
+                .execute_raw([ctx.as_mut_ptr() as u64, 0], &mut stack.0)
         })
     }
 }

@@ -76,6 +76,14 @@ impl ChainSummary {
         self.has(WANTS_CALLER)
     }
 
+    /// Whether some program of the chain needs an answer that costs a driver call or a
+    /// stack walk: it reads `hdr.device` or `hdr.flags`, or asks for its caller (one test
+    /// for the three, which a call's common path makes instead of three).
+    #[inline(always)]
+    pub fn asks(&self) -> bool {
+        self.has(READS_DEVICE | READS_FLAGS | WANTS_CALLER)
+    }
+
     /// [`Chain::interpreted`]: some program of the chain runs on the interpreter (a host
     /// that compiles chains as they are called asks for this one).
     #[inline(always)]

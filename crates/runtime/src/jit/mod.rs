@@ -150,6 +150,8 @@ pub enum JitError {
         #[source]
         source: std::io::Error,
     },
+    #[error("the program calls or takes the address of its entry function (function 0), which the JIT enters with a signature of its own; the verifier rejects such recursion")]
+    EntryCalled,
     #[error("internal JIT invariant violated: {what}")]
     Internal { what: &'static str },
 }
@@ -188,13 +190,13 @@ impl ExecError {
     }
 }
 
-/// A program's entry point: its function 0 itself, whose internal signature
-/// `(r1, r2, r3, r4, r5, fp, run) -> (r0, status)` (`translate::internal_signature`, the
-/// host's default calling convention) is this C signature: on x86-64 System V the six
-/// integer arguments in registers, `run` on the stack, `r0` and `status` in `rax` and
-/// `rdx`, as C returns a struct of two `u64`; on AArch64 in `x0`–`x6` and `x0`–`x1`.
-/// No trampoline between the caller and the program.
-type EntryFn = unsafe extern "C" fn(u64, u64, u64, u64, u64, u64, *mut RunState) -> EntryResult;
+/// A program's entry point: its function 0 itself, whose signature `(r1, r2, fp, run) ->
+/// (r0, status)` (`translate::entry_signature`, the host's default calling convention) is
+/// this C signature: on x86-64 System V the four arguments in `rdi`, `rsi`, `rdx`, `rcx`,
+/// `r0` and `status` in `rax` and `rdx`, as C returns a struct of two `u64`; on AArch64 in
+/// `x0`–`x3` and `x0`–`x1`. No trampoline between the caller and the program, and no
+/// argument on the stack; `r3`–`r5` start at 0 inside function 0.
+type EntryFn = unsafe extern "C" fn(u64, u64, u64, *mut RunState) -> EntryResult;
 
 /// What function 0 returns: `r0` and the run's status (0, or `kind | pc << 8`).
 #[repr(C)]
@@ -219,17 +221,17 @@ impl RawEntry {
     /// # Safety
     /// That program is still alive, and the contract of [`CompiledProgram::execute`] holds.
     #[inline(always)]
-    pub unsafe fn execute_raw(self, args: [u64; 5], stack: &mut [u8; STACK_SIZE]) -> (u64, u64) {
+    pub unsafe fn execute_raw(self, args: [u64; 2], stack: &mut [u8; STACK_SIZE]) -> (u64, u64) {
         let fp = stack.as_mut_ptr().wrapping_add(STACK_SIZE) as u64;
         let mut run = RunState {
             budget: self.iteration_budget,
             fp_floor: stack.as_mut_ptr().wrapping_add(STACK_SIZE_PER_FRAME) as u64,
         };
-        let [r1, r2, r3, r4, r5] = args;
+        let [r1, r2] = args;
         // SAFETY: `entry` is function 0 of a program that is alive (the caller's contract),
         // compiled with the signature `EntryFn` spells in C (see there); `run` outlives the
         // call. Memory safety of the program itself is the caller's contract.
-        let r = unsafe { (self.entry)(r1, r2, r3, r4, r5, fp, &mut run) };
+        let r = unsafe { (self.entry)(r1, r2, fp, &mut run) };
         (r.r0, r.status)
     }
 }
@@ -317,10 +319,10 @@ impl CompiledProgram {
         stack: &mut [u8; STACK_SIZE],
     ) -> Result<u64, ExecError> {
         // SAFETY: forwarded contract.
-        unsafe { self.execute_with_args([ctx as u64, 0, 0, 0, 0], stack) }
+        unsafe { self.execute_with_args([ctx as u64, 0], stack) }
     }
 
-    /// Runs the program with `r1..r5 = args`; returns `r0`.
+    /// Runs the program with `r1, r2 = args` (`r3`–`r5` are 0); returns `r0`.
     ///
     /// # Safety
     /// As for [`CompiledProgram::execute`]: every memory access the program makes with
@@ -328,7 +330,7 @@ impl CompiledProgram {
     #[inline]
     pub unsafe fn execute_with_args(
         &self,
-        args: [u64; 5],
+        args: [u64; 2],
         stack: &mut [u8; STACK_SIZE],
     ) -> Result<u64, ExecError> {
         // SAFETY: forwarded contract.
@@ -340,14 +342,14 @@ impl CompiledProgram {
         }
     }
 
-    /// Runs the program with `r1..r5 = args`; returns `r0` and the run's status: 0, or
+    /// Runs the program with `r1, r2 = args`; returns `r0` and the run's status: 0, or
     /// what [`CompiledProgram::status_error`] turns into the error (the form the shim's
     /// common path tests without building a `Result`).
     ///
     /// # Safety
     /// As for [`CompiledProgram::execute`].
     #[inline(always)]
-    pub unsafe fn execute_raw(&self, args: [u64; 5], stack: &mut [u8; STACK_SIZE]) -> (u64, u64) {
+    pub unsafe fn execute_raw(&self, args: [u64; 2], stack: &mut [u8; STACK_SIZE]) -> (u64, u64) {
         // SAFETY: the entry point of `self`, which is alive for the call; the rest is the
         // caller's contract.
         unsafe { self.raw_entry().execute_raw(args, stack) }

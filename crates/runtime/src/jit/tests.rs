@@ -35,12 +35,7 @@ fn run_with(prog: &[I], helpers: &HelperTable, mem: &mut [u8]) -> Result<u64, Ex
     assert_eq!(p.explicit_trap_sites(), 0);
     let mut stack = [0u8; STACK_SIZE];
     // SAFETY: the test programs only touch `mem` (via r1) and their stack.
-    unsafe {
-        p.execute_with_args(
-            [mem.as_mut_ptr() as u64, mem.len() as u64, 0, 0, 0],
-            &mut stack,
-        )
-    }
+    unsafe { p.execute_with_args([mem.as_mut_ptr() as u64, mem.len() as u64], &mut stack) }
 }
 
 fn run(prog: &[I]) -> u64 {
@@ -306,11 +301,42 @@ fn helpers_receive_only_their_declared_arguments() {
 
 #[test]
 fn unbounded_recursion_is_an_error_not_a_crash() {
-    let prog = [I::Call(CallTarget::Local(-1)), I::Exit];
+    // Function 1 (slot 2) calls itself.
+    let prog = [
+        I::Call(CallTarget::Local(1)),
+        I::Exit,
+        I::Call(CallTarget::Local(-1)),
+        I::Exit,
+    ];
     assert_eq!(
         run_with(&prog, &HelperTable::new(), &mut []),
-        Err(ExecError::CallDepthExceeded { pc: 0 })
+        Err(ExecError::CallDepthExceeded { pc: 2 })
     );
+}
+
+#[test]
+fn a_call_into_function_0_is_refused_not_compiled() {
+    // Function 0 has the entry signature (r1, r2, fp, run); the verifier rejects such
+    // recursion, and the JIT refuses it rather than call with the wrong signature.
+    let called = [I::Call(CallTarget::Local(-1)), I::Exit];
+    assert!(matches!(
+        compile(&encode_program(&called), &HelperTable::new()),
+        Err(JitError::EntryCalled)
+    ));
+    let taken = [
+        I::LoadImm64 {
+            dst: 1,
+            kind: LddwKind::Func,
+            imm: -1,
+            next_imm: 0,
+        },
+        mov(0, 0),
+        I::Exit,
+    ];
+    assert!(matches!(
+        compile(&encode_program(&taken), &HelperTable::new()),
+        Err(JitError::EntryCalled)
+    ));
 }
 
 #[test]

@@ -155,11 +155,23 @@ pub(crate) const RUN_FP_FLOOR: i32 = 8;
 const I64: Type = types::I64;
 const I32: Type = types::I32;
 
-/// Signature of every translated BPF function, `(r1..r5, fp, run) -> (r0, status)`; the
-/// callers of a program enter its function 0 with it directly (`super::EntryFn`).
+/// Signature of every translated BPF function but function 0, `(r1..r5, fp, run) -> (r0,
+/// status)`: what a bpf-to-bpf call passes.
 pub(crate) fn internal_signature(cc: CallConv) -> Signature {
     let mut s = Signature::new(cc);
     s.params.extend([AbiParam::new(I64); 7]);
+    s.returns.extend([AbiParam::new(I64); 2]);
+    s
+}
+
+/// Signature of function 0, `(r1, r2, fp, run) -> (r0, status)`, which the callers of a
+/// program enter directly (`super::EntryFn`): every argument in a register. A run starts
+/// with `r1` (the ctx; a test harness also passes a length in `r2`) and `r3`–`r5` at 0,
+/// which the verifier treats as uninitialised; no bpf-to-bpf call may enter function 0
+/// (the verifier rejects recursion; the JIT refuses such a program, [`JitError::EntryCalled`]).
+pub(crate) fn entry_signature(cc: CallConv) -> Signature {
+    let mut s = Signature::new(cc);
+    s.params.extend([AbiParam::new(I64); 4]);
     s.returns.extend([AbiParam::new(I64); 2]);
     s
 }
@@ -207,7 +219,14 @@ pub(crate) fn translate_function(
     frontend: TargetFrontendConfig,
 ) -> Result<(), JitError> {
     let CallTargets { helpers, maps } = *targets;
-    func.signature = internal_signature(cc);
+    if analysis.funcs.first().is_some_and(|f| f.address_taken) {
+        return Err(JitError::EntryCalled);
+    }
+    func.signature = if idx == 0 {
+        entry_signature(cc)
+    } else {
+        internal_signature(cc)
+    };
     // Functions with a loop keep the iteration budget in a register.
     let cache_budget = analysis.func_insns(idx).iter().any(|(pc, ins)| {
         jump_offset(ins)
@@ -215,7 +234,7 @@ pub(crate) fn translate_function(
             .is_some_and(|t| t <= *pc)
     });
     let b = FunctionBuilder::new(func, fb_ctx);
-    let mut t = FnTranslator::new(b, analysis, helpers, maps, cc, cache_budget)?;
+    let mut t = FnTranslator::new(b, analysis, helpers, maps, cc, cache_budget, idx == 0)?;
     t.translate(idx)?;
     let FnTranslator { mut b, .. } = t;
     b.seal_all_blocks();
@@ -255,6 +274,7 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         maps: &'a [InlineMap],
         cc: CallConv,
         cache_budget: bool,
+        entry_function: bool,
     ) -> Result<Self, JitError> {
         let regs = std::array::from_fn(|_| b.declare_var(I64));
         let internal_sig = b.import_signature(internal_signature(cc));
@@ -264,12 +284,16 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
         b.switch_to_block(entry);
         b.seal_block(entry);
         let params = b.block_params(entry).to_vec();
-        let [r1, r2, r3, r4, r5, fp, run] = params[..] else {
-            return Err(JitError::Internal {
-                what: "function parameters",
-            });
-        };
         let zero = b.ins().iconst(I64, 0);
+        let (r1, r2, r3, r4, r5, fp, run) = match (entry_function, &params[..]) {
+            (true, &[r1, r2, fp, run]) => (r1, r2, zero, zero, zero, fp, run),
+            (false, &[r1, r2, r3, r4, r5, fp, run]) => (r1, r2, r3, r4, r5, fp, run),
+            _ => {
+                return Err(JitError::Internal {
+                    what: "function parameters",
+                })
+            }
+        };
         for (i, v) in [zero, r1, r2, r3, r4, r5, zero, zero, zero, zero]
             .into_iter()
             .enumerate()
@@ -311,6 +335,9 @@ impl<'a, 'f> FnTranslator<'a, 'f> {
     fn func_ref(&mut self, idx: usize) -> Result<FuncRef, JitError> {
         if let Some(f) = self.func_refs.get(&idx) {
             return Ok(*f);
+        }
+        if idx == 0 {
+            return Err(JitError::EntryCalled);
         }
         let f = import_func(&mut self.b, idx, self.internal_sig)?;
         self.func_refs.insert(idx, f);
