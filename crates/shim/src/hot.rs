@@ -441,16 +441,14 @@ pub(crate) fn enter(
     c: &mut [u64],
     stream: Option<(*mut c_void, bool)>,
 ) -> Option<Policed> {
-    let mut policed = hold(point)?;
-    if let Some(verdict) = policed.enter(c, stream) {
-        policed.refuse(verdict);
-        return Some(policed);
+    let policed = hold(point)?;
+    if policed.is_nested() {
+        return policed.enter_nested(c, stream);
     }
-    if policed.exit_is_idle() {
-        // Dropping the handle ends the call (`calls` down by one).
-        return None;
-    }
-    Some(policed)
+    let s = policed.outer_summary() as *const ChainSummary;
+    // SAFETY: an outermost call's summary is its chain's, in its thread's state, unchanged
+    // until the call is dropped (`Policed::outer_summary`).
+    unsafe { policed.enter_summarized(&*s, c, stream) }
 }
 
 /// The chain of attach point `point` when policies must run for this call.
@@ -648,16 +646,17 @@ impl Policed {
         self.frame().map(|f| f.get().verdict).filter(|v| *v != 0)
     }
 
-    /// Marks this call refused with `verdict` (kept in its frame).
+    /// This call, refused with `verdict` (kept in its frame).
     #[cold]
     #[inline(never)]
-    fn refuse(&mut self, verdict: CUresult) {
+    fn refused(mut self, verdict: CUresult) -> Policed {
         if let Some(f) = self.frame() {
             f.set(Frame { verdict, ..f.get() });
         }
         if let Some(t) = NonZeroUsize::new(self.tagged.get() | REFUSED) {
             self.tagged = t;
         }
+        self
     }
 
     /// The published chain this call runs, with its summary.
@@ -742,29 +741,44 @@ impl Policed {
         }
     }
 
-    /// Fills the ctx header of `call` (and, for a call on `stream`, whether the stream is
-    /// being captured: `Some((stream, per-thread variant))`), then runs the entry programs:
-    /// `Some(verdict)` when one refused the call (the wrapper returns the verdict without
-    /// calling the driver).
-    #[inline(always)]
-    fn enter(&self, c: &mut [u64], stream: Option<(*mut c_void, bool)>) -> Option<CUresult> {
-        if self.is_nested() {
-            return self.enter_nested(c, stream);
-        }
-        // SAFETY: an outermost call's summary is its chain's (`Policed::outer_summary`).
-        unsafe { self.enter_with(self.outer_summary(), c, stream) }
-    }
-
-    /// [`Policed::enter`] of a nested call, with its chain's summary from the publication.
+    /// [`enter`] of a nested call, with its chain's summary from the publication.
     #[cold]
     #[inline(never)]
-    fn enter_nested(&self, c: &mut [u64], stream: Option<(*mut c_void, bool)>) -> Option<CUresult> {
-        let p = self.published();
-        // SAFETY: the summary of this call's chain, taken when it was published.
-        unsafe { self.enter_with(p.summary(), c, stream) }
+    fn enter_nested(self, c: &mut [u64], stream: Option<(*mut c_void, bool)>) -> Option<Policed> {
+        let s = self.published().summary() as *const ChainSummary;
+        // SAFETY: the summary of this call's chain, taken when it was published, alive as
+        // long as the publication, which `self` holds until it is dropped.
+        unsafe { self.enter_summarized(&*s, c, stream) }
     }
 
-    /// [`Policed::enter`] with `s`.
+    /// [`enter`] after the chain is held, with `s`: the entry programs, then what is left
+    /// of the call ([`enter`]'s result).
+    ///
+    /// # Safety
+    /// `s` is the summary of this call's chain, alive until `self` is dropped.
+    #[inline(always)]
+    unsafe fn enter_summarized(
+        self,
+        s: &ChainSummary,
+        c: &mut [u64],
+        stream: Option<(*mut c_void, bool)>,
+    ) -> Option<Policed> {
+        // SAFETY: forwarded contract.
+        let refusal = unsafe { self.enter_with(s, c, stream) };
+        // Read right after the entry programs, while the summary's line is in the cache.
+        let idle = s.exit_is_empty() && !recording();
+        match refusal {
+            Some(verdict) => Some(self.refused(verdict)),
+            // Dropping the handle ends the call (`calls` down by one).
+            None if idle => None,
+            None => Some(self),
+        }
+    }
+
+    /// Fills the ctx header (and, for a call on `stream`, whether the stream is being
+    /// captured: `Some((stream, per-thread variant))`), then runs the entry programs:
+    /// `Some(verdict)` when one refused the call (the wrapper returns the verdict without
+    /// calling the driver).
     ///
     /// # Safety
     /// `s` is the summary of this call's chain (it runs the programs `s` names).
@@ -797,25 +811,6 @@ impl Policed {
             return None;
         }
         self.entry_stopped(v, &rec)
-    }
-
-    /// Whether nothing is left to do at this call's exit: no exit program, and the process
-    /// does not record its calls. Read right after the entry programs, while the summary's
-    /// line is still in the cache.
-    #[inline(always)]
-    fn exit_is_idle(&self) -> bool {
-        let empty = if self.is_nested() {
-            self.exit_is_empty_nested()
-        } else {
-            self.outer_summary().exit_is_empty()
-        };
-        empty && !recording()
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn exit_is_empty_nested(&self) -> bool {
-        self.published().summary().exit_is_empty()
     }
 
     /// Exit programs: the result the caller gets. A recording process records the call.
