@@ -173,3 +173,37 @@ fn alternating_points_each_read_their_own_summary() {
     }
     publish_nothing();
 }
+
+/// A call whose chain has no exit program ends in `enter`: `None` (the wrapper calls the
+/// driver and returns), the thread's depth back where it was, and a nested call's own
+/// reference to its chain released, so the driver call that follows is not nested in it.
+#[test]
+fn a_call_without_exit_programs_ends_in_enter() {
+    let _serial = publishing();
+    let thread = thread_state().expect("thread state");
+    publish(std::collections::BTreeMap::from([
+        (POINT_IDS[4], chain_with(false, 9)),
+        (POINT_IDS[5], chain_with(false, 10)),
+    ]));
+    let mut c = [0u64; 8];
+    assert!(enter(4, &mut c, None).is_none(), "nothing to do at exit");
+    assert_eq!(thread.calls.get(), 0, "the call has ended");
+    assert_eq!(
+        thread.last_point.get(),
+        4,
+        "its chain was held through the cache"
+    );
+    let strong = || SLOTS[5].chain.load_full().map(|a| Arc::strong_count(&a));
+    let before = strong();
+    let outer = hold(4).expect("published");
+    assert_eq!(thread.calls.get(), 1);
+    assert!(
+        enter(5, &mut c, None).is_none(),
+        "nested, nothing to do at exit"
+    );
+    assert_eq!(thread.calls.get(), 1, "only the outer call is in flight");
+    assert_eq!(strong(), before, "the nested call's reference was released");
+    drop(outer);
+    assert_eq!(thread.calls.get(), 0);
+    publish_nothing();
+}
