@@ -62,3 +62,50 @@ fn the_hot_statics_are_reached_without_the_got() {
         );
     }
 }
+
+/// Pieces of the mangled names of the functions every policed call runs (`hot::enter`, the
+/// exit path) and of the helpers the shipped policies call per call, which are kept
+/// together in `.text.hot` (`crates/shim/build.rs`).
+const HOT_FUNCTIONS: [&str; 9] = [
+    "3hot5enter",
+    "7Policed4exit",
+    "7Policed8run_exit",
+    "4misc12ktime_get_ns",
+    "7map_ops15map_lookup_elem",
+    "7map_ops15map_update_elem",
+    "7map_ops15ringbuf_reserve",
+    "7map_ops14ringbuf_submit",
+    "6kernel15get_kernel_name",
+];
+
+/// The per-call functions share a few pages of `.text.hot` instead of sitting on a page
+/// each across the library's megabytes of code: in an application whose own work evicts
+/// the TLB between two calls, each page a call's code spans is one more page walk.
+#[test]
+fn the_per_call_functions_share_the_hot_text_section() {
+    use object::ObjectSection;
+    let lib = common::shim::shim_library();
+    let data = std::fs::read(&lib).expect("read libgpubpf.so");
+    let file = object::File::parse(&*data).expect("parse libgpubpf.so");
+    let hot = file
+        .section_by_name(".text.hot")
+        .expect("libgpubpf.so has a .text.hot section (-z keep-text-section-prefix)");
+    let range = hot.address()..hot.address() + hot.size();
+    for piece in HOT_FUNCTIONS {
+        let found: Vec<(String, u64)> = file
+            .symbols()
+            .filter_map(|s| {
+                let name = s.name().ok()?;
+                (name.contains(piece) && !name.contains("$"))
+                    .then(|| (name.to_string(), s.address()))
+            })
+            .collect();
+        assert!(!found.is_empty(), "no symbol for {piece}");
+        for (name, addr) in found {
+            assert!(
+                range.contains(&addr),
+                "{name} at {addr:#x} is outside .text.hot {range:x?}"
+            );
+        }
+    }
+}

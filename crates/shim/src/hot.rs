@@ -436,6 +436,8 @@ pub(crate) fn armed(point: usize) -> bool {
 /// code is only its ctx and its real call. Returns the handle in two registers (a refusal
 /// is a bit of it, its verdict in the thread's state), not through memory.
 #[inline(never)]
+// Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+#[link_section = ".text.hot.gpubpf"]
 pub(crate) fn enter(
     point: usize,
     c: &mut [u64],
@@ -817,6 +819,8 @@ impl Policed {
     /// Ends the call (the chain is released here). Out of line, shared by every wrapper; a
     /// call with nothing to do at exit does not come here ([`enter`] ended it).
     #[inline(never)]
+    // Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+    #[link_section = ".text.hot.gpubpf"]
     pub(crate) fn exit(self, c: &mut [u64], result: CUresult, out_valid: bool) -> CUresult {
         if self.is_nested() {
             return self.exit_nested(c, result, out_valid);
@@ -863,6 +867,8 @@ impl Policed {
     /// # Safety
     /// As for [`Policed::exit_with`].
     #[inline(never)]
+    // Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+    #[link_section = ".text.hot.gpubpf"]
     unsafe fn run_exit(
         &self,
         s: &ChainSummary,

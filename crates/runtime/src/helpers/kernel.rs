@@ -121,6 +121,8 @@ pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
 }
 
 /// `long gpubpf_get_kernel_name(u64 f, char *buf, u32 size)`.
+// Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+#[link_section = ".text.hot.gpubpf"]
 pub extern "C" fn get_kernel_name(f: u64, buf: u64, size: u64, _: u64, _: u64) -> u64 {
     if buf == 0 || size == 0 {
         return neg_errno(libc::EINVAL);

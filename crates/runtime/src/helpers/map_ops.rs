@@ -24,6 +24,8 @@ thread_local! {
 }
 
 /// `void *bpf_map_lookup_elem(void *map, const void *key)`.
+// Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+#[link_section = ".text.hot.gpubpf"]
 pub extern "C" fn map_lookup_elem(map: u64, key: u64, _: u64, _: u64, _: u64) -> u64 {
     #[cfg(test)]
     LOOKUP_CALLS.with(|c| c.set(c.get() + 1));
@@ -37,6 +39,8 @@ pub extern "C" fn map_lookup_elem(map: u64, key: u64, _: u64, _: u64, _: u64) ->
 }
 
 /// `long bpf_map_update_elem(void *map, const void *key, const void *value, u64 flags)`.
+// Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+#[link_section = ".text.hot.gpubpf"]
 pub extern "C" fn map_update_elem(map: u64, key: u64, value: u64, flags: u64, _: u64) -> u64 {
     // SAFETY: the verifier proved `map` is a map handle and `key`/`value` are readable for
     // the map's key/value sizes.
@@ -60,6 +64,8 @@ pub extern "C" fn map_delete_elem(map: u64, key: u64, _: u64, _: u64, _: u64) ->
 }
 
 /// `long bpf_ringbuf_output(void *ringbuf, void *data, u64 size, u64 flags)`.
+// Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+#[link_section = ".text.hot.gpubpf"]
 pub extern "C" fn ringbuf_output(rb: u64, data: u64, size: u64, flags: u64, _: u64) -> u64 {
     if flags & !RB_WAKEUP_FLAGS != 0 {
         return neg_errno(libc::EINVAL);
@@ -81,6 +87,8 @@ pub extern "C" fn ringbuf_output(rb: u64, data: u64, size: u64, flags: u64, _: u
 }
 
 /// `void *bpf_ringbuf_reserve(void *ringbuf, u64 size, u64 flags)`.
+// Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+#[link_section = ".text.hot.gpubpf"]
 pub extern "C" fn ringbuf_reserve(rb: u64, size: u64, flags: u64, _: u64, _: u64) -> u64 {
     if flags != 0 {
         return 0;
@@ -93,6 +101,8 @@ pub extern "C" fn ringbuf_reserve(rb: u64, size: u64, flags: u64, _: u64, _: u64
 }
 
 /// `void bpf_ringbuf_submit(void *data, u64 flags)`.
+// Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+#[link_section = ".text.hot.gpubpf"]
 pub extern "C" fn ringbuf_submit(data: u64, _flags: u64, _: u64, _: u64, _: u64) -> u64 {
     if data != 0 {
         // SAFETY: the verifier tracks reservations: `data` came from `bpf_ringbuf_reserve`

@@ -20,6 +20,8 @@ thread_local! {
 
 /// `u64 bpf_ktime_get_ns(void)`: `CLOCK_MONOTONIC` in nanoseconds, read from the time stamp
 /// counter between anchors where it can stand in for the kernel's clock (`clock`).
+// Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+#[link_section = ".text.hot.gpubpf"]
 pub extern "C" fn ktime_get_ns(_: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
     super::clock::now_ns()
 }

@@ -665,6 +665,8 @@ impl Map {
     /// nothing was reserved: not a writable ring buffer, a record too large, a full ring,
     /// whose drop is counted), so that a program meeting a full ring on every call neither
     /// builds nor drops an error.
+    // Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+    #[link_section = ".text.hot.gpubpf"]
     pub fn ringbuf_reserve_raw(&self, len: u64) -> *mut u8 {
         match &self.kind {
             Kind::RingBuf(r) if self.writable => r.reserve_raw(len).unwrap_or(std::ptr::null_mut()),
