@@ -66,7 +66,7 @@ fn the_hot_statics_are_reached_without_the_got() {
 /// Pieces of the mangled names of the functions every policed call runs (`hot::enter`, the
 /// exit path) and of the helpers the shipped policies call per call, which are kept
 /// together in `.text.hot` (`crates/shim/build.rs`).
-const HOT_FUNCTIONS: [&str; 9] = [
+const HOT_FUNCTIONS: [&str; 11] = [
     "3hot5enter",
     "7Policed4exit",
     "7Policed8run_exit",
@@ -76,6 +76,8 @@ const HOT_FUNCTIONS: [&str; 9] = [
     "7map_ops15ringbuf_reserve",
     "7map_ops14ringbuf_submit",
     "6kernel15get_kernel_name",
+    "6kernel11kernel_name",
+    "12kernel_cache3get",
 ];
 
 /// The per-call functions share a few pages of `.text.hot` instead of sitting on a page

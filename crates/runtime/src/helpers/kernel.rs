@@ -84,6 +84,8 @@ fn resolve(f: u64) -> Result<*const c_char, i32> {
 /// The name of `f` into `out` (NUL-terminated, truncated, zero-padded): its length including
 /// the NUL, or an errno (`EINVAL`: an empty `out`; `ENOENT`: no resolver, a NULL handle or
 /// the driver has no name). `out` is all zeros on error.
+// Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+#[link_section = ".text.hot.gpubpf"]
 pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
     out.fill(0);
     if out.is_empty() {

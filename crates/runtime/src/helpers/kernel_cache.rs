@@ -112,6 +112,8 @@ pub(super) fn usable_epoch() -> Option<u64> {
 
 /// The cached name of `handle` made in `epoch` into `out` (NUL-terminated, truncated,
 /// the rest zero, as `kernel_name`), with its return value; `None` on a miss.
+// Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
+#[link_section = ".text.hot.gpubpf"]
 pub(super) fn get(handle: u64, epoch: u64, out: &mut [u8]) -> Option<usize> {
     let e = entry(handle);
     let s1 = e.seq.load(Ordering::Acquire);

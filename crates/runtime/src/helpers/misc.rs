@@ -1,15 +1,49 @@
 //! Time, randomness and identity helpers.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Once;
 
 /// Bumped in every child after `fork`, so that per-thread caches of pid/tid are refreshed.
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(1);
 static ATFORK: Once = Once::new();
 
+/// The process id for [`pid`]: 0 until first asked, and again in a child after `fork`.
+static PID: AtomicU32 = AtomicU32::new(0);
+
 extern "C" fn after_fork_in_child() {
     FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+    PID.store(0, Ordering::Relaxed);
+}
+
+/// Registers [`after_fork_in_child`] (once per process).
+fn watch_forks() {
+    ATFORK.call_once(|| {
+        // SAFETY: registers a plain function without captured state.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+}
+
+/// The calling process's id, without a system call: one load of a process-wide word (not
+/// a thread-local, which a shared library reaches through `__tls_get_addr`, a call into the
+/// dynamic loader and two more pages per use).
+#[inline]
+pub(super) fn pid() -> u32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => pid_first(),
+        p => p,
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn pid_first() -> u32 {
+    // Registered before the id is cached, so that a fork after the store resets it.
+    watch_forks();
+    // SAFETY: getpid cannot fail.
+    let p = unsafe { libc::getpid() }.unsigned_abs();
+    PID.store(p, Ordering::Relaxed);
+    p
 }
 
 thread_local! {
@@ -56,10 +90,7 @@ pub extern "C" fn get_current_pid_tgid(_: u64, _: u64, _: u64, _: u64, _: u64) -
         if g == gen {
             return v;
         }
-        ATFORK.call_once(|| {
-            // SAFETY: registers a plain function without captured state.
-            unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
-        });
+        watch_forks();
         // SAFETY: getpid and gettid cannot fail.
         let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
         let v = (u64::from(pid) << 32) | u64::from(tid);

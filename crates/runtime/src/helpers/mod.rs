@@ -83,10 +83,10 @@ pub fn missing_implementations() -> Vec<i32> {
         .collect()
 }
 
-/// The calling process's pid, without a system call (cached per thread, refreshed after
-/// `fork`).
+/// The calling process's pid, without a system call (cached for the process, refreshed
+/// after `fork`).
 pub fn current_pid() -> u32 {
-    (misc::get_current_pid_tgid(0, 0, 0, 0, 0) >> 32) as u32
+    misc::pid()
 }
 
 /// A negative errno as helpers return it in `r0`.

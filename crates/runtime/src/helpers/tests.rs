@@ -275,3 +275,31 @@ fn delay_sleeps_at_most_the_bound() {
     // A request past the bound sleeps the bound (not asserted in time: 100 ms).
     assert_eq!(super::misc::bounded_delay(u64::MAX), GPUBPF_MAX_DELAY_NS);
 }
+
+/// The process id a ring record names its producer by is cached for the process and
+/// refreshed in a child after `fork` (the child's records must not carry the parent's id:
+/// the consumer would take a live producer for dead once the parent exits).
+#[test]
+fn the_cached_pid_follows_fork() {
+    // SAFETY: getpid cannot fail.
+    let me = unsafe { libc::getpid() }.unsigned_abs();
+    assert_eq!(current_pid(), me);
+    assert_eq!(current_pid(), me, "cached");
+    // SAFETY: the child only reads atomics and makes system calls before `_exit`.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork failed");
+    if child == 0 {
+        // SAFETY: getpid cannot fail.
+        let ok = current_pid() == unsafe { libc::getpid() }.unsigned_abs() && current_pid() != me;
+        // SAFETY: leave without running the parent's destructors.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child saw its own pid"
+    );
+    assert_eq!(current_pid(), me, "the parent keeps its own");
+}
