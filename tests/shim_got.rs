@@ -92,6 +92,7 @@ fn the_per_call_functions_share_the_hot_text_section() {
     let hot = file
         .section_by_name(".text.hot")
         .expect("libgpubpf.so has a .text.hot section (-z keep-text-section-prefix)");
+    assert_eq!(hot.address() % 4096, 0, ".text.hot starts on a page");
     let range = hot.address()..hot.address() + hot.size();
     for piece in HOT_FUNCTIONS {
         let found: Vec<(String, u64)> = file
