@@ -917,7 +917,7 @@ mod tests;
 // `.text.hot` starts on a page: an empty input section of that section family aligned to
 // 4 KiB raises the output section's alignment (crates/shim/build.rs).
 std::arch::global_asm!(
-    ".pushsection .text.hot.gpubpf,\"ax\",@progbits",
+    ".pushsection .text.hot.gpubpf,\"ax\",%progbits",
     ".p2align 12",
     ".popsection"
 );
