@@ -24,21 +24,29 @@ const HOT_STATICS: [&str; 5] = [
     "12kernel_cache9UNLOADING",
 ];
 
-#[test]
-fn the_hot_statics_are_reached_without_the_got() {
-    let lib = common::shim::shim_library();
-    let data = std::fs::read(&lib).expect("read libgpubpf.so");
-    let file = object::File::parse(&*data).expect("parse libgpubpf.so");
-    let hot: Vec<(String, u64)> = file
-        .symbols()
+/// The built shim's bytes.
+fn library() -> Vec<u8> {
+    std::fs::read(common::shim::shim_library()).expect("read libgpubpf.so")
+}
+
+/// `(name, address)` of the symbols whose (mangled) name contains one of `pieces`.
+fn symbols_with(file: &object::File<'_>, pieces: &[&str]) -> Vec<(String, u64)> {
+    file.symbols()
         .filter_map(|s| {
             let name = s.name().ok()?;
-            HOT_STATICS
+            pieces
                 .iter()
                 .any(|n| name.contains(n) && !name.contains("$"))
                 .then(|| (name.to_string(), s.address()))
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn the_hot_statics_are_reached_without_the_got() {
+    let data = library();
+    let file = object::File::parse(&*data).expect("parse libgpubpf.so");
+    let hot = symbols_with(&file, &HOT_STATICS);
     assert_eq!(
         hot.len(),
         HOT_STATICS.len(),
@@ -86,8 +94,7 @@ const HOT_FUNCTIONS: [&str; 11] = [
 #[test]
 fn the_per_call_functions_share_the_hot_text_section() {
     use object::ObjectSection;
-    let lib = common::shim::shim_library();
-    let data = std::fs::read(&lib).expect("read libgpubpf.so");
+    let data = library();
     let file = object::File::parse(&*data).expect("parse libgpubpf.so");
     let hot = file
         .section_by_name(".text.hot")
@@ -95,14 +102,7 @@ fn the_per_call_functions_share_the_hot_text_section() {
     assert_eq!(hot.address() % 4096, 0, ".text.hot starts on a page");
     let range = hot.address()..hot.address() + hot.size();
     for piece in HOT_FUNCTIONS {
-        let found: Vec<(String, u64)> = file
-            .symbols()
-            .filter_map(|s| {
-                let name = s.name().ok()?;
-                (name.contains(piece) && !name.contains("$"))
-                    .then(|| (name.to_string(), s.address()))
-            })
-            .collect();
+        let found = symbols_with(&file, &[piece]);
         assert!(!found.is_empty(), "no symbol for {piece}");
         for (name, addr) in found {
             assert!(
