@@ -25,10 +25,12 @@
 //!    native program's entry point) from the chain's summary in its thread's state
 //!    (`gpubpf_runtime::dispatch::ChainSummary`, set with the thread's last chain), not
 //!    from the chain's and the program's own lines: two dependent cache misses fewer.
-//! 3. The real call with writable arguments read back from their slots, out-values read
-//!    after success ([`read_out`]), [`Policed::exit`] (exit programs, which may override
-//!    the result; out of line too; it releases the chain), and write-backs of writable
-//!    out-values ([`write_out`]).
+//! 3. The real call with writable arguments read back from their slots. A call whose
+//!    chain has no exit program (and which is not recorded) has ended in [`enter`], which
+//!    then returns `None`: the wrapper only calls the driver and returns its result. Any
+//!    other reads its out-values after success ([`read_out`]), runs [`Policed::exit`] (exit
+//!    programs, which may override the result; out of line too; it releases the chain),
+//!    and writes back writable out-values ([`write_out`]).
 //!
 //! Rare branches (a nested call, a changed chain, the first call of a thread, the device
 //! or capture questions, refusals, faults, recording) are `#[cold]` functions, so that the
