@@ -87,18 +87,20 @@ fn resolve(f: u64) -> Result<*const c_char, i32> {
 // Per-call code, kept on the pages of the shim's hot path (crates/shim/build.rs).
 #[link_section = ".text.hot.gpubpf"]
 pub fn kernel_name(f: u64, out: &mut [u8]) -> Result<usize, i32> {
-    out.fill(0);
     if out.is_empty() {
         return Err(libc::EINVAL);
     }
     if f == 0 {
+        out.fill(0);
         return Err(libc::ENOENT);
     }
     // Asked of the driver once per handle (kernel_cache.rs says why and when a copy dies).
+    // A hit writes all of `out`; anything else starts from zeros.
     let epoch = kernel_cache::usable_epoch();
     if let Some(n) = epoch.and_then(|e| kernel_cache::get(f, e, out)) {
         return Ok(n);
     }
+    out.fill(0);
     let name = resolve(f)?;
     // The string is the driver's own and valid while the function is loaded
     // (`cuFuncGetName`'s contract; the call at hand names a function it just accepted), so
