@@ -176,9 +176,14 @@ impl JitCompiler {
         maps: &[InlineMap],
     ) -> Result<CompiledProgram, JitError> {
         let analysis = Analysis::new(slots)?;
+        // Function 0 is entered with a signature of its own (`translate::entry_signature`):
+        // a function value naming it could be called with the other one.
+        if analysis.funcs.first().is_some_and(|f| f.address_taken) {
+            return Err(JitError::EntryCalled);
+        }
         let cc = self.call_conv();
         let nfuncs = analysis.funcs.len();
-        let mut compiled = Vec::with_capacity(nfuncs + 1);
+        let mut compiled = Vec::with_capacity(nfuncs);
         for idx in 0..nfuncs {
             self.ctx.clear();
             self.ctx.func.name = UserFuncName::user(0, idx as u32);
@@ -342,8 +347,8 @@ fn link(funcs: Vec<CompiledFunc>) -> Result<CompiledProgram, JitError> {
         what: "a program without functions",
     })?;
     // SAFETY: `entry_off` is the start of function 0, compiled with the host's default
-    // calling convention and `translate::internal_signature`, which is `EntryFn` in C
-    // (see there).
+    // calling convention and `translate::entry_signature`, which is `EntryFn` in C (see
+    // there).
     let entry: EntryFn = unsafe { std::mem::transmute::<*const u8, EntryFn>(code.addr(entry_off)) };
     pc_map.sort_unstable();
     // Sizes fit in u32 (checked above).

@@ -219,9 +219,6 @@ pub(crate) fn translate_function(
     frontend: TargetFrontendConfig,
 ) -> Result<(), JitError> {
     let CallTargets { helpers, maps } = *targets;
-    if analysis.funcs.first().is_some_and(|f| f.address_taken) {
-        return Err(JitError::EntryCalled);
-    }
     func.signature = if idx == 0 {
         entry_signature(cc)
     } else {
