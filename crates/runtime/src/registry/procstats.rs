@@ -141,12 +141,12 @@ impl<'a> Counters<'a> {
     /// other is written only by the thread that claimed it (plain load and store).
     #[inline]
     pub fn add(self, shard: u32, c: Counter, v: u64) {
-        let i = (shard as usize).min(N_SHARDS - 1) * SHARD_WORDS + c.0 as usize;
-        if let Some(w) = self.shards.get(i) {
-            if shard == 0 {
-                w.fetch_add(v, Ordering::Relaxed);
-            } else {
-                w.store(w.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+        match self.own_shard(shard.min(N_SHARDS as u32 - 1)) {
+            Some(own) => own.add(c, v),
+            None => {
+                if let Some(w) = self.shards.get(c.0 as usize) {
+                    w.fetch_add(v, Ordering::Relaxed);
+                }
             }
         }
     }

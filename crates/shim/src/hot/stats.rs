@@ -179,12 +179,8 @@ fn count_shared(thread: &ThreadState, c: Counter, v: u64) {
     let Some(counters) = counters() else {
         return;
     };
-    let Some(shard) = thread.shard() else {
-        return;
-    };
-    match thread.own.get() {
-        Some(own) => own.add(c, v),
-        None => counters.add(shard, c, v),
+    if let Some(shard) = thread.shard() {
+        counters.add(shard, c, v);
     }
 }
 
