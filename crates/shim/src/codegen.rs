@@ -261,7 +261,7 @@ fn wrapper(out: &mut String, point_index: usize, point: &AttachPoint, vi: usize,
     unpoliced(out);
     let _ = writeln!(out, "    }}");
     // The ctx is one array literal: the header's constant words (api id; flags with the
-    // device unknown, -1; variant: `Policed::enter` fills in pid and tid, and the device or
+    // device unknown, -1; variant: `hot::enter` fills in pid and tid, and the device or
     // the capturing flag where a program reads them), argument slots, launch block, zeros
     // for the rest (out-values), so that no word is stored twice.
     let mut init: Vec<String> = (0..words).map(|_| "0".to_string()).collect();
